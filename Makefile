@@ -1,0 +1,63 @@
+# Two commands do everything on a fresh machine with Python 3.11+ and the package registries:
+#   make quickstart   set up .venv from uv.lock, run the quickstart experiment end to end, build the report site
+#   make test         set up .venv from uv.lock, check the export, run the notebooks' tests and pytest
+SHELL := /bin/bash
+UV_VERSION := 0.13.9
+PY ?= python3
+UV := $(shell command -v uv 2>/dev/null || echo .bootstrap/bin/uv)
+VENV := .venv
+BIN := $(VENV)/bin
+export WANDB_MODE ?= offline
+export HF_HUB_OFFLINE ?= 1
+export JAX_PLATFORMS ?= cpu
+
+.PHONY: venv quickstart test export-check nbtest pytest chromium lab export clean-nbs bench gpu tpu
+
+.bootstrap/bin/uv:
+	$(PY) -m venv .bootstrap && .bootstrap/bin/pip install -q uv==$(UV_VERSION)
+
+$(BIN)/marin: uv.lock pyproject.toml | $(UV)
+	$(UV) sync --frozen
+	@touch $@
+
+venv: $(BIN)/marin
+
+quickstart: venv
+	$(BIN)/marin run experiments_nb/quickstart.ipynb
+	$(BIN)/marin report build
+
+test: venv chromium export-check nbtest pytest
+
+# marin/ must equal a fresh nbdev-export of nbs/
+export-check: venv
+	$(BIN)/nbdev-export
+	@if [ -n "$$(git status --porcelain -- marin/)" ]; then git status --porcelain -- marin/; git diff --stat -- marin/; \
+	  echo "marin/ differs from a fresh nbdev-export of nbs/: run 'make export' and commit"; exit 1; fi
+
+nbtest: venv
+	$(BIN)/nbdev-test --n-workers 2
+
+pytest: venv
+	$(BIN)/pytest -q tests/
+
+# headless Chromium for the report test (Debian package); installed when missing and we may install packages
+chromium:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	    else echo "chromium missing: install Debian's 'chromium' package (the report test needs it)"; exit 1; fi; }
+
+export: venv
+	$(BIN)/nbdev-export
+	$(BIN)/nbdev-clean
+	$(BIN)/nbdev-clean --fname experiments_nb
+
+lab: venv
+	$(BIN)/marin lab
+
+bench: venv
+	$(BIN)/python bench/core_executor.py
+
+gpu: | $(UV)
+	$(UV) sync --frozen --extra gpu
+tpu: | $(UV)
+	$(UV) sync --frozen --extra tpu

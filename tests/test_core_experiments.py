@@ -1,0 +1,95 @@
+"Experiments through `marin run`: parameter checks, success, failure with the failing cell, the report site in headless Chromium."
+import http.server, json, os, re, shutil, subprocess, threading
+from functools import partial
+from pathlib import Path
+import nbformat, pytest
+from conftest import marin_cmd, REPO
+
+def make_notebook(path: Path, body: str, params: str = 'issue = "#2"\ngreeting = "hello"\nrepeat = 2') -> Path:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(params), nbformat.v4.new_code_cell(body),
+                                         nbformat.v4.new_markdown_cell("## Retrospective\n\nfine")])
+    nb.cells[0].metadata["tags"] = ["parameters"]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "python3", "language": "python"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+OK_BODY = """from marin.core.experiments import record_metrics
+print((greeting + '-from-ok ') * repeat)
+record_metrics(**{'eval/score': 0.75})"""
+FAIL_BODY = """print('before the failure')
+x = 1 / 0"""
+
+def run(*args, **kw):
+    return subprocess.run(marin_cmd(*args), capture_output=True, text=True, env=os.environ, cwd=kw.get("cwd"), timeout=300)
+
+@pytest.fixture
+def experiments(lab):
+    d = lab / "experiments_nb"
+    return make_notebook(d / "ok.ipynb", OK_BODY), make_notebook(d / "fails.ipynb", FAIL_BODY)
+
+def test_bad_parameters_are_refused_before_running(experiments, lab):
+    ok, _ = experiments
+    for args, needle in [(["-p", "greting", "x"], "unknown parameter(s) greting"), (["-p", "repeat", "two"], "repeat='two': expected a int"),
+                         ([], None)]:
+        if needle is None: continue
+        r = run("run", str(ok), *args)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.count("\n") == 1 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = run("run", str(lab / "nope.ipynb"))
+    assert r.returncode == 2 and "experiment not found" in r.stderr
+    assert not (lab / "reports").exists() or not list((lab / "reports").rglob("*.ipynb")), "nothing may run on bad input"
+
+def test_success_and_failure_are_recorded_and_rendered(experiments, lab):
+    ok, fails = experiments
+    r = run("run", str(ok), "-p", "greeting", "hi", "-p", "repeat", "3")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "SUCCESS" in r.stdout and "eval/score=0.75" in r.stdout
+    r = run("run", str(fails))
+    assert r.returncode == 1 and "ZeroDivisionError" in r.stderr
+    from marin.core.ledger import Ledger
+    df = Ledger(str(lab / "store" / "ledger")).sql("SELECT * FROM runs WHERE kind = 'experiment' ORDER BY started_at")
+    assert list(df.experiment) == ["ok", "fails"] and list(df.status) == ["SUCCESS", "FAILED"]
+    failed = df.iloc[1]
+    assert "ZeroDivisionError" in failed.error and "x = 1 / 0" in failed.failing_cell and "ZeroDivisionError" in failed.traceback
+    assert json.loads(df.iloc[0].config)["greeting"] == "hi" and json.loads(df.iloc[0].metrics) == {"eval/score": 0.75}
+    assert df.iloc[0].issue == "#2"
+    kept = nbformat.read(failed.report_path, as_version=4)
+    assert any("before the failure" in str(c.get("outputs")) for c in kept.cells), "partial output of a failed run is kept"
+    ok_nb = nbformat.read(df.iloc[0].report_path, as_version=4)
+    assert "hi-from-ok hi-from-ok hi-from-ok" in str(ok_nb.cells)
+
+def _chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    assert exe, "headless Chromium is needed: `make chromium` installs Debian's chromium package"
+    return exe
+
+def dump_dom(url: str, profile: Path) -> str:
+    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}", "--virtual-time-budget=3000", "--dump-dom", url]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout
+
+def test_report_index_in_headless_chromium(experiments, lab):
+    ok, fails = experiments
+    assert run("run", str(ok)).returncode == 0
+    assert run("run", str(fails)).returncode == 1
+    r = run("report", "build")
+    assert r.returncode == 0, r.stderr
+    site = lab / "reports" / "_site"
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        index = dump_dom(f"{base}/index.html", lab / "chrome")
+        rows = re.findall(r"<tr class=\"run\" data-status=\"(\w+)\">(.*?)</tr>", index, re.S)
+        assert sorted(s for s, _ in rows) == ["FAILED", "SUCCESS"], index[:3000]
+        links = dict((s, re.search(r'href="([^"]+)"', body).group(1)) for s, body in rows)
+        ok_page = dump_dom(f"{base}/{links['SUCCESS']}", lab / "chrome")
+        failed_page = dump_dom(f"{base}/{links['FAILED']}", lab / "chrome")
+        assert "hello-from-ok" in ok_page
+        assert "ZeroDivisionError" in failed_page and "before the failure" in failed_page
+    finally:
+        server.shutdown()

@@ -11,7 +11,7 @@ export WANDB_MODE ?= offline
 export HF_HUB_OFFLINE ?= 1
 export JAX_PLATFORMS ?= cpu
 
-.PHONY: venv quickstart test export-check nbtest pytest chromium lab export clean-nbs bench gpu tpu
+.PHONY: venv quickstart test export-check nbtest pytest chromium lab export readme bench gpu tpu
 
 .bootstrap/bin/uv:
 	$(PY) -m venv .bootstrap && .bootstrap/bin/pip install -q uv==$(UV_VERSION)
@@ -50,6 +50,11 @@ export: venv
 	$(BIN)/nbdev-export
 	$(BIN)/nbdev-clean
 	$(BIN)/nbdev-clean --fname experiments_nb
+	$(MAKE) readme
+
+# README.md is nbs/index.ipynb rendered to Markdown (tests/test_readme.py checks they agree)
+readme: venv
+	$(BIN)/jupyter nbconvert --to markdown --log-level=ERROR --stdout nbs/index.ipynb > README.md
 
 lab: venv
 	$(BIN)/marin lab

@@ -43,3 +43,28 @@ def test_empty_source_fails_with_name(tmp_path):
 def test_missing_path_fails_before_work(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         import_step(SourceConfig("gone", (str(tmp_path / "missing"),)))
+
+
+def test_html_import_and_extract_step(tmp_path):
+    from marin.core.settings import shared_data_dir
+    from marin.data.extract import ExtractConfig, extract_step
+    pages = shared_data_dir() / "html" / "pages"
+    ex = Executor(str(tmp_path / "store"), verbose=False)
+    raw = import_step(SourceConfig("html", (str(pages / "axios.com.future.html"), str(pages / "blog.gaijinpot.com.chikan.html")), format="html"))
+    text = extract_step(ExtractConfig(raw), "extract/html")
+    r = ex.run([text])
+    docs = list(read_documents(r[text]))
+    assert len(docs) == 2 and "fear of causing a fuss in public" in " ".join(docs[1]["text"].split())
+    assert "Axios newsletters" not in docs[0]["text"] and docs[0]["meta"]["extractor"] == "trafilatura"
+    assert document_summary(r[raw])["bytes"] > 5 * document_summary(r[text])["bytes"]
+
+
+def test_cli_import_tokenize_verify(tmp_path):
+    from typer.testing import CliRunner
+    from marin.data.cli import app
+    (tmp_path / "g.fa").write_text(">a\nACGTACGT\n>b\nGGGCCC\n")
+    run = lambda *a: CliRunner().invoke(app, list(a), catch_exceptions=False)
+    out = run("import", "genes", str(tmp_path / "g.fa"), "--prefix", str(tmp_path / "s")).output.strip().splitlines()[-1]
+    tok = run("tokenize", out, "--tokenizer", "dna", "--prefix", str(tmp_path / "s")).output.strip().splitlines()[-1]
+    v = run("verify", tok).output
+    assert "ok: 2 documents, 16 tokens" in v

@@ -38,7 +38,7 @@ nbtest: venv
 	$(BIN)/nbdev-test --n-workers 2
 
 pytest: venv
-	$(BIN)/pytest -q tests/
+	$(BIN)/pytest -q --durations=15 tests/
 
 # headless Chromium for the report test (Debian package); installed when missing and we may install packages
 chromium:

@@ -28,10 +28,9 @@ def _hf_logits(path, toks):
 CASES = {
     "gqa": dict(),
     "llama3-rope": dict(rope_scaling="llama3", rope_factor=4.0, rope_original_seq_len=16, rope_theta=500000.0),
-    "linear-rope": dict(rope_scaling="linear", rope_factor=2.0),
     "ntk-rope-folded": dict(rope_scaling="ntk", rope_factor=4.0),
     "tied-qknorm-qwen3": dict(tie_embeddings=True, qk_norm=True),
-    "mha-headdim": dict(n_kv_heads=4, head_dim=16),
+    "mha-headdim-linear-rope": dict(n_kv_heads=4, head_dim=16, rope_scaling="linear", rope_factor=2.0),
 }
 
 @pytest.mark.parametrize("case", list(CASES))

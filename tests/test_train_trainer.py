@@ -84,3 +84,27 @@ def test_out_of_range_tokens_are_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("MARIN_TRACKER", "disabled")
     with pytest.raises(ValueError, match="vocab_size"):
         train(_cfg(model=MODEL.replace(vocab_size=40)), str(tmp_path / "v"))
+
+def test_trains_on_a_mixture_of_token_sets_through_the_executor(lab, monkeypatch):
+    "The data pipeline's steps feed the trainer: import -> tokenize -> (mixture config) -> train, one DAG."
+    monkeypatch.setenv("MARIN_TRACKER", "disabled")
+    from marin.core.settings import shared_data_dir
+    from marin.core.tracking import read_metrics
+    from marin.data.sources import SourceConfig, import_step
+    from marin.data.shards import TokenizeConfig, tokenize_step
+    from marin.data.mixture import MixtureConfig, MixtureComponent
+    dna = shared_data_dir() / "dna"
+    toks = {}
+    for name, pats in {"mito": ("MT-*.fa",), "phage": ("lambda_NC_001416.fasta",)}.items():
+        docs = import_step(SourceConfig(name, tuple(str(dna / p) for p in pats), format="fasta", split="file"))
+        toks[name] = tokenize_step(TokenizeConfig(docs, "dna", docs_per_shard=1), f"tokens/{name}")
+    mix = MixtureConfig(tuple(MixtureComponent(n, s, 0.5) for n, s in toks.items()), seq_len=32, batch_size=4, sample="dna", block_rows=16)
+    cfg = _cfg(data=mix, model=MODEL.replace(vocab_size=16), num_train_steps=6, eval_data=(("mito", MixtureConfig(mix.components[:1], seq_len=32, batch_size=4, sample="dna", block_rows=16)),),
+               eval_batches=1, log_every=3)
+    step = train_step(cfg, "train/dna")
+    ex = Executor(str(lab / "store"), verbose=False)
+    ex.run([step])
+    out = ex.output_path(step)
+    m = read_metrics(out)
+    assert "mixture/share/mito" in m.columns and np.isfinite(m["eval/mito/bpb"].dropna().iloc[-1])
+    assert latest_checkpoint(os.path.join(out, "checkpoints"))[0] == 6

@@ -52,3 +52,21 @@ def test_sft_starts_from_base_and_learns_assistant_tokens(base_run, monkeypatch)
     assert meta["step"] == 12 and [s for s, _ in list_checkpoints(os.path.join(out, "checkpoints"))][-1] == 12
     # tokenizer and chat template travel with the output
     assert load_chat_template(out).assistant_prefix == "Assistant: " and eval_tokenizer(out).vocab_size == tok.vocab_size
+
+
+def test_dpo_from_chat_pairs_raises_margin(base_run, monkeypatch):
+    from marin.posttrain.dpo import DPOConfig, PreferenceDataConfig, run_dpo
+    from marin.train.trainer import load_model
+    from marin.train.optim import OptimizerConfig
+    tmp, tok, cfg = base_run
+    monkeypatch.setenv("MARIN_PREFIX", str(tmp / "store"))
+    data = PreferenceDataConfig(tokenizer=str(tmp / "tok"), from_chat=True, seq_len=96, batch_size=4, limit=16)
+    dc = DPOConfig(base=str(tmp / "base"), data=data, beta=0.5, num_train_steps=10, progress=False, tracker="disabled", log_every=5,
+                   optimizer=OptimizerConfig(learning_rate=3e-3, warmup=1, weight_decay=0.0))
+    out = str(tmp / "dpo")
+    s = run_dpo(dc, out)
+    hist = [json.loads(l) for l in open(os.path.join(out, "history.jsonl"))]
+    assert abs(hist[0]["loss"] - np.log(2)) < 1e-5 and abs(hist[0]["reward_margin"]) < 1e-5   # policy == reference at step 0
+    assert s["train/dpo/reward_margin"] > 0 and s["train/final_loss"] < np.log(2)
+    model, meta = load_model(out)
+    assert meta["step"] == 10 and meta["posttrain"] == "dpo" and model.cfg == cfg

@@ -1,0 +1,158 @@
+"""The executor's Ray backend on a REAL Ray cluster on the loopback interface: a head (no CPUs) and worker nodes, each
+its own `ray start --block` process started here and ended by process id at the end.
+
+Nodes: `a` and `b`, 2 logical CPUs and one simulated accelerator (`device`) each. The flaky steps of the exclusion
+test die on node `b` like on a broken machine. The training test kills a node, so it runs last."""
+import glob, json, os, sys, threading, time
+from pathlib import Path
+import pytest
+
+ray = pytest.importorskip("ray")
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS))
+
+from marin.cluster.local import LocalRayCluster, NodeSpec
+from marin.cluster.ray_backend import RayBackend, Resources
+from marin.core import storage
+from marin.core.executor import Executor, Step, executor_main, read_status, SUCCESS, FAILED
+import cluster_steps as cs
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ray")
+    env = {"PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+           "JAX_PLATFORMS": "cpu", "MARIN_TRACKER": "disabled", "WANDB_MODE": "offline"}
+    c = LocalRayCluster(root, env=env)
+    try:
+        c.start([NodeSpec("a", num_cpus=2, resources={"device": 1}), NodeSpec("b", num_cpus=2, resources={"device": 1})])
+        c.connect()
+        yield c
+    finally:
+        c.stop()
+
+@pytest.fixture
+def store(tmp_path, monkeypatch, cluster):
+    monkeypatch.setenv("MARIN_PREFIX", str(tmp_path / "store"))
+    monkeypatch.setenv("MARIN_LEASE_SECONDS", "5")
+    monkeypatch.setenv("MARIN_TRACKER", "disabled")
+    monkeypatch.setenv("RAY_ADDRESS", cluster.address)
+    return tmp_path
+
+def node_names(cluster) -> dict[str, str]: return {v: k for k, v in cluster.alive_nodes().items()}
+
+def test_sweep_packs_fractional_devices_and_equals_local(cluster, store):
+    "6 tiny steps at half a device each run 4 at a time on 2 devices; outputs, hashes and metrics equal the local backend's."
+    points = [Step(f"sweep/p{i}", cs.sweep_point, cs.SweepConfig(index=i, seconds=2.0),
+                   resources=Resources(cpus=0.5, custom={"device": 0.5})) for i in range(6)]
+    table = Step("sweep/table", cs.gather, cs.GatherConfig(points=tuple(points)), resources=Resources(cpus=0.25))
+    backend = RayBackend(verbose=True)
+    ex = Executor(str(store / "ray"), backend=backend, verbose=False)
+    r = ex.run([table])
+    assert sorted(r.statuses.values()) == [SUCCESS] * 7, r.statuses
+    rep = backend.report
+    s = rep.summary()
+    print("sweep on ray:", s)
+    assert rep.max_concurrency() >= 2, rep.table()
+    assert s["device_resource"] == "device" and 0 < s["utilisation"] <= 1
+    # every attempt is in the ledger with its node, attempt number and timings
+    led = ex.ledger.sql("SELECT step, attempt, retries, hardware->>'ray_node_id' AS node, duration_s FROM runs WHERE status='SUCCESS'")
+    assert len(led) == 7 and set(led.attempt) == {1} and set(led.retries) == {0}
+    assert led.node.str.len().min() == 56 and (led.duration_s > 0).all()
+    assert set(led.node) <= set(cluster.alive_nodes().values())
+    # the local backend gives the same outputs: same names (hashes of configs), same content hashes, same metrics
+    loc = Executor(str(store / "local"), backend="local", verbose=False)
+    rl = loc.run([table])
+    assert {k for k in rl.statuses} == {k for k in r.statuses}
+    for name in r.statuses:
+        assert read_status(r.outputs[name])["output_hash"] == read_status(rl.outputs[name])["output_hash"], name
+    q = "SELECT step, metrics FROM runs ORDER BY step"
+    assert ex.ledger.sql(q).equals(loc.ledger.sql(q))
+    # a second run on the cluster is fully cached and submits nothing
+    r2 = ex.run([table])
+    assert set(r2.statuses.values()) == {"cached"} and backend.report.attempts == []
+
+def test_multihost_jax_step(cluster, store):
+    "A 2-host step: two Ray actors join one jax.distributed process group (CPU, gloo) and reduce a sharded array."
+    step = Step("allreduce", cs.allreduce, cs.AllReduceConfig(n=8), resources=Resources(cpus=0.5, hosts=2, require_labels={"marin-node": "a"}))
+    backend = RayBackend(multihost_strategy="PACK", verbose=True)
+    ex = Executor(str(store / "mh"), backend=backend, verbose=False)
+    r = ex.run([step])
+    assert r.statuses[step.output_name] == SUCCESS
+    out = storage.read_json(storage.join(r[step], "result.json"))
+    assert out == {"process_count": 2, "device_count": 2, "ids": [0, 1], "sum": 28.0}
+    rec = ex.ledger.sql("SELECT hardware->>'process_count' AS pc, metrics->>'system/process_count' AS m FROM runs")
+    assert list(rec.pc) == ["2"] and list(rec.m) == ["2"]
+
+def test_secrets_stay_out_of_workers_and_ledger(cluster, store, monkeypatch):
+    "Planted secrets in the driver's environment: not forwarded to workers, never in the ledger or any output file."
+    secrets = {"WANDB_API_KEY": "planted-wandb-7f3a9c", "AWS_SECRET_ACCESS_KEY": "planted-aws-0b1e77", "MARIN_TEST_TOKEN": "planted-marin-42aa19",
+               "HF_TOKEN": "planted-hf-5c5c5c"}
+    for k, v in secrets.items(): monkeypatch.setenv(k, v)
+    monkeypatch.setenv("MARIN_CLUSTER", "ray")  # the backend comes from the settings, the address from RAY_ADDRESS
+    probe = Step("probe", cs.env_probe, cs.ProbeConfig(names=tuple(secrets)), resources=Resources(cpus=0.25))
+    r = executor_main([probe], prefix=str(store / "sec"), experiment="secrets")
+    assert storage.read_json(storage.join(r[probe], "seen.json")) == {k: False for k in secrets}
+    ex = Executor(str(store / "sec"), backend="local", verbose=False)
+    rec = ex.ledger.sql("SELECT hardware->>'ray_node_id' AS node, metrics FROM runs WHERE status='SUCCESS'")
+    assert len(rec) == 1 and len(rec.node[0]) == 56            # it ran on the cluster
+    blobs = b"".join(Path(f).read_bytes() for f in glob.glob(str(store / "sec" / "**" / "*"), recursive=True) if Path(f).is_file())
+    assert len(blobs) > 1000
+    for v in [*secrets.values(), cluster.address]:
+        assert v.encode() not in blobs, f"{v} was written under the prefix"
+
+def test_failing_node_is_excluded(cluster, store):
+    "Steps that prefer node `b` die there: after two losses the node is excluded and every step finishes on node `a`."
+    bad_id = cluster.node_id("b")
+    steps = [Step(f"flaky/{i}", cs.crash_on_bad_node, cs.FlakyConfig(index=i, bad_node="b"),
+                  resources=Resources(cpus=0.5, custom={"device": 0.5}, prefer_labels={"marin-node": "b"})) for i in range(3)]
+    backend = RayBackend(max_attempts=4, exclude_after=2, verbose=True)
+    ex = Executor(str(store / "flaky"), backend=backend, verbose=False)
+    r = ex.run(steps)
+    assert set(r.statuses.values()) == {SUCCESS}
+    rep = backend.report
+    assert rep.excluded_nodes == [bad_id]
+    lost = [a for a in rep.attempts if a.status == "LOST"]
+    assert len(lost) >= 2 and all(a.node_id == bad_id for a in lost)
+    assert all(a.node_id != bad_id for a in rep.attempts if a.status == SUCCESS)
+    # nothing started on the bad node after it was excluded (at most the attempts already in flight)
+    assert len(lost) <= 2 + 1
+    led = ex.ledger.sql("SELECT step, status, attempt, retries, hardware->>'ray_node_id' AS node, error, ended_at FROM records "
+                        "WHERE status != 'RUNNING' ORDER BY step, attempt")
+    assert (led[led.status == FAILED].node == bad_id).all() and led[led.status == FAILED].error.str.contains("WorkerCrashedError").all()
+    assert len(led[led.status == FAILED]) == len(lost) and led[led.status == FAILED].ended_at.notna().all()
+    for s in steps:  # each step: attempts 1..k, only the last one succeeded
+        rows = led[led.step == s.name]
+        assert list(rows.attempt) == list(range(1, len(rows) + 1)) and list(rows.status)[-1] == SUCCESS
+        assert list(rows.retries) == [a - 1 for a in rows.attempt]
+
+def test_training_step_migrates_after_node_loss(cluster, store):
+    "Kill the node running a training step after its checkpoint at step >= 10: the retry resumes there on another node, bit-exact."
+    from cluster_train_steps import tiny_train_config
+    from marin.train.checkpoint import latest_checkpoint
+    from marin.train.trainer import final_params_hash, train
+    ref = Executor(str(store / "ref"), backend="local", verbose=False)
+    ref_step = Step("train", train, tiny_train_config(delay=0.0))
+    ref_hash = final_params_hash(ref.run([ref_step])[ref_step])
+
+    step = Step("train", train, tiny_train_config(delay=0.15), resources=Resources(cpus=1, custom={"device": 1}))
+    backend = RayBackend(max_attempts=3, verbose=True)
+    ex = Executor(str(store / "ray"), backend=backend, verbose=False)
+    out = ex.output_path(step)
+    box = {}
+    th = threading.Thread(target=lambda: box.setdefault("r", ex.run([step])), daemon=True)
+    th.start()
+    t = time.time()
+    while not ((lt := latest_checkpoint(str(Path(out) / "checkpoints"))) and lt[0] >= 10):
+        assert th.is_alive() and time.time() - t < 150, "no checkpoint at step >= 10"
+        time.sleep(0.05)
+    marker = json.loads(next((store / "ray" / ".cluster").glob("*/*.attempt1.json")).read_text())
+    victim = node_names(cluster)[marker["ray_node_id"]]
+    cluster.kill_node(victim)
+    th.join(timeout=180)
+    assert not th.is_alive() and box["r"].statuses[step.output_name] == SUCCESS
+    assert final_params_hash(out) == ref_hash                   # the migrated run ends bit-identical
+    led = ex.ledger.sql("SELECT attempt, status, hardware->>'ray_node_id' AS node, metrics->>'train/resumed_from' AS resumed "
+                        "FROM records WHERE status != 'RUNNING' ORDER BY attempt")
+    assert list(led.attempt) == [1, 2] and list(led.status) == [FAILED, SUCCESS]
+    assert led.node[0] == marker["ray_node_id"] and led.node[1] != marker["ray_node_id"]
+    assert int(led.resumed[1]) >= 10                            # resumed from the checkpoint, not from scratch

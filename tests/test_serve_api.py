@@ -148,6 +148,13 @@ def test_bad_requests_get_4xx_and_the_server_keeps_serving(server):
         openai.OpenAI(base_url=server["base"] + "/v1", api_key="bad", max_retries=0).models.list()
     with pytest.raises(openai.BadRequestError):
         server["client"].completions.create(model=name, prompt="a", max_tokens=100000)
+    # a streaming client that hangs up mid-stream
+    port = int(server["base"].rsplit(":", 1)[1])
+    body = json.dumps({"model": name, "prompt": "Bye", "max_tokens": 100, "stream": True}).encode()
+    with socket.create_connection(("127.0.0.1", port)) as sk:
+        sk.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   + f"Authorization: Bearer {KEY}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        assert b"200 OK" in sk.recv(4096)
     assert server["proc"].poll() is None
     r = server["client"].completions.create(model=name, prompt="still here", max_tokens=2, temperature=0)
     assert len(r.choices[0].text) == 2

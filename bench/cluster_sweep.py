@@ -66,10 +66,12 @@ def main():
         seq, packed = rows[0][1], rows[1][1]
         # per-step overhead: no-op steps one at a time on Ray vs the local executor
         noops = lambda: [Step(f"noop/{i}", noop, NoopConfig(i), resources=Resources(cpus=0.5)) for i in range(a.noop)]
+        Executor(str(root / "noop-warm"), backend="local", verbose=False).run([Step("warm", noop, NoopConfig(-1))])  # first-call costs (git, versions)
         t = time.time(); Executor(str(root / "noop-ray"), backend=RayBackend(max_parallel=1, verbose=False), verbose=False).run(noops()); ray_noop = time.time() - t
         t = time.time(); Executor(str(root / "noop-local"), backend="local", verbose=False).run(noops()); local_noop = time.time() - t
+        load = os.getloadavg()[0]
     print(f"\nCluster: head + 2 worker nodes (1 CPU, 1 device each) on loopback, started in {start_s:.1f}s; "
-          f"{a.points} sweep points x {a.train_steps} training steps (d_model 32, 2 layers)\n")
+          f"{a.points} sweep points x {a.train_steps} training steps (d_model 32, 2 layers); 1-min load average at the end: {load:.1f}\n")
     print("| run | wall (s) | utilisation (busy / available device-s) | max concurrent steps |")
     print("|---|---|---|---|")
     for label, wall, u, mc in rows: print(f"| {label} | {wall:.1f} | {u:.2f} | {mc} |")

@@ -1,0 +1,60 @@
+"Fitters recover known constants from noisy synthetic data; too little data is a clear error."
+import math
+import numpy as np, pandas as pd
+import pytest
+from marin.scaling.fits import (ParametricFit, fit_parabola, fit_power_law, fit_optimal_scaling, fit_parametric, forecast_loss, isoflop_fits)
+
+TRUE = ParametricFit(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28)   # Chinchilla's approach-3 constants
+
+def synthetic_runs(budgets=(1e18, 1e19, 1e20, 1e21), sizes=7, noise=0.005, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for C in budgets:
+        for f in np.geomspace(1 / 8, 8, sizes):
+            N = TRUE.optimal_params(C) * f; D = C / (6 * N)
+            rows.append({"budget": C, "params": N, "tokens": D, "loss": float(TRUE(N, D)) * (1 + noise * rng.standard_normal())})
+    return pd.DataFrame(rows)
+
+def test_parabola_recovers_vertex():
+    rng = np.random.default_rng(1)
+    x = np.linspace(5, 7, 9)
+    y = 0.3 * (x - 6.2) ** 2 + 2.5 + 0.002 * rng.standard_normal(len(x))
+    f = fit_parabola(1e18, 10 ** x, y)
+    assert abs(f.log10_n_opt - 6.2) < 0.05 and abs(f.loss_opt - 2.5) < 0.005 and f.d_opt == pytest.approx(1e18 / (6 * f.n_opt))
+
+def test_power_law_recovers_exponent():
+    rng = np.random.default_rng(2)
+    C = np.geomspace(1e17, 1e22, 8)
+    y = 0.12 * C ** 0.49 * np.exp(0.03 * rng.standard_normal(len(C)))
+    p = fit_power_law(C, y)
+    assert abs(p.exponent - 0.49) < 0.02 and p.exponent_stderr < 0.02 and abs(math.log(p.coef / 0.12)) < 0.5
+
+def test_isoflop_optima_recover_chinchilla_exponents():
+    s = fit_optimal_scaling(synthetic_runs())
+    a = TRUE.beta / (TRUE.alpha + TRUE.beta)
+    assert abs(s.n_opt.exponent - a) < 0.04 and abs(s.d_opt.exponent - (1 - a)) < 0.04
+    for f in s.fits: assert abs(math.log10(f.n_opt / TRUE.optimal_params(f.budget))) < 0.1
+
+def test_parametric_fit_recovers_constants_and_forecasts():
+    runs = synthetic_runs()
+    fit = fit_parametric(runs.params, runs.tokens, runs.loss)
+    assert abs(fit.E - TRUE.E) < 0.1 and abs(fit.alpha - TRUE.alpha) < 0.06 and abs(fit.beta - TRUE.beta) < 0.06
+    C = 1e22
+    N = TRUE.optimal_params(C)
+    fc = forecast_loss(runs, N, C / (6 * N), n_boot=20)
+    truth = float(TRUE(N, C / (6 * N)))
+    assert abs(fc.error(truth)) < 0.01 and fc.low <= fc.loss <= fc.high and fc.n_boot >= 15
+
+def test_robust_to_one_bad_run():
+    runs = synthetic_runs(noise=0.002)
+    clean = fit_parametric(runs.params, runs.tokens, runs.loss, grid="small")
+    runs.loc[5, "loss"] *= 1.5
+    dirty = fit_parametric(runs.params, runs.tokens, runs.loss, init=clean)
+    assert abs(dirty(1e10, 2e11) / clean(1e10, 2e11) - 1) < 0.01
+
+def test_too_little_data_is_a_clear_error():
+    runs = synthetic_runs()
+    with pytest.raises(ValueError, match=">= 3 budgets"): isoflop_fits(runs[runs.budget <= 1e19])
+    with pytest.raises(ValueError, match=">= 3 distinct sizes"): fit_parabola(1e18, [1e6, 2e6], [3.0, 2.9])
+    with pytest.raises(ValueError, match="not convex"): fit_parabola(1e18, [1e6, 2e6, 4e6], [3.0, 3.2, 3.0])
+    with pytest.raises(ValueError, match=">= 5 runs"): fit_parametric([1, 2, 3], [1, 2, 3], [3, 2, 1])

@@ -23,7 +23,7 @@ def build(seq_len: int = 512):
     return init(cfg, key=jax.random.PRNGKey(0)), tok
 
 
-def throughput(model, tok, n_items: int) -> list[dict]:
+def throughput(model, tok, n_items: int, rounds: int = 3) -> list[dict]:
     from marin.eval.tasks import BUILTIN_TASKS, evaluate_multiple_choice
     from marin.eval.perplexity import model_logits_fn
     fn = model_logits_fn(model)
@@ -31,15 +31,18 @@ def throughput(model, tok, n_items: int) -> list[dict]:
     for name in ("arc_easy", "piqa"):
         task = dataclasses.replace(BUILTIN_TASKS[name], limit=n_items)
         out = {}
-        for label, bs in (("one example at a time", 1), ("batched (16)", 16)):
+        labels = (("one example at a time", 1), ("batched (16)", 16))
+        for label, bs in labels:
             evaluate_multiple_choice(fn, tok, dataclasses.replace(task, limit=8), max_len=model.cfg.seq_len, batch_size=bs)  # compile
             for L in (16, 32, 64, 128, 256, 512):   # warm every bucket both ways
                 from marin.eval.tasks import score_requests
                 score_requests(fn, [([1] * (L - 2), [2])], max_len=model.cfg.seq_len, batch_size=bs)
-            t = time.perf_counter()
-            r = evaluate_multiple_choice(fn, tok, task, max_len=model.cfg.seq_len, batch_size=bs)
-            dt = time.perf_counter() - t
-            out[label] = (n_items / dt, r)
+        for _ in range(rounds):                      # alternate the two, best of `rounds` (a shared machine is noisy)
+            for label, bs in labels:
+                t = time.perf_counter()
+                r = evaluate_multiple_choice(fn, tok, task, max_len=model.cfg.seq_len, batch_size=bs)
+                dt = time.perf_counter() - t
+                if label not in out or n_items / dt > out[label][0]: out[label] = (n_items / dt, r)
         a, b = out["one example at a time"][1], out["batched (16)"][1]
         same = sum(x["pred"] == y["pred"] for x, y in zip(a.items, b.items))
         rows.append({"task": name, "items": n_items, "naive_items_per_s": out["one example at a time"][0],

@@ -41,13 +41,16 @@ def test_perplexity_is_the_hand_computed_loss_and_bpb(run):
     model, _ = load_model(str(tmp / "run"))
     m = evaluate_perplexity(model, PerplexitySuite((HeldOutSource("held", str(tmp / "tokens_held")),), max_tokens_per_source=10**6, seq_len=32))
     ts = TokenSet(str(tmp / "tokens_held"))
+    import equinox as eqx
+    fwd = eqx.filter_jit(forward)
     nll, n = 0.0, 0
     for i in range(len(ts)):
         x = np.concatenate([[tok.eos_id], ts.doc_tokens(i)])
         # windows of 32 overlapping by one token, each scored alone
         for s in range(0, len(x) - 1, 31):
             w = x[s:s + 32]
-            lp = jax.nn.log_softmax(forward(model, jnp.asarray(w, jnp.int32)[None])[0], -1)
+            padded = np.zeros(32, np.int32); padded[:len(w)] = w         # causal: trailing padding changes nothing before it
+            lp = np.asarray(jax.nn.log_softmax(fwd(model, jnp.asarray(padded)[None])[0], -1))
             nll -= float(sum(lp[j, w[j + 1]] for j in range(len(w) - 1))); n += len(w) - 1
     n_bytes = sum(len(t.encode()) for t in [f"Question: what is {i} plus {i}?\nAnswer: {2 * i}. The cat sat on the mat." for i in range(50, 60)])
     assert n == ts.n_tokens == m["eval/held/tokens"] and m["eval/held/bytes"] == n_bytes

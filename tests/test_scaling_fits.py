@@ -37,13 +37,13 @@ def test_isoflop_optima_recover_chinchilla_exponents():
 
 def test_parametric_fit_recovers_constants_and_forecasts():
     runs = synthetic_runs()
-    fit = fit_parametric(runs.params, runs.tokens, runs.loss)
+    fit = fit_parametric(runs.params, runs.tokens, runs.loss, grid="small")
     assert abs(fit.E - TRUE.E) < 0.1 and abs(fit.alpha - TRUE.alpha) < 0.06 and abs(fit.beta - TRUE.beta) < 0.06
     C = 1e22
     N = TRUE.optimal_params(C)
-    fc = forecast_loss(runs, N, C / (6 * N), n_boot=20)
+    fc = forecast_loss(runs, N, C / (6 * N), n_boot=12, grid="small")
     truth = float(TRUE(N, C / (6 * N)))
-    assert abs(fc.error(truth)) < 0.01 and fc.low <= fc.loss <= fc.high and fc.n_boot >= 15
+    assert abs(fc.error(truth)) < 0.01 and fc.low <= fc.loss <= fc.high and fc.n_boot >= 10
 
 def test_robust_to_one_bad_run():
     runs = synthetic_runs(noise=0.002)

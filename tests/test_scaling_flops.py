@@ -32,3 +32,11 @@ def test_derived_quantities():
     assert training_flops_per_token(c) == pytest.approx(3 * forward_flops_per_token(c))
     big = LlamaConfig(vocab_size=128256, seq_len=8192, d_model=4096, n_layers=32, n_heads=32, n_kv_heads=8, d_ff=14336)
     assert 0.1 < attention_share(big) < 0.3   # Llama-3-8B at 8k context: about a fifth of the FLOPs are attention
+
+def test_moe_active_flops_match_cost_analysis():
+    from marin.models.moe import MoEConfig
+    moe = MoEConfig(n_experts=8, top_k=2, balance="none", log_expert_load=False, dispatch="capacity", capacity_factor=1.0)
+    cfg = LlamaConfig(vocab_size=256, seq_len=64, d_model=64, n_layers=1, n_heads=2, n_kv_heads=2, d_ff=64, moe=moe)
+    assert training_flops_per_token(cfg) < 6 * cfg.n_params                 # active < total parameters
+    xla = compiled_training_flops(cfg, batch_size=2)
+    assert abs(xla / training_flops_per_token(cfg) - 1) < 0.05

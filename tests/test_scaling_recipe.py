@@ -63,3 +63,13 @@ def test_plan_to_train_config():
     assert cfg.num_train_steps == p.num_steps and cfg.tokens_per_step == p.tokens_per_step and cfg.model == p.model
     from marin.train.trainer import SyntheticDataConfig
     with pytest.raises(ValueError, match="batch_size"): p.train_config(SyntheticDataConfig(vocab_size=512, batch_size=p.batch_size + 1, seq_len=128))
+
+def test_moe_recipe_budgets():
+    from marin.scaling.recipe import MoERecipe
+    r, d = MoERecipe(), ComputeOptimalRecipe()
+    for C in (1e16, 1e18, 1e20, 1e22):
+        p = r.plan(C, vocab_size=32000)
+        assert p.model.moe is not None and p.model.moe.top_k == r.granularity
+        assert abs(training_flops(p.model, p.tokens, p.seq_len) / C - 1) < 0.05
+        assert p.model.n_params > (3 if C >= 1e18 else 1) * d.plan(C, vocab_size=32000).model.n_params   # total >> active
+    with pytest.raises(ConfigError, match="granularity"): MoERecipe(granularity=64)

@@ -38,7 +38,7 @@ nbtest: venv
 	$(BIN)/nbdev-test --n-workers 2
 
 pytest: venv
-	$(BIN)/pytest -q --durations=15 tests/
+	$(BIN)/pytest -q --durations=15 --basetemp="$$(mktemp -d /tmp/marin-pytest.XXXXXX)" tests/
 
 # headless Chromium for the report test (Debian package); installed when missing and we may install packages
 chromium:

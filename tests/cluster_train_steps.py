@@ -1,4 +1,4 @@
-"A training step for the cluster tests: the trainer's tiniest model, on character data whose batches can be slowed down."
+"A tiny training step shared by the cluster and resume tests: the trainer's tiniest model, on character data whose batches can be slowed down."
 import dataclasses, time
 from marin.models.transformer import LlamaConfig
 from marin.train.checkpoint import CheckpointConfig

@@ -4,23 +4,17 @@ import os, signal, subprocess, sys, textwrap, time
 from pathlib import Path
 import pytest
 
+TESTS = Path(__file__).resolve().parent
+
 WORKER = textwrap.dedent('''
-    import dataclasses, os, sys, time
+    import os, sys
     os.environ["MARIN_TRACKER"] = "disabled"
+    sys.path.insert(0, sys.argv[3])   # the tests folder: the slowed-down character data lives in cluster_train_steps
+    from cluster_train_steps import SlowCharData
     from marin.models.transformer import LlamaConfig
     from marin.train.checkpoint import CheckpointConfig
     from marin.train.optim import OptimizerConfig
-    from marin.train.trainer import CharDataConfig, Preempted, TrainConfig, final_params_hash, train
-
-    @dataclasses.dataclass(frozen=True)
-    class SlowCharData(CharDataConfig):
-        "Character data whose batches take `delay` seconds: gives the parent time to kill mid-run."
-        delay: float = 0.0
-        def build(self):
-            ld = super().build(); fast = ld.batch
-            def batch(step): time.sleep(self.delay); return fast(step)
-            ld.batch = batch
-            return ld
+    from marin.train.trainer import Preempted, TrainConfig, final_params_hash, train
 
     out, delay = sys.argv[1], float(sys.argv[2])
     cfg = TrainConfig(model=LlamaConfig(vocab_size=65, seq_len=32, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=64, qk_norm=True),
@@ -33,10 +27,10 @@ WORKER = textwrap.dedent('''
 ''')
 
 def _run(script, out, delay=0.0):
-    return subprocess.run([sys.executable, str(script), str(out), str(delay)], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, str(script), str(out), str(delay), str(TESTS)], capture_output=True, text=True, timeout=300)
 
 def _start(script, out, delay):
-    return subprocess.Popen([sys.executable, str(script), str(out), str(delay)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen([sys.executable, str(script), str(out), str(delay), str(TESTS)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 def _wait_for_checkpoint(out: Path, step: int, proc, timeout=180):
     from marin.train.checkpoint import latest_checkpoint

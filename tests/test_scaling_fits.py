@@ -58,3 +58,31 @@ def test_too_little_data_is_a_clear_error():
     with pytest.raises(ValueError, match=">= 3 distinct sizes"): fit_parabola(1e18, [1e6, 2e6], [3.0, 2.9])
     with pytest.raises(ValueError, match="not convex"): fit_parabola(1e18, [1e6, 2e6, 4e6], [3.0, 3.2, 3.0])
     with pytest.raises(ValueError, match=">= 5 runs"): fit_parametric([1, 2, 3], [1, 2, 3], [3, 2, 1])
+
+def test_frontier_recovers_power_law_and_forecasts():
+    "The isoFLOP-frontier forecast recovers a known L*(C) = k·C^gamma, curvature and N*(C) exponent from noisy runs."
+    from marin.scaling.fits import fit_frontier, forecast_frontier
+    rng = np.random.default_rng(3)
+    rows = []
+    for C in (1e10, 3e10, 1e11, 3e11):
+        for x in np.linspace(-0.5, 0.5, 5):
+            N = 0.1 * C ** 0.45 * 10 ** x
+            rows.append({"budget": C, "params": N, "tokens": C / (6 * N), "loss": 30 * C ** -0.1 + 0.4 * x ** 2 + 0.003 * rng.standard_normal()})
+    runs = pd.DataFrame(rows)
+    fit = fit_frontier(runs)
+    assert abs(fit.frontier.exponent + 0.1) < 0.01 and abs(fit.curvature - 0.4) < 0.1 and abs(fit.n_opt.exponent - 0.45) < 0.05
+    assert 0.001 < fit.noise < 0.006
+    C_f = 1.5e12
+    N_f = 0.1 * C_f ** 0.45 * 10 ** 0.1                      # 0.1 decade off the optimum: penalty 0.4 · 0.01
+    fc = forecast_frontier(runs, N_f, C_f / (6 * N_f), n_boot=30)
+    truth = 30 * C_f ** -0.1 + 0.4 * 0.1 ** 2
+    assert abs(fc.error(truth)) < 0.005 and fc.low <= fc.loss <= fc.high and fc.method == "frontier" and fc.n_boot >= 25
+    assert fc.budget == pytest.approx(C_f)
+
+def test_frontier_is_optimistic_when_loss_nears_its_floor():
+    "On Chinchilla's constants (L* tends to E) the pure power law underestimates a decade out: a documented bias."
+    from marin.scaling.fits import forecast_frontier
+    runs = synthetic_runs(noise=0.002)
+    C = 1e22; N = TRUE.optimal_params(C)
+    fc = forecast_frontier(runs, N, C / (6 * N), n_boot=5)
+    assert -0.09 < fc.error(float(TRUE(N, C / (6 * N)))) < -0.02

@@ -1,0 +1,144 @@
+"""MoE ↔ Hugging Face Mixtral: an exported marin MoE checkpoint loads in `transformers` MixtralForCausalLM and gives
+our logits within 1e-4 (fp32); a Mixtral written by `transformers` imports, gives its logits, and re-exports
+bit-exactly; what Mixtral cannot express is refused naming the field; the serving engine (KV cache, quantized or not)
+generates the same greedy tokens as the model's plain forward."""
+import dataclasses, json, os
+import equinox as eqx
+import jax, jax.numpy as jnp, numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from marin.models.moe import MoEConfig
+from marin.models.transformer import LlamaConfig, forward, generate, init
+from marin.serve.engine import Engine, SamplingParams
+from marin.serve.hf import export_hf, import_hf, read_hf_tensors
+
+VOCAB = [chr(c) for c in range(32, 128)]
+BASE = dict(vocab_size=96, seq_len=48, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=48)
+
+
+def _random_model(cfg, seed=0):
+    "O(1) random weights everywhere (norm scales included), so every tensor matters; the router bias stays zero."
+    m = init(cfg, key=jax.random.PRNGKey(seed))
+    bias = m.blocks.moe.router_bias
+    leaves, tdef = jax.tree.flatten(m)
+    keys = jax.random.split(jax.random.PRNGKey(seed + 1), len(leaves))
+    new = [l * (1 + 0.5 * jax.random.normal(k, l.shape)) * (5.0 if l.ndim >= 2 else 1.0) for l, k in zip(leaves, keys)]
+    return eqx.tree_at(lambda t: t.blocks.moe.router_bias, jax.tree.unflatten(tdef, new), bias)
+
+
+def _hf(path):
+    return transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+
+
+CASES = {
+    "top2-of-4": dict(moe=MoEConfig(n_experts=4, top_k=2, balance="switch")),
+    "top1-of-8-expert-width-llama3-rope-tied": dict(moe=MoEConfig(n_experts=8, top_k=1, d_expert=24, balance="none"), tie_embeddings=True,
+                                                  rope_scaling="llama3", rope_factor=4.0, rope_original_seq_len=16, rope_theta=500000.0),
+    "top3-of-6-mha-headdim": dict(moe=MoEConfig(n_experts=6, top_k=3, balance="none"), n_kv_heads=4, head_dim=16),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_moe_export_matches_transformers_mixtral_logits(tmp_path, case):
+    cfg = LlamaConfig(**{**BASE, **CASES[case]})
+    model = _random_model(cfg)
+    s = export_hf(model, str(tmp_path), tokenizer=VOCAB)
+    assert s["architecture"] == "MixtralForCausalLM"
+    toks = np.random.default_rng(0).integers(0, 96, (2, 48))
+    ours = np.asarray(forward(model, jnp.asarray(toks)))
+    hf = _hf(str(tmp_path))
+    assert type(hf).__name__ == "MixtralForCausalLM"
+    with torch.no_grad(): theirs = hf(torch.tensor(toks)).logits.numpy()
+    assert np.abs(ours).max() > 1.0
+    err = float(np.abs(ours - theirs).max())
+    print(f"{case}: max |logit diff| {err:.2e} (max |logit| {np.abs(ours).max():.1f})")
+    np.testing.assert_allclose(ours, theirs, atol=1e-4, rtol=1e-4)
+    back, _ = import_hf(str(tmp_path))
+    assert back.cfg == cfg
+    assert all(bool((a == b).all()) for a, b in zip(jax.tree.leaves(model), jax.tree.leaves(back)))
+
+
+def test_transformers_mixtral_imports_and_reexports_bit_exactly(tmp_path):
+    torch.manual_seed(0)
+    hcfg = transformers.MixtralConfig(vocab_size=80, hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64,
+                                      rms_norm_eps=1e-6, tie_word_embeddings=False)
+    hf = transformers.MixtralForCausalLM(hcfg).eval()
+    with torch.no_grad():
+        for p in hf.parameters(): p.add_(torch.randn_like(p) * 0.3)
+    hf.save_pretrained(tmp_path / "hf", safe_serialization=True)
+    model, _ = import_hf(str(tmp_path / "hf"))
+    m = model.cfg.moe
+    assert (m.n_experts, m.top_k, m.router, m.n_shared_experts, m.dispatch) == (4, 2, "softmax", 0, "dropless")
+    assert model.cfg.rope_theta == 1e6 and model.cfg.norm_eps == 1e-6 and model.cfg.d_ff == 40
+    toks = np.random.default_rng(1).integers(0, 80, (2, 40))
+    with torch.no_grad(): theirs = hf(torch.tensor(toks)).logits.numpy()
+    ours = np.asarray(forward(model, jnp.asarray(toks)))
+    print(f"transformers-written Mixtral: max |logit diff| {float(np.abs(ours - theirs).max()):.2e}")
+    np.testing.assert_allclose(ours, theirs, atol=1e-4, rtol=1e-4)
+    # import -> export: every tensor (names, dtypes, values) identical to what transformers wrote
+    export_hf(model, str(tmp_path / "ours"))
+    a, b = read_hf_tensors(str(tmp_path / "hf")), read_hf_tensors(str(tmp_path / "ours"))
+    assert set(a) == set(b)
+    for k in a: assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]), k
+    # our own Mixtral layout is a fixed point byte for byte, sharded with an index, in float32 and bfloat16
+    for dtype in ("float32", "bfloat16"):
+        export_hf(model, str(tmp_path / f"x-{dtype}"), dtype=dtype, max_shard_bytes=40_000, tokenizer=[chr(c) for c in range(32, 112)])
+        again, _ = import_hf(str(tmp_path / f"x-{dtype}"))
+        export_hf(again, str(tmp_path / f"y-{dtype}"), dtype=dtype, max_shard_bytes=40_000, tokenizer=[chr(c) for c in range(32, 112)])
+        files = sorted(os.listdir(tmp_path / f"x-{dtype}"))
+        assert {"model.safetensors.index.json", "tokenizer.json", "generation_config.json", "README.md"} <= set(files)
+        assert files == sorted(os.listdir(tmp_path / f"y-{dtype}"))
+        for f in files: assert (tmp_path / f"x-{dtype}" / f).read_bytes() == (tmp_path / f"y-{dtype}" / f).read_bytes(), (dtype, f)
+    assert json.loads((tmp_path / "x-float32" / "config.json").read_text())["architectures"] == ["MixtralForCausalLM"]
+    assert "| experts | 4 per layer, top-2" in (tmp_path / "x-float32" / "README.md").read_text()
+
+
+def test_what_mixtral_cannot_express_is_refused_naming_the_field(tmp_path):
+    cfg = LlamaConfig(**{**BASE, "moe": MoEConfig(n_experts=4, top_k=2, balance="quantile")})
+    model = init(cfg, key=jax.random.PRNGKey(0))
+    bad = {
+        "moe.router": dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, router="sigmoid")),
+        "moe.n_shared_experts": dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, n_shared_experts=1)),
+        "qk_norm": dataclasses.replace(cfg, qk_norm=True),
+    }
+    for field, c in bad.items():
+        with pytest.raises(ValueError, match=field.replace(".", r"\.")): export_hf(init(c, key=jax.random.PRNGKey(0)), str(tmp_path / "x"))
+    # quantile / aux-free balancing leaves a selection bias that changes routing: refused; a zero bias exports
+    biased = eqx.tree_at(lambda m: m.blocks.moe.router_bias, model, model.blocks.moe.router_bias.at[1, 2].set(0.05))
+    with pytest.raises(ValueError, match=r"moe\.router_bias .*quantile"): export_hf(biased, str(tmp_path / "x"))
+    # MoE in only some layers (a model that has dense MLP weights as well) is refused
+    mixed = eqx.tree_at(lambda m: m.blocks.w_gate, model, jnp.zeros((2, 32, 48)), is_leaf=lambda x: x is None)
+    with pytest.raises(ValueError, match="only some layers"): export_hf(mixed, str(tmp_path / "x"))
+    assert not (tmp_path / "x").exists()
+    assert export_hf(model, str(tmp_path / "ok"))["architecture"] == "MixtralForCausalLM"
+    # a Mixtral config.json without its expert counts
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text(json.dumps({"architectures": ["MixtralForCausalLM"], "hidden_size": 32}))
+    with pytest.raises(ValueError, match="num_local_experts"): import_hf(str(tmp_path / "broken"))
+
+
+@pytest.mark.parametrize("quantize", ["none", "int8"])
+def test_engine_serves_a_mixtral_checkpoint_with_the_same_greedy_tokens_as_forward(tmp_path, quantize):
+    from marin.serve.quantize import Int8Weight, quantize_model
+    cfg = LlamaConfig(**{**BASE, "seq_len": 64, "moe": MoEConfig(n_experts=4, top_k=2, balance="switch")})
+    export_hf(_random_model(cfg, 3), str(tmp_path / "m"), tokenizer=VOCAB)
+    model, _ = import_hf(str(tmp_path / "m"))
+    from marin.serve.server import inspect_model
+    rep = inspect_model(str(tmp_path / "m"), quantize=quantize, max_batch=2)           # what `marin serve --dry-run` reports
+    assert rep["architecture"] == "MixtralForCausalLM" and rep["params"] == cfg.n_params - 2 * 4   # the router bias is not stored
+    served = quantize_model(model, quantize, group_size=16)
+    if quantize != "none":
+        assert isinstance(served.blocks.moe.expert_gate, Int8Weight) and isinstance(served.blocks.wq, Int8Weight)
+        ref_model = jax.tree.map(lambda w: w.dequantize() if isinstance(w, Int8Weight) else w, served, is_leaf=lambda x: isinstance(x, Int8Weight))
+    else: ref_model = model
+    prompts = [[3, 14, 15, 9, 26, 5], [40] * 13, [7, 8]]
+    with Engine(served, max_batch=2) as eng:                               # 3 prompts over 2 slots: one joins mid-way
+        outs = eng.generate(prompts, SamplingParams(max_tokens=10, temperature=0.0))
+    for p, c in zip(prompts, outs):
+        assert c.tokens == generate(ref_model, p, 10, key=jax.random.PRNGKey(0), temperature=0.0), (p, c.tokens)
+        ref = jax.nn.log_softmax(forward(ref_model, jnp.asarray([p + c.tokens]))[0], -1)
+        np.testing.assert_allclose(c.logprobs, [float(ref[len(p) - 1 + i, t]) for i, t in enumerate(c.tokens)], atol=1e-4)

@@ -22,6 +22,11 @@ def cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("ray")
     env = {"PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
            "JAX_PLATFORMS": "cpu", "MARIN_TRACKER": "disabled", "WANDB_MODE": "offline"}
+    # a stray ~/.ray/auth_token (Ray writes one whenever some `ray.init()` starts a local cluster) must not matter:
+    # plant one that differs from the cluster's own token
+    home = root / "home"; (home / ".ray").mkdir(parents=True)
+    (home / ".ray" / "auth_token").write_text("stray-token-that-is-not-the-clusters")
+    mp = pytest.MonkeyPatch(); mp.setenv("HOME", str(home)); env["HOME"] = str(home)
     c = LocalRayCluster(root, env=env)
     try:
         c.start([NodeSpec("a", num_cpus=2, resources={"device": 1}), NodeSpec("b", num_cpus=2, resources={"device": 1})])
@@ -29,6 +34,7 @@ def cluster(tmp_path_factory):
         yield c
     finally:
         c.stop()
+        mp.undo()
 
 @pytest.fixture
 def store(tmp_path, monkeypatch, cluster):
@@ -97,7 +103,7 @@ def test_secrets_stay_out_of_workers_and_ledger(cluster, store, monkeypatch):
     assert len(rec) == 1 and len(rec.node[0]) == 56            # it ran on the cluster
     blobs = b"".join(Path(f).read_bytes() for f in glob.glob(str(store / "sec" / "**" / "*"), recursive=True) if Path(f).is_file())
     assert len(blobs) > 1000
-    for v in [*secrets.values(), cluster.address]:
+    for v in [*secrets.values(), cluster.address, cluster.token_path.read_text()]:  # nor the cluster's own auth token
         assert v.encode() not in blobs, f"{v} was written under the prefix"
 
 def test_failing_node_is_excluded(cluster, store):

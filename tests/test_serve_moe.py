@@ -110,7 +110,9 @@ def test_what_mixtral_cannot_express_is_refused_naming_the_field(tmp_path):
     # quantile / aux-free balancing leaves a selection bias that changes routing: refused; a zero bias exports
     biased = eqx.tree_at(lambda m: m.blocks.moe.router_bias, model, model.blocks.moe.router_bias.at[1, 2].set(0.05))
     with pytest.raises(ValueError, match=r"moe\.router_bias .*quantile"): export_hf(biased, str(tmp_path / "x"))
-    # MoE in only some layers (a model that has dense MLP weights as well) is refused
+    # MoE in only some layers is refused (by the config, and by the weights: dense MLP weights beside the experts)
+    partial = dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, every=2))
+    with pytest.raises(ValueError, match=r"moe\.every=2.*only"): export_hf(dataclasses.replace(model, cfg=partial), str(tmp_path / "x"))
     mixed = eqx.tree_at(lambda m: m.blocks.w_gate, model, jnp.zeros((2, 32, 48)), is_leaf=lambda x: x is None)
     with pytest.raises(ValueError, match="only some layers"): export_hf(mixed, str(tmp_path / "x"))
     assert not (tmp_path / "x").exists()
@@ -148,3 +150,23 @@ def test_engine_serves_a_mixtral_checkpoint_with_the_same_greedy_tokens_as_forwa
         # generation by full recompute produces exactly these tokens
         assert [int(logp[i].argmax()) for i in steps] == c.tokens, (p, c.tokens)
         np.testing.assert_allclose(c.logprobs, [float(logp[i, seq[i + 1]]) for i in steps], atol=1e-4)
+
+
+def test_engine_serves_moe_in_only_some_layers_like_forward():
+    "A marin MoE with dense and MoE layers (not a Mixtral; served from a training output) through the cache, int8 too."
+    from marin.serve.quantize import dequantize_tree, quantize_model
+    cfg = LlamaConfig(**{**BASE, "seq_len": 32, "n_layers": 3, "moe": MoEConfig(n_experts=4, top_k=2, balance="switch", every=2)})
+    model = _random_model(cfg, 5)
+    assert model.blocks.w_gate.shape[0] == 2 and model.blocks.moe.router.shape[0] == 1
+    plain = jax.jit(forward)
+    q = quantize_model(model, "int8")
+    for served, ref_model in ((model, model), (q, dequantize_tree(q))):
+        with Engine(served, max_batch=2) as eng:
+            outs = eng.generate([[1, 2, 3, 4], [50] * 9], SamplingParams(max_tokens=6, temperature=0.0))
+        for p, c in zip([[1, 2, 3, 4], [50] * 9], outs):
+            seq = p + c.tokens
+            window = np.zeros((1, cfg.seq_len), np.int32); window[0, :len(seq)] = seq
+            logp = np.asarray(jax.nn.log_softmax(plain(ref_model, jnp.asarray(window))[0], -1))
+            steps = range(len(p) - 1, len(seq) - 1)
+            assert [int(logp[i].argmax()) for i in steps] == c.tokens
+            np.testing.assert_allclose(c.logprobs, [float(logp[i, seq[i + 1]]) for i in steps], atol=1e-4)

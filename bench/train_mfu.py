@@ -19,8 +19,12 @@ compute, attention through `jax.nn.dot_product_attention(implementation="cudnn")
 the kernel) and, for comparison, the XLA attention; MFU against the datasheet dense bf16 peak of the device
 (`marin.train.trainer.DEVICE_PEAK_FLOPS`) and against a measured 8192² bf16 matmul. `bench/gpu_check.sh` runs it.
 `--tiny` shrinks every shape so the path can be smoke-tested on a CPU."""
-import argparse, dataclasses, os, resource, time
+import argparse, dataclasses, os, resource, sys, time
 os.environ.setdefault("MARIN_TRACKER", "disabled")
+if "--marin-from" in sys.argv:                  # before/after: import `marin` from an older tree (git archive REV marin | tar -x -C DIR)
+    _dir = sys.argv[sys.argv.index("--marin-from") + 1]
+    sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]   # the checkout's editable install
+    sys.path.insert(0, _dir)
 import jax, jax.numpy as jnp, numpy as np
 from marin.models import transformer as T
 from marin.models.transformer import LlamaConfig
@@ -93,7 +97,8 @@ def main_cpu(args):
             rows.append((batch, attention, remat, loop, r))
             print(f"  batch {batch} {attention}/{remat}/{loop}: step {r['step_s']:.3f}s MFU {r['mfu']:.0%} (cpu-time {r['mfu_cpu']:.0%})", flush=True)
     load = os.getloadavg()
-    print(f"\nModel: {model.summary()}; context {seq}; float32; {os.cpu_count()} CPUs visible; jax {jax.__version__}; "
+    import marin; print(f"\nmarin imported from {os.path.dirname(marin.__file__)}")
+    print(f"Model: {model.summary()}; context {seq}; float32; {os.cpu_count()} CPUs visible; jax {jax.__version__}; "
           f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min) at the end")
     print(f"Burst peak (best single 1024^2 f32 matmul): {burst / 1e9:.1f} GFLOP/s\n")
     print("| batch | attention | remat | layer loop | step (s) | tokens/s | model GFLOP/s | paired matmul GFLOP/s | MFU (paired) | MFU (CPU time) | MFU (burst peak) |")
@@ -143,6 +148,7 @@ if __name__ == "__main__":
                     help="cpu: attention/remat/layer_loop triples")
     ap.add_argument("--remat", default="none", help="gpu: remat policy")
     ap.add_argument("--tiny", action="store_true", help="tiny shapes: a smoke test of the code path on any machine")
+    ap.add_argument("--marin-from", default="", help="import marin from this directory (an older tree) instead of the checkout")
     args = ap.parse_args()
     if args.backend == "cpu": args.batch = args.batch or "8,16"; main_cpu(args)
     else: main_gpu(args)

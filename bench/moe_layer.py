@@ -4,6 +4,8 @@ kernels vs their pure-JAX references. Prints a Markdown table.
     .venv/bin/python bench/moe_layer.py [--tokens 4096] [--d-model 256] [--experts 8] [--top-k 2] [--backend interpret|gpu|tpu]
 
 On CPU the Pallas kernels run in interpret mode (a correctness path, not a speed one); on a GPU pass --backend gpu.
+`grouped_matmul=ragged` is `jax.lax.ragged_dot`, which XLA:CPU lowers to a dense masked matmul (E x the work); `blocked`
+is the padded-block grouped matmul `auto` picks on CPU. The whole training step is `bench/moe_step.py`.
 """
 import argparse, time
 import jax, jax.numpy as jnp
@@ -33,12 +35,12 @@ def main():
     dense = jax.jit(jax.grad(lambda w, h: jnp.sum(((jax.nn.silu(h @ w[0]) * (h @ w[1])) @ w[2]) ** 2)))
     t_dense = timeit(dense, (wg, wu, wd), h)
     rows.append(("dense SwiGLU, d_ff = k·F", t_dense))
-    for mode in ("dropless", "capacity"):
+    for mode, gm in (("dropless", "blocked"), ("dropless", "ragged"), ("capacity", "auto")):
         cfg = LlamaConfig(vocab_size=8, seq_len=T, d_model=D, n_layers=1, n_heads=1, n_kv_heads=1, d_ff=F,
-                          moe=MoEConfig(n_experts=E, top_k=k, dispatch=mode, balance="quantile"))
+                          moe=MoEConfig(n_experts=E, top_k=k, dispatch=mode, balance="quantile", grouped_matmul=gm))
         p = init_moe(cfg, key=key)
         f = jax.jit(jax.grad(lambda p, h: jnp.sum(moe_mlp(cfg, p, h)[0] ** 2)))
-        rows.append((f"MoE {E}x top-{k} {mode} (xla), QB", timeit(f, p, h)))
+        rows.append((f"MoE {E}x top-{k} {mode}" + (f", grouped_matmul={gm}" if mode == "dropless" else "") + ", QB", timeit(f, p, h)))
     # kernels vs references on a smaller token count (interpret mode is slow)
     Tk = a.kernel_tokens
     x = jax.random.normal(key, (Tk, D))

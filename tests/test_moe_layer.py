@@ -114,3 +114,45 @@ def test_mixtral_config_is_a_valid_hf_config():
     hf = transformers.MixtralConfig(**{k: v for k, v in d.items() if k not in ("model_type", "architectures")})
     assert (hf.num_local_experts, hf.num_experts_per_tok, hf.intermediate_size, hf.hidden_size) == (8, 2, 24, 16)
     assert hf.model_type == d["model_type"] == "mixtral"
+
+@pytest.mark.parametrize("impl", ["ragged", "blocked"])
+def test_grouped_matmul_implementations_agree_in_the_model(impl):
+    "The dropless layer with either grouped matmul equals the every-expert reference (values and gradients)."
+    cfg = cfg_for(balance="quantile", grouped_matmul=impl, block_rows=4)
+    p = init_moe(cfg, key=jax.random.PRNGKey(3))
+    h = jax.random.normal(jax.random.PRNGKey(4), (2, 16, 16))
+    y, _ = jax.jit(lambda p, h: moe_mlp(cfg, p, h))(p, h)
+    assert jnp.allclose(y, moe_mlp_reference(cfg, p, h), atol=1e-5)
+    g = jax.jit(jax.grad(lambda p: jnp.sum(jnp.sin(moe_mlp(cfg, p, h)[0]))))(p)
+    gr = jax.jit(jax.grad(lambda p: jnp.sum(jnp.sin(moe_mlp_reference(cfg, p, h)))))(p)
+    for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(gr)): assert jnp.allclose(a, b, atol=1e-5)
+
+def test_moe_in_chosen_layers(every=2, first_dense=1, n_layers=5, moe_ids=(2, 4)):   # a dense layer, two [dense, MoE] groups
+    "Mixed dense/MoE stacks: right layers, exact parameter count, scan over groups == unrolled loop, bias update, no Mixtral."
+    from marin.models.transformer import count_params, post_step_update
+    cfg = LlamaConfig(vocab_size=32, seq_len=16, d_model=16, n_layers=n_layers, n_heads=2, n_kv_heads=2, d_ff=24,
+                      moe=MoEConfig(n_experts=4, top_k=2, every=every, first_dense_layers=first_dense))
+    assert cfg.moe.moe_layer_ids(n_layers) == moe_ids
+    model = init(cfg, key=jax.random.PRNGKey(0))
+    assert count_params(model) == cfg.n_params
+    assert model.blocks.w_gate.shape[0] == n_layers - len(moe_ids) and model.blocks.moe.expert_gate.shape[0] == len(moe_ids)
+    dense = cfg.replace(moe=None)
+    D, F, E = 16, 24, 4
+    assert cfg.n_matmul_params - dense.n_matmul_params == len(moe_ids) * (D * E + 3 * D * F * 2 - 3 * D * F)   # k=2 experts + router
+    toks = jax.random.randint(jax.random.PRNGKey(1), (2, 16), 0, 32)
+    batch = {"tokens": toks, "loss_mask": jnp.ones((2, 16))}
+    out = {}
+    for loop in ("scan", "unroll"):
+        m = dataclasses.replace(model, cfg=cfg.replace(layer_loop=loop))
+        out[loop] = jax.jit(lambda m: next_token_loss(m, batch))(m)
+    (ls, aux), (lu, auxu) = out["scan"], out["unroll"]
+    assert abs(float(ls) - float(lu)) < 1e-5 and jnp.allclose(aux["moe_bias_next"], auxu["moe_bias_next"], atol=1e-6)
+    assert aux["moe_bias_next"].shape == (len(moe_ids), E)
+    assert {k.split("/")[2] for k in aux if k.startswith("moe/load/")} == {f"l{l}" for l in moe_ids}
+    new = post_step_update(model, aux)
+    assert jnp.array_equal(new.blocks.moe.router_bias, aux["moe_bias_next"])
+    with pytest.raises(ValueError, match="every layer"):
+        mixtral_config(cfg)
+    with pytest.raises(ValueError, match="first_dense_layers"):
+        LlamaConfig(vocab_size=32, seq_len=16, d_model=16, n_layers=2, n_heads=2, n_kv_heads=2, d_ff=24,
+                    moe=MoEConfig(every=2, first_dense_layers=1))

@@ -42,3 +42,52 @@ def test_one_vs_eight_devices_agree():
         assert abs(a[bal]["cv"] - b[bal]["cv"]) < 1e-5, bal
         assert np.allclose(a[bal]["bias"], b[bal]["bias"], atol=1e-5), bal
         for x, y in zip(a[bal]["grad"], b[bal]["grad"]): assert np.allclose(x, y, atol=1e-5), bal
+
+TRAIN_SCRIPT = textwrap.dedent('''
+    import json, jax, numpy as np
+    from marin.models.transformer import LlamaConfig
+    from marin.models.moe import MoEConfig
+    from marin.train.optim import OptimizerConfig, build_optimizer
+    from marin.train.sharding import MeshConfig, make_mesh
+    from marin.train.trainer import (SyntheticDataConfig, TrainConfig, build_loader, device_batch, init_state,
+                                     make_train_step, state_shardings)
+    assert len(jax.devices()) == 8
+    model = LlamaConfig(vocab_size=32, seq_len=16, d_model=16, n_layers=2, n_heads=2, n_kv_heads=2, d_ff=24,
+                        moe=MoEConfig(n_experts=8, top_k=2, d_expert=16, balance="quantile", balance_groups=8))
+    out = {}
+    for name, mc in {"1 device": MeshConfig(data=1, devices=1), "data=2 expert=4": MeshConfig(data=2, expert=4),
+                     "fsdp=2 expert=4": MeshConfig(data=1, fsdp=2, expert=4)}.items():
+        cfg = TrainConfig(model=model, data=SyntheticDataConfig(vocab_size=32, batch_size=8, seq_len=16), mesh=mc,
+                          optimizer=OptimizerConfig(learning_rate=1e-2, warmup=0), num_train_steps=3)
+        mesh = make_mesh(cfg.mesh)
+        opt, sched = build_optimizer(cfg.optimizer, cfg.num_train_steps)
+        shard = state_shardings(cfg, mesh, opt)
+        state = init_state(cfg, mesh, opt)
+        step = make_train_step(cfg, mesh, opt, sched, shard)
+        ld = build_loader(cfg.data)
+        losses = []
+        for i in range(3):
+            state, m = step(state, device_batch(ld.batch(i), mesh, 1, mc.rules))
+            losses.append(float(m["loss"]))
+        eg = state.params.blocks.moe.expert_gate
+        hlo = step.lower(state, device_batch(ld.batch(3), mesh, 1, mc.rules)).as_text()
+        out[name] = {"losses": losses, "cv": float(m["moe/load_cv"]), "bias": np.asarray(state.params.blocks.moe.router_bias).tolist(),
+                     "expert_spec": str(eg.sharding.spec), "all_to_all": "all_to_all" in hlo or "all-to-all" in hlo}
+    print("RESULT", json.dumps(out))
+''')
+
+def test_expert_mesh_axis_in_the_trainer_agrees_with_one_device(tmp_path):
+    "MeshConfig(expert=n) alone turns on expert parallelism in the trainer; 8 devices give the 1-device numbers."
+    import json, numpy as np
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    r = subprocess.run([sys.executable, "-c", TRAIN_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads([l for l in r.stdout.splitlines() if l.startswith("RESULT")][0][len("RESULT "):])
+    ref = out["1 device"]
+    assert not ref["all_to_all"] and ref["losses"][-1] < ref["losses"][0]
+    for name in ("data=2 expert=4", "fsdp=2 expert=4"):
+        o = out[name]
+        assert o["all_to_all"], name                                    # the expert-parallel path ran
+        assert "expert" in o["expert_spec"], (name, o["expert_spec"])   # experts live on the expert axis
+        assert np.allclose(o["losses"], ref["losses"], atol=1e-5), (name, o["losses"], ref["losses"])
+        assert abs(o["cv"] - ref["cv"]) < 1e-4 and np.allclose(o["bias"], ref["bias"], atol=1e-5), name

@@ -75,10 +75,6 @@ def run(cfg: TrainConfig, steps: int, paired: bool) -> dict:
     return {"step_s": dt, "tokens_s": cfg.tokens_per_step / dt, "achieved": achieved, "paired_peak": peak, "mfu": mfu,
             "mfu_cpu": mfu_cpu, "compile_s": compile_s, "loss": float(m["loss"]), "cudnn": "cudnn" in hlo.lower()}
 
-def cudnn_attention(q, k, v, mask):
-    "cuDNN flash attention: causal inside the kernel, the segment mask passed along (it is causal & same-segment)."
-    return jax.nn.dot_product_attention(q, k, v, mask=mask, is_causal=True, implementation="cudnn")
-
 def main_cpu(args):
     model = LlamaConfig(vocab_size=4096, seq_len=256, d_model=384, n_layers=6, n_heads=6, n_kv_heads=6, d_ff=1024)
     seq = 256
@@ -117,13 +113,11 @@ def main_gpu(args):
     mm = measure_matmul_flops(n=mm_n, dtype=jnp.bfloat16)
     print(f"Device: {jax.devices()[0].device_kind} ({jax.default_backend()}); peak {peak / 1e12:.1f} TFLOP/s ({src}); "
           f"measured {mm_n}^2 bf16 matmul {mm / 1e12:.2f} TFLOP/s; jax {jax.__version__}", flush=True)
-    T.ATTENTION["xla"] = T.xla_attention
     impls = ["cudnn", "xla"] if on_gpu else ["xla"]                     # cuDNN exists only on NVIDIA GPUs
     rows = []
     for batch in batches:
         for impl in impls:
-            T.ATTENTION["xla"] = cudnn_attention if impl == "cudnn" else T.xla_attention   # the bench's own switch
-            cfg = TrainConfig(model=model.replace(attention="xla"), compute_dtype="bfloat16", remat=args.remat,
+            cfg = TrainConfig(model=model.replace(attention=impl), compute_dtype="bfloat16", remat=args.remat,
                               data=SyntheticDataConfig(vocab_size=model.vocab_size, batch_size=batch, seq_len=seq),
                               num_train_steps=100, progress=False)
             try: r = run(cfg, args.steps, paired=False)
@@ -131,7 +125,6 @@ def main_gpu(args):
                 print(f"  batch {batch} {impl}: FAILED {type(e).__name__}: {str(e)[:300]}", flush=True); continue
             rows.append((batch, impl, r))
             print(f"  batch {batch} {impl}: step {r['step_s'] * 1e3:.1f} ms, compile {r['compile_s']:.0f}s, cuDNN in HLO: {r['cudnn']}", flush=True)
-    T.ATTENTION["xla"] = T.xla_attention
     print(f"\nModel: {model.summary()}; context {seq}; bfloat16 compute, float32 params; remat {args.remat}")
     print("| batch | attention | cuDNN kernel in HLO | step (ms) | tokens/s | model TFLOP/s | MFU vs datasheet peak | MFU vs measured bf16 matmul |")
     print("|---|---|---|---|---|---|---|---|")

@@ -4,7 +4,8 @@ time, and Ray's per-step overhead against the local executor.
     .venv/bin/python bench/cluster_sweep.py [--points 6] [--train-steps 40] [--noop 20]
 
 Cluster: a head (no CPUs) and 2 worker nodes on loopback with 1 CPU and 1 simulated device (`device`) each, i.e. the
-2 cores of this machine. Packed: every sweep point asks for half a device and half a CPU (4 at a time); sequential:
+2 cores of this machine; each node is pinned to its own core (`NodeSpec.cpu_affinity`, unless `--no-pin`), so a node
+really has the one CPU it advertises, as the machines of a real cluster do. Packed: every sweep point asks for half a device and half a CPU (4 at a time); sequential:
 the same steps with `max_parallel=1` on the same cluster. Prints a Markdown table."""
 import argparse, dataclasses, os, sys, tempfile, time
 from pathlib import Path
@@ -39,6 +40,7 @@ def main():
     ap.add_argument("--points", type=int, default=6)
     ap.add_argument("--train-steps", type=int, default=40)
     ap.add_argument("--noop", type=int, default=20)
+    ap.add_argument("--no-pin", dest="pin", action="store_false", help="let every node use every core")
     a = ap.parse_args()
     os.environ.update(MARIN_TRACKER="disabled", JAX_PLATFORMS="cpu", WANDB_MODE="offline")
     sys.path.insert(0, str(HERE))
@@ -49,7 +51,9 @@ def main():
     env = {"PYTHONPATH": str(HERE), "JAX_PLATFORMS": "cpu", "MARIN_TRACKER": "disabled"}
     t0 = time.time()
     with LocalRayCluster(root / "ray", env=env) as c:
-        c.start([NodeSpec("a", num_cpus=1, resources={"device": 1}), NodeSpec("b", num_cpus=1, resources={"device": 1})])
+        pin = (lambda core: (core,)) if a.pin and (os.cpu_count() or 1) >= 2 else (lambda core: ())
+        c.start([NodeSpec("a", num_cpus=1, resources={"device": 1}, cpu_affinity=pin(0)),
+                 NodeSpec("b", num_cpus=1, resources={"device": 1}, cpu_affinity=pin(1))])
         c.connect()
         start_s = time.time() - t0
         # warm the worker pool once (process start + imports are paid once per worker, not per step)
@@ -70,7 +74,7 @@ def main():
         t = time.time(); Executor(str(root / "noop-ray"), backend=RayBackend(max_parallel=1, verbose=False), verbose=False).run(noops()); ray_noop = time.time() - t
         t = time.time(); Executor(str(root / "noop-local"), backend="local", verbose=False).run(noops()); local_noop = time.time() - t
         load = os.getloadavg()[0]
-    print(f"\nCluster: head + 2 worker nodes (1 CPU, 1 device each) on loopback, started in {start_s:.1f}s; "
+    print(f"\nCluster: head + 2 worker nodes (1 CPU, 1 device each{', each pinned to its own core' if a.pin else ', not pinned'}) on loopback, started in {start_s:.1f}s; "
           f"{a.points} sweep points x {a.train_steps} training steps (d_model 32, 2 layers); 1-min load average at the end: {load:.1f}\n")
     print("| run | wall (s) | utilisation (busy / available device-s) | max concurrent steps |")
     print("|---|---|---|---|")

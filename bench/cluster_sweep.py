@@ -16,6 +16,11 @@ def noop(cfg, out):
     "A step that does nothing (measures the scheduling overhead)."
     return None
 
+def warm(cfg, out):
+    "Import the training stack, so each worker pays JAX's import once, before either run (both then start warm)."
+    import marin.train.trainer  # noqa: F401
+    return None
+
 @dataclasses.dataclass(frozen=True)
 class NoopConfig:
     index: int = 0
@@ -56,9 +61,9 @@ def main():
                  NodeSpec("b", num_cpus=1, resources={"device": 1}, cpu_affinity=pin(1))])
         c.connect()
         start_s = time.time() - t0
-        # warm the worker pool once (process start + imports are paid once per worker, not per step)
+        # warm the worker pool once (process start + imports of the training stack are paid once per worker, not per step)
         Executor(str(root / "warm"), backend=RayBackend(verbose=False), verbose=False).run(
-            [Step(f"warm/{i}", noop, NoopConfig(i), resources=Resources(cpus=0.5, custom={"device": 0.5})) for i in range(4)])
+            [Step(f"warm/{i}", warm, NoopConfig(i), resources=Resources(cpus=0.5, custom={"device": 0.5})) for i in range(4)])
         rows = []
         for label, par in (("sequential (max_parallel=1)", 1), ("packed (0.5 device each)", 0)):
             b = RayBackend(max_parallel=par, verbose=False)

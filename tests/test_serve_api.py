@@ -2,21 +2,18 @@
 streaming; lm-eval's `local-completions` log-likelihood requests agree with in-process scoring; bad requests get
 the right 4xx while the server keeps serving; 64 concurrent requests all complete correctly."""
 import concurrent.futures as cf
-import json, os, socket, subprocess, time, urllib.error, urllib.request
+import json, socket, urllib.error, urllib.request
 from operator import itemgetter
 import jax, jax.numpy as jnp, numpy as np
 import pytest
 
 openai = pytest.importorskip("openai")
-from conftest import marin_cmd
+from conftest import marin_server
 from marin.models.transformer import LlamaConfig, forward, init
 from marin.serve.hf import export_hf, import_hf
 
 VOCAB = ["\n"] + [chr(c) for c in range(32, 127)]
 KEY = "sk-marin-test"
-
-def _free_port() -> int:
-    with socket.socket() as s: s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
@@ -24,24 +21,9 @@ def server(tmp_path_factory):
     cfg = LlamaConfig(vocab_size=96, seq_len=128, d_model=48, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=96)
     model = jax.tree.map(lambda a: a * 6 if a.ndim >= 2 else a, init(cfg, key=jax.random.PRNGKey(0)))
     export_hf(model, str(d), tokenizer=VOCAB)
-    port = _free_port()
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    proc = subprocess.Popen(marin_cmd("serve", "--model", str(d), "--port", str(port), "--api-key", KEY, "--max-batch", "8"),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        if proc.poll() is not None: pytest.fail(f"server exited: {proc.stdout.read()}")
-        try:
-            with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                if r.status == 200: break
-        except OSError: time.sleep(0.5)
-    else: pytest.fail("server did not come up")
-    client = openai.OpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0, timeout=120)
-    yield {"base": base, "client": client, "model": model, "dir": str(d), "name": "tiny-llama", "proc": proc}
-    proc.terminate()
-    try: proc.wait(10)
-    except subprocess.TimeoutExpired: proc.kill()
+    with marin_server(d, "--api-key", KEY, "--max-batch", "8") as (base, proc):
+        client = openai.OpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0, timeout=120)
+        yield {"base": base, "client": client, "model": model, "dir": str(d), "name": "tiny-llama", "proc": proc}
 
 def _raw(server, path, body, key=KEY, method="POST"):
     data = body if isinstance(body, bytes) else (None if body is None else json.dumps(body).encode())

@@ -2,13 +2,13 @@
 tokenizer is served on 127.0.0.1, lm_eval's `local-completions` model scores a 20-item multiple-choice task (ARC-Easy
 items from the shared data, as a custom task YAML) through `/v1/completions`, and its per-item log-likelihoods,
 predictions and accuracy agree with in-process scoring by `marin.eval.tasks` on the same checkpoint."""
-import dataclasses, json, os, socket, subprocess, time, urllib.request
+import json, time
 import jax, numpy as np
 import pytest
 
 lm_eval = pytest.importorskip("lm_eval")
 pytest.importorskip("transformers")
-from conftest import marin_cmd
+from conftest import marin_server
 from marin.core.settings import shared_data_dir
 from marin.data.tokenizers import train_bpe
 from marin.eval.perplexity import model_logits_fn
@@ -18,21 +18,6 @@ from marin.models.transformer import LlamaConfig, init
 from marin.serve.hf import export_hf, import_hf
 
 N_ITEMS = 20
-
-
-def _free_port() -> int:
-    with socket.socket() as s: s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
-
-
-def _wait_healthy(proc, base: str, timeout: float = 120):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None: pytest.fail(f"server exited: {proc.stdout.read()}")
-        try:
-            with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                if r.status == 200: return
-        except OSError: time.sleep(0.3)
-    pytest.fail("server did not come up")
 
 
 def test_lm_eval_local_completions_through_the_server_agrees_with_in_process_scoring(tmp_path, monkeypatch):
@@ -59,23 +44,15 @@ def test_lm_eval_local_completions_through_the_server_agrees_with_in_process_sco
     model = jax.tree.map(lambda a: a * 4 if a.ndim >= 2 else a, init(cfg, key=jax.random.PRNGKey(0)))
     d = tmp_path / "tiny-mixtral"
     export_hf(model, str(d), tokenizer=tok)
-    port = _free_port()
-    proc = subprocess.Popen(marin_cmd("serve", "--model", str(d), "--port", str(port), "--max-batch", "8"),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ, JAX_PLATFORMS="cpu"), text=True)
-    try:
-        _wait_healthy(proc, f"http://127.0.0.1:{port}")
+    with marin_server(d, "--max-batch", "8", timeout=120) as (base, proc):
         t_up = time.perf_counter()
         from lm_eval.tasks import TaskManager
         res = lm_eval.simple_evaluate(
             model="local-completions",
-            model_args=f"base_url=http://127.0.0.1:{port}/v1/completions,model=tiny-mixtral,tokenizer_backend=huggingface,"
+            model_args=f"base_url={base}/v1/completions,model=tiny-mixtral,tokenizer_backend=huggingface,"
                        f"tokenizer={d},tokenized_requests=True,max_length={cfg.seq_len},batch_size=8,max_retries=1",
             tasks=["marin_arc20"], task_manager=TaskManager(include_path=str(tmp_path / "tasks"), include_defaults=False), limit=N_ITEMS, log_samples=True)
         assert proc.poll() is None
-    finally:
-        proc.terminate()
-        try: proc.wait(10)
-        except subprocess.TimeoutExpired: proc.kill()
     t_lm = time.perf_counter()
     samples = sorted(res["samples"]["marin_arc20"], key=lambda s: s["doc_id"])
     assert len(samples) == N_ITEMS

@@ -86,3 +86,44 @@ def test_frontier_is_optimistic_when_loss_nears_its_floor():
     C = 1e22; N = TRUE.optimal_params(C)
     fc = forecast_frontier(runs, N, C / (6 * N), n_boot=5)
     assert -0.09 < fc.error(float(TRUE(N, C / (6 * N)))) < -0.02
+
+def _frontier_runs(Lstar, budgets=(1e10, 3e10, 1e11, 3e11), noise=0.002, seed=0):
+    rng = np.random.default_rng(seed); rows = []
+    for C in budgets:
+        for x in np.linspace(-0.5, 0.5, 5):
+            N = 0.1 * C ** 0.45 * 10 ** x
+            rows.append({"budget": C, "params": N, "tokens": C / (6 * N), "loss": float(Lstar(C)) + 0.4 * x ** 2 + noise * rng.standard_normal()})
+    return pd.DataFrame(rows)
+
+def test_log_quadratic_and_floor_frontiers_recover_constants():
+    from marin.scaling.fits import fit_log_quadratic, fit_power_law_floor, fit_frontier_curve
+    rng = np.random.default_rng(7)
+    C = np.geomspace(1e10, 1e13, 7); x = np.log10(C) - 11.5
+    L = 10 ** (0.55 - 0.085 * x - 0.0117 * x ** 2) * (1 + 0.001 * rng.standard_normal(len(C)))
+    q = fit_log_quadratic(C, L)
+    assert abs(q.c1 + 0.085) < 0.003 and abs(q.c2 + 0.0117) < 0.002 and q.slope(1e13) < q.slope(1e10)
+    Cf = np.geomspace(1e16, 1e22, 7)
+    f = fit_power_law_floor(Cf, (1.69 + 120 * Cf ** -0.15) * (1 + 0.001 * rng.standard_normal(len(Cf))))
+    assert abs(f.E - 1.69) < 0.15 and abs(f.exponent + 0.15) < 0.03
+    assert fit_frontier_curve(C, L, "power-last2").exponent == pytest.approx(fit_power_law(C[-2:], L[-2:]).exponent)
+    with pytest.raises(ValueError, match="unknown frontier method"): fit_frontier_curve(C, L, "spline")
+    with pytest.raises(ValueError, match=">= 3 budgets"): fit_log_quadratic(C[:2], L[:2])
+
+def test_backtest_selects_the_generating_shape():
+    "Runs whose frontier steepens: the backtest finds the power law pessimistic and selects the log-log quadratic."
+    from marin.scaling.fits import (LogQuadratic, PowerLaw, backtest_forecasts, backtest_summary, select_method, FRONTIER_METHODS,
+                                    forecast_frontier, with_model_error)
+    steep = LogQuadratic(0.6, -0.07, -0.03, 10.5)
+    runs = _frontier_runs(steep)
+    extra = pd.DataFrame([{"budget": 1.5e12, "params": 3e4, "tokens": 1.5e12 / 1.8e5, "loss": float(steep(1.5e12))}])
+    bt = backtest_forecasts(runs, FRONTIER_METHODS + ("parametric",), extra=extra)
+    assert len(bt) == 2 * 6 and set(bt.ratio.round(2)) == {3.0, 5.0}
+    assert select_method(bt) == "log-quadratic" and (bt[bt.method == "power"].error > 0.01).all()
+    s = backtest_summary(bt)
+    assert list(s.index) == list(FRONTIER_METHODS) + ["parametric"] and s.loc["log-quadratic", "mean_abs_error"] < 0.01
+    assert select_method(backtest_forecasts(_frontier_runs(PowerLaw(30.0, -0.1), noise=0.001), FRONTIER_METHODS)) in ("power", "power-last3", "power+floor")
+    fc = forecast_frontier(runs, 3e4, 1.5e12 / 1.8e5, n_boot=20, method="log-quadratic")
+    assert abs(fc.error(float(steep(1.5e12)))) < 0.01 and fc.fit.method == "log-quadratic"
+    w = with_model_error(fc, 0.02)
+    assert w.low < fc.low and w.high > fc.high and w.loss == fc.loss
+    with pytest.raises(ValueError, match="no backtest target"): backtest_forecasts(_frontier_runs(steep, budgets=(1e10, 3e10, 1e11)))

@@ -77,6 +77,18 @@ def test_sweep_packs_fractional_devices_and_equals_local(cluster, store):
     r2 = ex.run([table])
     assert set(r2.statuses.values()) == {"cached"} and backend.report.attempts == []
 
+def test_balanced_placement_spreads_equal_steps(cluster, store):
+    "placement='balanced': 6 equal half-device steps on 2 one-device nodes go 3 + 3 (Ray's own placement may give 4 + 2)."
+    points = [Step(f"spread/p{i}", cs.sweep_point, cs.SweepConfig(index=100 + i, seconds=1.5),
+                   resources=Resources(cpus=0.5, custom={"device": 0.5})) for i in range(6)]
+    backend = RayBackend(placement="balanced", verbose=True)
+    r = Executor(str(store / "ray"), backend=backend, verbose=False).run(points)
+    assert set(r.statuses.values()) == {SUCCESS}, r.statuses
+    per_node = {}
+    for a in backend.report.attempts: per_node[a.node_id] = per_node.get(a.node_id, 0) + 1
+    assert sorted(per_node.values()) == [3, 3], backend.report.table()
+    assert backend.report.max_concurrency() >= 2
+
 def test_multihost_jax_step(cluster, store):
     "A 2-host step: two Ray actors join one jax.distributed process group (CPU, gloo) and reduce a sharded array."
     step = Step("allreduce", cs.allreduce, cs.AllReduceConfig(n=8), resources=Resources(cpus=0.5, hosts=2, require_labels={"marin-node": "a"}))

@@ -17,9 +17,8 @@ import jax, jax.numpy as jnp
 def build(balance, a):
     from marin.models.transformer import LlamaConfig
     from marin.models.moe import MoEConfig
-    from marin.train.trainer import TrainConfig, CharDataConfig, make_train_step, init_state, state_shardings, device_batch
-    from marin.train.optim import OptimizerConfig, build_optimizer
-    from marin.train.sharding import make_mesh
+    from marin.train.trainer import TrainConfig, CharDataConfig, setup_training, device_batch
+    from marin.train.optim import OptimizerConfig
     balance, *extra = balance.split("+")                   # e.g. quantile+grouped_matmul=ragged: other MoEConfig fields
     kw = {k: type(getattr(MoEConfig(), k))(v) if not isinstance(getattr(MoEConfig(), k), bool) else v in ("1", "true", "True")
           for k, v in (e.split("=") for e in extra)}
@@ -28,11 +27,8 @@ def build(balance, a):
                         n_kv_heads=a.heads, d_ff=a.top_k * a.d_expert, moe=moe)
     cfg = TrainConfig(model=model, data=CharDataConfig(batch_size=a.batch, seq_len=a.seq), optimizer=OptimizerConfig(learning_rate=1e-3),
                       num_train_steps=1000, progress=False)
-    mesh = make_mesh(cfg.mesh)
-    opt, schedule = build_optimizer(cfg.optimizer, cfg.num_train_steps)
-    shard = state_shardings(cfg, mesh, opt)
-    state = init_state(cfg, mesh, opt)
-    step = make_train_step(cfg, mesh, opt, schedule, shard)
+    setup = setup_training(cfg)
+    mesh, state, step = setup.mesh, setup.init_state(), setup.step
     rng = np.random.default_rng(0)
     toks = rng.integers(0, a.vocab, (a.batch, a.seq)).astype(np.int32)
     batch = device_batch({"tokens": toks, "segment_ids": np.ones_like(toks), "loss_mask": np.ones(toks.shape, np.float32)},

@@ -28,10 +28,7 @@ if "--marin-from" in sys.argv:                  # before/after: import `marin` f
 import jax, jax.numpy as jnp, numpy as np
 from marin.models import transformer as T
 from marin.models.transformer import LlamaConfig
-from marin.train.optim import build_optimizer
-from marin.train.sharding import make_mesh
-from marin.train.trainer import (SyntheticDataConfig, TrainConfig, build_loader, device_batch, init_state, make_train_step,
-                                 state_shardings, measure_matmul_flops, peak_flops_per_device)
+from marin.train.trainer import SyntheticDataConfig, TrainConfig, setup_training, measure_matmul_flops, peak_flops_per_device
 
 def cpu_seconds() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
@@ -57,11 +54,9 @@ def matmul_rate(seconds: float) -> tuple[float, float]:
 
 def run(cfg: TrainConfig, steps: int, paired: bool) -> dict:
     "Compile the train step, run `steps` timed steps (each followed by a matmul chain when `paired`)."
-    mesh = make_mesh(cfg.mesh); opt, sched = build_optimizer(cfg.optimizer, 100)
-    shard = state_shardings(cfg, mesh, opt); state = init_state(cfg, mesh, opt)
-    fn = make_train_step(cfg, mesh, opt, sched, shard)
-    ld = build_loader(cfg.data)
-    batches = [device_batch(ld.batch(i), mesh, cfg.grad_accum, cfg.mesh.rules) for i in range(steps + 1)]
+    setup = setup_training(cfg)                                   # cfg.num_train_steps (100) sets the LR schedule only
+    state, fn = setup.init_state(), setup.step
+    batches = [setup.batch(i) for i in range(steps + 1)]
     t = time.perf_counter(); state, m = fn(state, batches[0]); jax.block_until_ready(m); compile_s = time.perf_counter() - t
     hlo = fn.lower(state, batches[0]).compile().as_text() or ""
     flops = cfg.model.flops_per_token(cfg.data.seq_len) * cfg.tokens_per_step

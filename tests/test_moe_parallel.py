@@ -47,10 +47,9 @@ TRAIN_SCRIPT = textwrap.dedent('''
     import json, jax, numpy as np
     from marin.models.transformer import LlamaConfig
     from marin.models.moe import MoEConfig
-    from marin.train.optim import OptimizerConfig, build_optimizer
-    from marin.train.sharding import MeshConfig, make_mesh
-    from marin.train.trainer import (SyntheticDataConfig, TrainConfig, build_loader, device_batch, init_state,
-                                     make_train_step, state_shardings)
+    from marin.train.optim import OptimizerConfig
+    from marin.train.sharding import MeshConfig
+    from marin.train.trainer import SyntheticDataConfig, TrainConfig, setup_training
     assert len(jax.devices()) == 8
     model = LlamaConfig(vocab_size=32, seq_len=16, d_model=16, n_layers=2, n_heads=2, n_kv_heads=2, d_ff=24,
                         moe=MoEConfig(n_experts=8, top_k=2, d_expert=16, balance="quantile", balance_groups=8))
@@ -58,18 +57,13 @@ TRAIN_SCRIPT = textwrap.dedent('''
     for name, mc in {"1 device": MeshConfig(data=1, devices=1), "fsdp=2 expert=4": MeshConfig(data=1, fsdp=2, expert=4)}.items():
         cfg = TrainConfig(model=model, data=SyntheticDataConfig(vocab_size=32, batch_size=8, seq_len=16), mesh=mc,
                           optimizer=OptimizerConfig(learning_rate=1e-2, warmup=0), num_train_steps=3)
-        mesh = make_mesh(cfg.mesh)
-        opt, sched = build_optimizer(cfg.optimizer, cfg.num_train_steps)
-        shard = state_shardings(cfg, mesh, opt)
-        state = init_state(cfg, mesh, opt)
-        step = make_train_step(cfg, mesh, opt, sched, shard)
-        ld = build_loader(cfg.data)
-        losses = []
+        t = setup_training(cfg)
+        state, losses = t.init_state(), []
         for i in range(3):
-            state, m = step(state, device_batch(ld.batch(i), mesh, 1, mc.rules))
+            state, m = t.step(state, t.batch(i))
             losses.append(float(m["loss"]))
         eg = state.params.blocks.moe.expert_gate
-        hlo = step.lower(state, device_batch(ld.batch(3), mesh, 1, mc.rules)).as_text()
+        hlo = t.step.lower(state, t.batch(3)).as_text()
         out[name] = {"losses": losses, "cv": float(m["moe/load_cv"]), "bias": np.asarray(state.params.blocks.moe.router_bias).tolist(),
                      "expert_spec": str(eg.sharding.spec), "all_to_all": "all_to_all" in hlo or "all-to-all" in hlo}
     print("RESULT", json.dumps(out))

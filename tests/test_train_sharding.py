@@ -5,10 +5,9 @@ import json, os, subprocess, sys, textwrap
 WORKER = textwrap.dedent('''
     import json, jax, numpy as np
     from marin.models.transformer import LlamaConfig
-    from marin.train.optim import OptimizerConfig, build_optimizer
-    from marin.train.sharding import MeshConfig, make_mesh
-    from marin.train.trainer import (SyntheticDataConfig, TrainConfig, build_loader, device_batch, init_state,
-                                     make_train_step, state_shardings)
+    from marin.train.optim import OptimizerConfig
+    from marin.train.sharding import MeshConfig
+    from marin.train.trainer import SyntheticDataConfig, TrainConfig, setup_training
     assert len(jax.devices()) == 8, jax.devices()
     model = LlamaConfig(vocab_size=64, seq_len=16, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=64, qk_norm=True)
     meshes = {"1 device": MeshConfig(data=1, devices=1),
@@ -18,18 +17,13 @@ WORKER = textwrap.dedent('''
     for name, mc in meshes.items():
         cfg = TrainConfig(model=model, data=SyntheticDataConfig(vocab_size=64, batch_size=8, seq_len=16), mesh=mc, grad_accum=2,
                           optimizer=OptimizerConfig(learning_rate=1e-2, warmup=0), num_train_steps=4)
-        mesh = make_mesh(cfg.mesh)
-        opt, sched = build_optimizer(cfg.optimizer, cfg.num_train_steps)
-        shard = state_shardings(cfg, mesh, opt)
-        state = init_state(cfg, mesh, opt)
-        step = make_train_step(cfg, mesh, opt, sched, shard)
-        ld = build_loader(cfg.data)
-        losses = []
+        t = setup_training(cfg)
+        state, losses = t.init_state(), []
         for i in range(4):
-            state, m = step(state, device_batch(ld.batch(i), mesh, cfg.grad_accum, mc.rules))
+            state, m = t.step(state, t.batch(i))
             losses.append(float(m["loss"]))
         wq = state.params.blocks.wq
-        out[name] = {"losses": losses, "devices": mesh.size, "wq_spec": str(wq.sharding.spec),
+        out[name] = {"losses": losses, "devices": t.mesh.size, "wq_spec": str(wq.sharding.spec),
                      "wq_shards": len({str(s.index) for s in wq.addressable_shards}), "param_sum": float(sum(np.abs(np.asarray(x)).sum() for x in jax.tree.leaves(state.params)))}
     print("RESULT", json.dumps(out))
 ''')

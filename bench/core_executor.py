@@ -1,4 +1,5 @@
-"""Benchmarks of the lab's spine: executor overhead on a cached 1,000-step DAG and ledger append/query for 10,000 records.
+"""Benchmarks of the lab's spine: executor overhead on a cached 1,000-step DAG, ledger append/query for 10,000 records,
+and log-structured compaction against folding the whole ledger at every compaction.
 
 Run: .venv/bin/python bench/core_executor.py   (prints a Markdown table; numbers go to BENCHMARKS.md)
 Each measurement is shown beside a baseline measured in the same run (the bare I/O the operation cannot avoid).
@@ -65,7 +66,29 @@ def bench_ledger(n: int = 10_000) -> list[tuple]:
                 ("ledger: first query after 10,000 appends", f"{first:.2f} s", "", ""),
                 ("ledger: query 10,000 records after compaction (dedup views)", f"{after * 1e3:.1f} ms", f"{bare_q * 1e3:.1f} ms (bare DuckDB group-by on the file)", f"{after / bare_q:.1f}×")]
 
+class FullCompactionLedger(Ledger):
+    "The ledger before log-structured compaction: every auto-compaction folds the whole ledger into one file."
+    def compact(self, full: bool = False) -> int: return super().compact(full=True)
+
+def bench_compaction(n: int = 10_000) -> list[tuple]:
+    "Amortised append cost and rows rewritten by compaction over n appends: log-structured vs folding everything."
+    out = {}
+    for name, cls in (("log-structured", Ledger), ("full", FullCompactionLedger)):
+        with tempfile.TemporaryDirectory() as d:
+            L, rewritten = cls(d), [0]
+            fold = L._fold
+            def counting_fold(files, level, fold=fold, rewritten=rewritten):
+                rewritten[0] += sum(pq.read_metadata(f).num_rows for f in files); fold(files, level)
+            L._fold = counting_fold
+            t0 = time.perf_counter()
+            for i in range(n): L.append(RunRecord(run_id=f"r{i}", kind="step", status="SUCCESS", started_at=utcnow(), config={"i": i}))
+            out[name] = ((time.perf_counter() - t0) / n, rewritten[0], len(L._files()))
+            assert len(L.sql("SELECT * FROM records")) == n
+    (a, ra, fa), (b, rb, fb) = out["log-structured"], out["full"]
+    return [(f"ledger: {n:,} appends, amortised per append (log-structured compaction)", f"{a * 1e3:.2f} ms", f"{b * 1e3:.2f} ms (fold everything every 128)", f"{a / b:.2f}×"),
+            (f"ledger: rows rewritten by compaction over {n:,} appends", f"{ra:,} ({ra / n:.1f} per record; {fa} files left)", f"{rb:,} ({rb / n:.1f} per record; {fb} files left)", f"{ra / rb:.3f}×")]
+
 if __name__ == "__main__":
-    rows = bench_executor() + bench_ledger()
+    rows = bench_executor() + bench_ledger() + bench_compaction()
     print("| measurement | ours | baseline (same run) | ratio |\n|---|---|---|---|")
     for r in rows: print("| " + " | ".join(r) + " |")

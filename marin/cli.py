@@ -128,7 +128,7 @@ def runs_sql(query: Annotated[str, typer.Argument(help="DuckDB SQL over the view
 def runs_compact():
     "Fold the ledger's record files into one (faster queries)."
     from marin.core.ledger import Ledger
-    typer.echo(f"folded {Ledger().compact()} files")
+    typer.echo(f"folded {Ledger().compact(full=True)} files")
 
 # %% ../nbs/90_cli.ipynb #5318b3ba
 @report_app.command("build")

@@ -1,9 +1,26 @@
-"`marin cluster up` starts a real loopback Ray cluster with its own token; `marin cluster status` reads it; Ctrl-C stops it."
+"""`marin cluster up` starts a real loopback Ray cluster with its own token; `marin cluster status` reads it; `marin run
+--cluster ray` runs an experiment's steps on it; Ctrl-C stops it."""
 import json, os, signal, socket, subprocess, sys, time
 from pathlib import Path
 import pytest
 
+from test_core_experiments import make_notebook
+
 MARIN = str(Path(sys.executable).with_name("marin"))
+
+ON_RAY_BODY = """import dataclasses, pathlib
+from marin.core.executor import Step, executor_main
+from marin.core.experiments import record_metrics
+@dataclasses.dataclass(frozen=True)
+class Point:
+    i: int = 0
+def square(cfg, out):
+    pathlib.Path(out).mkdir(parents=True, exist_ok=True); (pathlib.Path(out) / "v.txt").write_text(str(cfg.i ** 2))
+    return {"eval/v": cfg.i ** 2}
+steps = [Step(f"sq/{i}", square, Point(i), resources={"cpus": 0.25}) for i in range(n)]
+result = executor_main(steps, issue=issue)
+record_metrics(**{"eval/sum": sum(int(pathlib.Path(result.outputs[s.output_name], "v.txt").read_text()) for s in steps)})
+"""
 
 def test_cluster_up_status_and_stop(tmp_path):
     home = tmp_path / "home"; (home / ".ray").mkdir(parents=True)
@@ -32,6 +49,22 @@ def test_cluster_up_status_and_stop(tmp_path):
         workers = [n for n in s["nodes"] if n["labels"].get("marin-node") == "node0"]
         assert len(workers) == 1 and workers[0]["alive"] and workers[0]["resources"]["device"] == 1 and workers[0]["resources"]["CPU"] == 1
         assert s["total"]["device"] == 1 and s["total"]["CPU"] == 1                 # the head does no work
+
+        # an experiment through `marin run --cluster ray`: its steps run as Ray tasks on that cluster, and the ledger
+        # records their node but never the cluster's address
+        lab = tmp_path / "lab"
+        nb = make_notebook(lab / "experiments_nb" / "on_ray.ipynb", ON_RAY_BODY, params='issue = "#8"\nn = 3')
+        run_env = {**env, **exports, "MARIN_PREFIX": str(lab / "store"), "MARIN_REPORTS_DIR": str(lab / "reports"), "MARIN_TRACKER": "disabled"}
+        r = subprocess.run([MARIN, "run", str(nb), "--cluster", "ray", "-p", "n", "4"], env=run_env, capture_output=True, text=True, timeout=600, cwd=lab)
+        assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+        from marin.core.ledger import Ledger
+        led = Ledger(str(lab / "store" / "ledger"))
+        steps = led.sql("SELECT step, status, hardware->>'ray_node_id' AS node, parent_run_id FROM runs WHERE kind = 'step' ORDER BY step")
+        assert list(steps.step) == [f"sq/{i}" for i in range(4)] and set(steps.status) == {"SUCCESS"}, steps
+        assert steps.node.str.len().min() == 56 and steps.parent_run_id.notna().all()    # ran on a Ray node, linked to the experiment run
+        exp = led.sql("SELECT status, metrics FROM runs WHERE kind = 'experiment'")
+        assert list(exp.status) == ["SUCCESS"] and json.loads(exp.metrics[0])["eval/sum"] == 0 + 1 + 4 + 9
+        assert exports["RAY_ADDRESS"] not in led.sql("SELECT * FROM records").to_json(date_format="iso")   # the address is in no record
 
         up.send_signal(signal.SIGINT)
         assert up.wait(timeout=120) == 0

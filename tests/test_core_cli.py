@@ -46,3 +46,5 @@ def test_lab_serves_on_loopback(lab):
         assert body and "version" in body, "JupyterLab did not answer on 127.0.0.1"
     finally:
         p.terminate(); p.wait(timeout=30)
+    with pytest.raises(OSError):   # terminating `marin lab` stopped the server too (no orphaned JupyterLab)
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()

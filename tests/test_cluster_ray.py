@@ -4,6 +4,7 @@ its own `ray start --block` process started here and ended by process id at the 
 Nodes: `a` and `b`, 2 logical CPUs and one simulated accelerator (`device`) each. The flaky steps of the exclusion
 test die on node `b` like on a broken machine. The training test kills a node, so it runs last."""
 import glob, json, os, sys, threading, time
+import equinox as eqx, jax, numpy as np
 from pathlib import Path
 import pytest
 
@@ -100,6 +101,26 @@ def test_multihost_jax_step(cluster, store):
     assert out == {"process_count": 2, "device_count": 2, "ids": [0, 1], "sum": 28.0}
     rec = ex.ledger.sql("SELECT hardware->>'process_count' AS pc, metrics->>'system/process_count' AS m FROM runs")
     assert list(rec.pc) == ["2"] and list(rec.m) == ["2"]
+
+def test_multihost_training_writes_sharded_orbax_checkpoints(cluster, store):
+    """A 2-host training step (fsdp over the two processes) with format='orbax': each process writes its own shards,
+    process 0 alone writes the run's files, and one process reads the model back: the 1-process run's, within float tolerance."""
+    from cluster_train_steps import tiny_train_config
+    from marin.train.checkpoint import CheckpointConfig, latest_checkpoint
+    from marin.train.sharding import MeshConfig
+    from marin.train.trainer import load_model, train
+    cfg = tiny_train_config(steps=6).replace(mesh=MeshConfig(data=1, fsdp=2), checkpoint=CheckpointConfig(every=3, keep_last=2, format="orbax"))
+    step = Step("mh-train", train, cfg, resources=Resources(cpus=0.5, hosts=2, require_labels={"marin-node": "a"}))
+    r = Executor(str(store / "mh"), backend=RayBackend(multihost_strategy="PACK", verbose=True), verbose=False).run([step])
+    assert r.statuses[step.output_name] == SUCCESS
+    out = Path(r[step])
+    ck = latest_checkpoint(str(out / "checkpoints"))
+    assert ck[0] == 6 and {"ocdbt.process_0", "ocdbt.process_1"} <= set(os.listdir(Path(ck[1]) / "state.orbax"))
+    assert [json.loads(l)["step"] for l in (out / "history.jsonl").read_text().splitlines()] == list(range(6))   # one writer
+    ref_step = Step("ref-train", train, cfg.replace(mesh=MeshConfig(data=1, devices=1)))
+    ref = Executor(str(store / "ref"), backend="local", verbose=False).run([ref_step])
+    a, b = (jax.tree.leaves(eqx.filter(load_model(p)[0], eqx.is_array)) for p in (str(out), ref[ref_step]))
+    assert max(float(np.abs(np.asarray(x) - np.asarray(y)).max()) for x, y in zip(a, b)) < 1e-4
 
 def test_secrets_stay_out_of_workers_and_ledger(cluster, store, monkeypatch):
     "Planted secrets in the driver's environment: not forwarded to workers, never in the ledger or any output file."

@@ -45,3 +45,40 @@ def test_one_and_eight_devices_agree(tmp_path):
     assert out["data=2 fsdp=4"]["wq_spec"] == "P(None, 'fsdp', None)" and out["data=2 fsdp=4"]["wq_shards"] == 4
     assert out["data=4 tensor=2"]["wq_spec"] == "P(None, None, 'tensor')" and out["data=4 tensor=2"]["wq_shards"] == 2
     assert out["fsdp=2 tensor=4"]["wq_shards"] == 8
+
+RESHARD_WORKER = textwrap.dedent('''
+    import json, os, shutil, sys, tempfile, jax, numpy as np
+    from marin.models.transformer import LlamaConfig
+    from marin.train.checkpoint import CheckpointConfig, list_checkpoints, step_dir
+    from marin.train.optim import OptimizerConfig
+    from marin.train.sharding import MeshConfig
+    from marin.train.trainer import SyntheticDataConfig, TrainConfig, train, load_model
+    model = LlamaConfig(vocab_size=64, seq_len=16, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=64)
+    def cfg(mc): return TrainConfig(model=model, data=SyntheticDataConfig(vocab_size=64, batch_size=8, seq_len=16), mesh=mc,
+                                    optimizer=OptimizerConfig(learning_rate=1e-2, warmup=0), num_train_steps=4, tracker="disabled",
+                                    progress=False, log_every=1, checkpoint=CheckpointConfig(every=2, keep_last=5, format="orbax"))
+    root = sys.argv[1]
+    a, b = os.path.join(root, "a"), os.path.join(root, "b")
+    train(cfg(MeshConfig(data=2, fsdp=4)), a)                          # uninterrupted, on data=2 x fsdp=4
+    shutil.copytree(a, b); shutil.rmtree(step_dir(os.path.join(b, "checkpoints"), 4))   # as if killed after step 2's save
+    s = train(cfg(MeshConfig(data=1, fsdp=2, tensor=4)), b)            # resumed on another layout
+    hist = lambda d: [json.loads(l)["loss"] for l in open(os.path.join(d, "history.jsonl"))]
+    pa, pb = (jax.tree.leaves(load_model(d)[0]) for d in (a, b))
+    ck = step_dir(os.path.join(a, "checkpoints"), 4)
+    print("RESULT", json.dumps({"resumed_from": s["train/resumed_from"], "loss_a": hist(a), "loss_b": hist(b),
+                                "max_param_diff": max(float(np.abs(np.asarray(x) - np.asarray(y)).max()) for x, y in zip(pa, pb)),
+                                "files": sorted(os.listdir(os.path.join(ck, "state.orbax"))), "ckpts": [s for s, _ in list_checkpoints(os.path.join(b, "checkpoints"))]}))
+''')
+
+def test_orbax_checkpoint_resumes_on_another_mesh(tmp_path):
+    "format='orbax': saved on data=2 x fsdp=4, resumed on fsdp=2 x tensor=4; the run ends where the uninterrupted one did."
+    script = tmp_path / "worker.py"; script.write_text(RESHARD_WORKER)
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu", MARIN_TRACKER="disabled")
+    res = subprocess.run([sys.executable, str(script), str(tmp_path / "runs")], capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    out = json.loads([l for l in res.stdout.splitlines() if l.startswith("RESULT")][0][len("RESULT "):])
+    assert out["resumed_from"] == 2 and out["ckpts"] == [2, 4]
+    assert len(out["loss_a"]) == len(out["loss_b"]) == 4
+    for x, y in zip(out["loss_a"], out["loss_b"]): assert abs(x - y) <= 1e-5 * max(1.0, abs(x)), (out["loss_a"], out["loss_b"])
+    assert out["max_param_diff"] < 1e-5, out["max_param_diff"]
+    assert "ocdbt.process_0" in out["files"], out["files"]            # each process writes its own shard files

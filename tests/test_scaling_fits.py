@@ -117,11 +117,11 @@ def test_backtest_selects_the_generating_shape():
     runs = _frontier_runs(steep)
     extra = pd.DataFrame([{"budget": 1.5e12, "params": 3e4, "tokens": 1.5e12 / 1.8e5, "loss": float(steep(1.5e12))}])
     bt = backtest_forecasts(runs, FRONTIER_METHODS + ("parametric",), extra=extra)
-    assert len(bt) == 2 * 6 and set(bt.ratio.round(2)) == {3.0, 5.0}
+    assert len(bt) == 2 * (len(FRONTIER_METHODS) + 1) and set(bt.ratio.round(2)) == {3.0, 5.0}
     assert select_method(bt) == "log-quadratic" and (bt[bt.method == "power"].error > 0.01).all()
     s = backtest_summary(bt)
     assert list(s.index) == list(FRONTIER_METHODS) + ["parametric"] and s.loc["log-quadratic", "mean_abs_error"] < 0.01
-    assert select_method(backtest_forecasts(_frontier_runs(PowerLaw(30.0, -0.1), noise=0.001), FRONTIER_METHODS)) in ("power", "power-last3", "power+floor")
+    assert select_method(backtest_forecasts(_frontier_runs(PowerLaw(30.0, -0.1), noise=0.001), FRONTIER_METHODS)) in ("power", "power-last3", "power+floor", "shape-mean")
     fc = forecast_frontier(runs, 3e4, 1.5e12 / 1.8e5, n_boot=20, method="log-quadratic")
     assert abs(fc.error(float(steep(1.5e12)))) < 0.01 and fc.fit.method == "log-quadratic"
     w = with_model_error(fc, 0.02)

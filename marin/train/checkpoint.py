@@ -232,12 +232,15 @@ def _orbax_metadata(path: str) -> dict: return _flat(_orbax_tree(path))
 def read_arrays(path: str, prefix: str = "") -> dict[str, np.ndarray]:
     """Host copies of the arrays of the checkpoint at `path` whose pytree path starts with `prefix` (e.g. `.params`),
     keyed by `flatten_state`'s keys (for an Orbax checkpoint, dict keys read back as attributes: `.w` for `['w']`).
-    Needs no mesh: an Orbax checkpoint written by many processes reads into one."""
-    if is_orbax(path):
+    Needs no mesh: an Orbax checkpoint written by many processes reads into one, and only the arrays under `prefix`
+    are read from it (Orbax's partial restore), so reading the parameters costs their bytes, not the whole state's."""
+    if is_orbax(path):  # a partial restore: only the wanted arrays are read (exporting the params skips the optimizer moments)
         import orbax.checkpoint as ocp
-        args = jax.tree.map(lambda m: ocp.RestoreArgs(restore_type=np.ndarray), _orbax_tree(path))
-        out = _flat(ocp.PyTreeCheckpointer().restore(_orbax_dir(path), restore_args=args))
-        return {k: np.asarray(v) for k, v in out.items() if k.startswith(prefix)}
+        keep = lambda p, m: m if _dotted(jax.tree_util.keystr(p)).startswith(prefix) else None  # None: leave it on disk
+        wanted = jax.tree_util.tree_map_with_path(keep, _orbax_tree(path))
+        args = jax.tree.map(lambda m: ocp.RestoreArgs(restore_type=np.ndarray), wanted)
+        out = _flat(ocp.PyTreeCheckpointer().restore(_orbax_dir(path), args=ocp.args.PyTreeRestore(wanted, restore_args=args, partial_restore=True)))
+        return {k: np.asarray(v) for k, v in out.items()}
     from safetensors.numpy import load
     return {k: v for k, v in load(storage.read_bytes(storage.join(path, STATE_FILE))).items() if k.startswith(prefix)}
 

@@ -97,6 +97,47 @@ def test_transformers_mixtral_imports_and_reexports_bit_exactly(tmp_path):
     assert "| experts | 4 per layer, top-2" in (tmp_path / "x-float32" / "README.md").read_text()
 
 
+
+def test_transformers5_fused_expert_layout_imports_with_transformers_logits(tmp_path):
+    """transformers >= 5 holds Mixtral experts fused (`mlp.experts.gate_up_proj` [E, 2F, D], gate rows first;
+    `mlp.experts.down_proj` [E, D, F]; router `mlp.gate.weight`) and writes that layout with
+    save_pretrained(save_original_format=False). It imports to the same model as the default per-expert save,
+    gives transformers' logits, passes the dry run, and re-exports as the per-expert layout transformers writes."""
+    import inspect
+    if "save_original_format" not in inspect.signature(transformers.PreTrainedModel.save_pretrained).parameters:
+        pytest.skip(f"transformers {transformers.__version__} has no fused expert layout")
+    from marin.serve.server import inspect_model
+    torch.manual_seed(1)
+    hcfg = transformers.MixtralConfig(vocab_size=80, hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64,
+                                      rms_norm_eps=1e-6, tie_word_embeddings=False)
+    hf = transformers.MixtralForCausalLM(hcfg).eval()
+    with torch.no_grad():
+        for p in hf.parameters(): p.add_(torch.randn_like(p) * 0.3)
+    hf.save_pretrained(tmp_path / "fused", safe_serialization=True, save_original_format=False)
+    hf.save_pretrained(tmp_path / "per-expert", safe_serialization=True)
+    fused = read_hf_tensors(str(tmp_path / "fused"))
+    assert fused["model.layers.1.mlp.experts.gate_up_proj"].shape == (4, 80, 32)
+    assert fused["model.layers.1.mlp.experts.down_proj"].shape == (4, 32, 40) and fused["model.layers.1.mlp.gate.weight"].shape == (4, 32)
+    assert not any(".block_sparse_moe." in k for k in fused)
+    model, _ = import_hf(str(tmp_path / "fused"))
+    legacy, _ = import_hf(str(tmp_path / "per-expert"))
+    assert model.cfg == legacy.cfg
+    assert all(bool((a == b).all()) for a, b in zip(jax.tree.leaves(model), jax.tree.leaves(legacy)))
+    toks = np.random.default_rng(2).integers(0, 80, (2, 40))
+    ours = np.asarray(forward(model, jnp.asarray(toks)))
+    for name, ref in (("in memory", hf), ("reloaded from the fused files", _hf(str(tmp_path / "fused")))):
+        with torch.no_grad(): theirs = ref(torch.tensor(toks)).logits.numpy()
+        err = float(np.abs(ours - theirs).max())
+        print(f"fused transformers Mixtral ({name}): max |logit diff| {err:.2e} (max |logit| {np.abs(ours).max():.1f})")
+        np.testing.assert_allclose(ours, theirs, atol=1e-4, rtol=1e-4)
+    rep = inspect_model(str(tmp_path / "fused"))                        # the dry run reads the fused names too
+    assert rep["architecture"] == "MixtralForCausalLM" and rep["params"] == inspect_model(str(tmp_path / "per-expert"))["params"]
+    export_hf(model, str(tmp_path / "ours"))                             # export: the per-expert layout, identical to transformers' default save
+    a, b = read_hf_tensors(str(tmp_path / "per-expert")), read_hf_tensors(str(tmp_path / "ours"))
+    assert set(a) == set(b)
+    for k in a: assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]), k
+
 def test_what_mixtral_cannot_express_is_refused_naming_the_field(tmp_path):
     cfg = LlamaConfig(**{**BASE, "moe": MoEConfig(n_experts=4, top_k=2, balance="quantile")})
     model = init(cfg, key=jax.random.PRNGKey(0))

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/60_hf.ipynb #f0c20db0
 from __future__ import annotations
-import dataclasses, json, math, os, struct
+import dataclasses, json, math, os, re, struct
 from typing import Any, Callable
 import numpy as np
 from ..core import storage
@@ -12,13 +12,14 @@ from ..core.config import Config, canonical, check, versioned
 from ..core.executor import Step
 
 # %% auto #0
-__all__ = ['BLOCK_TENSORS', 'MLP_TENSORS', 'LAYER_TENSORS', 'QK_NORM_TENSORS', 'EXPORT_DTYPES', 'ARCHITECTURES',
-           'safetensors_bytes', 'parse_safetensors', 'read_safetensors', 'dense_hf_tensors', 'dense_from_hf_tensors',
-           'dense_hf_shapes', 'dense_hf_config', 'dense_config_from_hf', 'mixtral_refusal', 'mixtral_hf_tensors',
-           'mixtral_from_hf_tensors', 'mixtral_hf_config', 'mixtral_config_from_hf', 'mixtral_hf_shapes',
-           'HFArchitecture', 'register_architecture', 'architecture_for', 'char_level_tokenizer_json',
-           'tokenizer_json_of', 'tokenizer_config', 'training_provenance', 'model_card', 'export_hf', 'read_hf_tensors',
-           'read_hf_config', 'import_hf', 'export_checkpoint', 'ExportConfig', 'run_export', 'export_step']
+__all__ = ['BLOCK_TENSORS', 'MLP_TENSORS', 'LAYER_TENSORS', 'QK_NORM_TENSORS', 'EXPORT_DTYPES', 'MIXTRAL_FUSED_NAMES',
+           'ARCHITECTURES', 'safetensors_bytes', 'parse_safetensors', 'read_safetensors', 'dense_hf_tensors',
+           'dense_from_hf_tensors', 'dense_hf_shapes', 'dense_hf_config', 'dense_config_from_hf', 'mixtral_refusal',
+           'mixtral_unfused', 'mixtral_hf_tensors', 'mixtral_from_hf_tensors', 'mixtral_hf_config',
+           'mixtral_config_from_hf', 'mixtral_hf_shapes', 'HFArchitecture', 'register_architecture', 'architecture_for',
+           'char_level_tokenizer_json', 'tokenizer_json_of', 'tokenizer_config', 'training_provenance', 'model_card',
+           'export_hf', 'read_hf_tensors', 'read_hf_config', 'import_hf', 'export_checkpoint', 'ExportConfig',
+           'run_export', 'export_step']
 
 # %% ../../nbs/60_hf.ipynb #62af4393
 def _st_dtypes() -> dict[str, np.dtype]:
@@ -237,6 +238,41 @@ def _mixtral_names():
     from marin.models.moe import MIXTRAL_WEIGHT_NAMES
     return MIXTRAL_WEIGHT_NAMES
 
+MIXTRAL_FUSED_NAMES = {                                                         # transformers >= 5 in memory (and with save_original_format=False)
+    "router": "model.layers.{l}.mlp.gate.weight",                               # [E, D]      = block_sparse_moe.gate.weight
+    "gate_up": "model.layers.{l}.mlp.experts.gate_up_proj",                     # [E, 2F, D]: [e, :F] = experts.{e}.w1, [e, F:] = experts.{e}.w3
+    "down": "model.layers.{l}.mlp.experts.down_proj",                           # [E, D, F]:  [e]     = experts.{e}.w2
+}
+
+def mixtral_unfused(tensors: dict[str, np.ndarray], cfg=None) -> dict[str, np.ndarray]:
+    "Mixtral tensors in the per-expert layout (`MIXTRAL_WEIGHT_NAMES`): fused ones (`MIXTRAL_FUSED_NAMES`) split into views per expert."
+    fused = re.compile(r"model\.layers\.(\d+)\.mlp\.(gate\.weight|experts\.gate_up_proj|experts\.down_proj)$")
+    if not any(fused.match(k) for k in tensors): return tensors
+    names, out = _mixtral_names(), {k: v for k, v in tensors.items() if not fused.match(k)}
+    E = None if cfg is None else cfg.moe.n_experts
+    D, F = (None, None) if cfg is None else (cfg.d_model, cfg.moe.expert_width(cfg.d_ff))
+    def put(name, v):
+        if name in out: raise ValueError(f"checkpoint holds both {name!r} and the fused tensor it would be split from; which one is meant?")
+        out[name] = v
+    for k, v in tensors.items():
+        m = fused.match(k)
+        if not m: continue
+        l, what = int(m[1]), m[2]
+        if what == "gate.weight": put(names["router"].format(l=l), v); continue
+        v = np.asarray(v)
+        want = {"experts.gate_up_proj": (E, None if F is None else 2 * F, D), "experts.down_proj": (E, D, F)}[what]
+        if v.ndim != 3 or any(w is not None and w != n for w, n in zip(want, v.shape)) or (what == "experts.gate_up_proj" and v.shape[1] % 2):
+            axes = "[n_experts, 2*intermediate_size, hidden_size]" if what == "experts.gate_up_proj" else "[n_experts, hidden_size, intermediate_size]"
+            raise ValueError(f"tensor {k!r}: shape {tuple(v.shape)}, expected {axes}" + ("" if cfg is None else f" = {list(want)}") +
+                             " (transformers' MixtralExperts layout); the config and weights disagree")
+        if what == "experts.down_proj":
+            for e in range(v.shape[0]): put(names["expert_down"].format(l=l, e=e), v[e])
+        else:
+            f = v.shape[1] // 2
+            for e in range(v.shape[0]):
+                put(names["expert_gate"].format(l=l, e=e), v[e, :f]); put(names["expert_up"].format(l=l, e=e), v[e, f:])
+    return out
+
 def mixtral_hf_tensors(model, dtype: str = "float32") -> dict[str, np.ndarray]:
     "HF-named tensors of a marin MoE `Transformer` in the Mixtral layout (refuses what Mixtral cannot express)."
     _check_mixtral(model)
@@ -252,9 +288,10 @@ def mixtral_hf_tensors(model, dtype: str = "float32") -> dict[str, np.ndarray]:
     return {k: np.ascontiguousarray(v) for k, v in out.items()}
 
 def mixtral_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
-    "A marin MoE `Transformer` (float32, zero router bias) from Mixtral-named tensors."
+    "A marin MoE `Transformer` (float32, zero router bias) from Mixtral-named tensors, per expert or fused (`mixtral_unfused`)."
     import jax.numpy as jnp
     from marin.models.moe import MoEParams
+    tensors = mixtral_unfused(tensors, cfg)
     names, L, E = _mixtral_names(), cfg.n_layers, cfg.moe.n_experts
     get = _getter(tensors, f"{L}-layer, {E}-expert Mixtral")
     router = np.stack([get(names["router"].format(l=l)).T for l in range(L)])
@@ -321,6 +358,7 @@ class HFArchitecture:
     from_tensors: Callable | None = None        # (tensors, marin config) -> marin model
     unsupported: str = ""                       # why it cannot be used yet (empty: supported)
     shapes: Callable | None = None              # marin config -> {HF name: shape} (the dry run's completeness check)
+    canonical: Callable | None = None           # ({HF name: array}, marin config) -> the same in the names of `shapes` (fused experts split)
 
 ARCHITECTURES: dict[str, HFArchitecture] = {}
 
@@ -332,7 +370,7 @@ for _name, _type, _qk in (("LlamaForCausalLM", "llama", False), ("MistralForCaus
     register_architecture(HFArchitecture(_name, _type, _qk, dense_hf_config, dense_hf_tensors, dense_config_from_hf, dense_from_hf_tensors,
                                          shapes=dense_hf_shapes))
 register_architecture(HFArchitecture("MixtralForCausalLM", "mixtral", False, mixtral_hf_config, mixtral_hf_tensors, mixtral_config_from_hf,
-                                     mixtral_from_hf_tensors, shapes=mixtral_hf_shapes))
+                                     mixtral_from_hf_tensors, shapes=mixtral_hf_shapes, canonical=mixtral_unfused))
 
 def architecture_for(model) -> str:
     "The HF architecture a marin model exports to."

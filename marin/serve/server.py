@@ -400,9 +400,12 @@ def inspect_model(path: str, *, quantize: str = "none", group_size: int = 128, m
     for f in files:
         if not storage.exists(storage.join(path, f)): raise FileNotFoundError(f"{path}/{f}: missing weight file; re-run `marin download` or `marin export`")
         headers.update(_safetensors_header(storage.join(path, f)))
+    have = {k: list(h["shape"]) for k, h in headers.items()}
+    if arch.canonical:                                                  # e.g. transformers 5's fused experts, split per expert (on zero-byte arrays)
+        have = {k: list(np.shape(v)) for k, v in arch.canonical({k: np.broadcast_to(np.float32(0), s) for k, s in have.items()}, cfg).items()}
     need = arch.shapes(cfg)                                             # every tensor, with its HF shape [out, in]
-    problems = [f"{k}: missing" for k in need if k not in headers] + \
-               [f"{k}: shape {headers[k]['shape']}, config.json implies {v}" for k, v in need.items() if k in headers and headers[k]["shape"] != v]
+    problems = [f"{k}: missing" for k in need if k not in have] + \
+               [f"{k}: shape {have[k]}, config.json implies {v}" for k, v in need.items() if k in have and have[k] != v]
     if problems: raise ValueError(f"{path}: weights do not match config.json: " + "; ".join(problems[:5]) + ("..." if len(problems) > 5 else ""))
     stored = sum(int(np.prod(h["shape"])) * {"F32": 4, "BF16": 2, "F16": 2}.get(h["dtype"], 4) for h in headers.values())
     n_params = int(sum(int(np.prod(v)) for v in need.values()))

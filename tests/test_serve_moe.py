@@ -61,14 +61,20 @@ def test_moe_export_matches_transformers_mixtral_logits(tmp_path, case):
     assert all(bool((a == b).all()) for a, b in zip(jax.tree.leaves(model), jax.tree.leaves(back)))
 
 
-def test_transformers_mixtral_imports_and_reexports_bit_exactly(tmp_path):
-    torch.manual_seed(0)
+def _tiny_transformers_mixtral(seed: int):
+    "A 2-layer, 4-expert Mixtral built by transformers itself, its random weights perturbed so that every tensor matters."
+    torch.manual_seed(seed)
     hcfg = transformers.MixtralConfig(vocab_size=80, hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
                                       num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64,
                                       rms_norm_eps=1e-6, tie_word_embeddings=False)
     hf = transformers.MixtralForCausalLM(hcfg).eval()
     with torch.no_grad():
         for p in hf.parameters(): p.add_(torch.randn_like(p) * 0.3)
+    return hf
+
+
+def test_transformers_mixtral_imports_and_reexports_bit_exactly(tmp_path):
+    hf = _tiny_transformers_mixtral(seed=0)
     hf.save_pretrained(tmp_path / "hf", safe_serialization=True)
     model, _ = import_hf(str(tmp_path / "hf"))
     m = model.cfg.moe
@@ -107,13 +113,7 @@ def test_transformers5_fused_expert_layout_imports_with_transformers_logits(tmp_
     if "save_original_format" not in inspect.signature(transformers.PreTrainedModel.save_pretrained).parameters:
         pytest.skip(f"transformers {transformers.__version__} has no fused expert layout")
     from marin.serve.server import inspect_model
-    torch.manual_seed(1)
-    hcfg = transformers.MixtralConfig(vocab_size=80, hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
-                                      num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64,
-                                      rms_norm_eps=1e-6, tie_word_embeddings=False)
-    hf = transformers.MixtralForCausalLM(hcfg).eval()
-    with torch.no_grad():
-        for p in hf.parameters(): p.add_(torch.randn_like(p) * 0.3)
+    hf = _tiny_transformers_mixtral(seed=1)
     hf.save_pretrained(tmp_path / "fused", safe_serialization=True, save_original_format=False)
     hf.save_pretrained(tmp_path / "per-expert", safe_serialization=True)
     fused = read_hf_tensors(str(tmp_path / "fused"))

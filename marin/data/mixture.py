@@ -177,10 +177,19 @@ class MixtureLoader:
             rows += np.bincount(c, minlength=len(self.names))
         return {n: int(rows[i]) * self.seq_len for i, n in enumerate(self.names)}
 
-    def epochs(self, n_rows: int) -> dict[str, int]:
-        "How many times each component has been started (1 = first pass) after `n_rows` rows; its repeat count + 1."
+    def passes(self, n_rows: int) -> dict[str, float]:
+        "Fractional passes over each component's token set after `n_rows` global rows: tokens delivered / tokens in the set."
         toks = self.component_tokens(n_rows)
-        return {s.name: (max(toks[s.name], 1) - 1) // s.n_tokens + 1 if toks[s.name] else 0 for s in self.streams}
+        return {s.name: toks[s.name] / s.n_tokens for s in self.streams}
+
+    def passes_for_tokens(self, tokens: int) -> dict[str, float]:
+        "`passes` after a run of `tokens` training tokens (its `tokens // seq_len` whole rows)."
+        return self.passes(tokens // self.seq_len)
+
+    def epochs(self, n_rows: int) -> dict[str, int]:
+        "How many times each component has been started (1 = first pass, 0 = none) after `n_rows` rows: ceil(passes), its repeat count + 1."
+        # int / int is correctly rounded, so ceil is exact (an exact multiple of n_tokens gives a whole float) below ~2**52 tokens
+        return {n: math.ceil(p) for n, p in self.passes(n_rows).items()}
 
     def metrics(self, step: int) -> dict[str, float]:
         "`mixture/*` metrics after step `step`: realised and target token shares, epochs, tokens."

@@ -93,3 +93,18 @@ def test_report_index_in_headless_chromium(experiments, lab):
         assert "ZeroDivisionError" in failed_page and "before the failure" in failed_page
     finally:
         server.shutdown()
+
+def test_every_experiment_parameter_parses_in_papermill():
+    "papermill's own parser (used for `papermill --help-notebook` and its warnings) reads each parameter we read: a '=' in a parameter's comment breaks it."
+    import logging
+    from papermill.translators import PythonTranslator
+    from marin.core.experiments import experiment_parameters
+    notebooks = sorted((REPO / "experiments_nb").glob("*.ipynb"))
+    assert notebooks, "no experiment notebooks found"
+    for nb_path in notebooks:
+        nb = nbformat.read(str(nb_path), as_version=4)
+        cell = next(c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", []))
+        ours = set(experiment_parameters(nb_path))
+        theirs = {p.name for p in PythonTranslator.inspect(cell)}
+        assert ours == theirs, (f"{nb_path.name}: papermill cannot parse parameter(s) {sorted(ours - theirs)}; "
+                                "keep '=' out of parameter comments (write ≥, 'is' or ':')")

@@ -96,7 +96,6 @@ def test_report_index_in_headless_chromium(experiments, lab):
 
 def test_every_experiment_parameter_parses_in_papermill():
     "papermill's own parser (used for `papermill --help-notebook` and its warnings) reads each parameter we read: a '=' in a parameter's comment breaks it."
-    import logging
     from papermill.translators import PythonTranslator
     from marin.core.experiments import experiment_parameters
     notebooks = sorted((REPO / "experiments_nb").glob("*.ipynb"))

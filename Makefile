@@ -1,6 +1,7 @@
 # Two commands do everything on a fresh machine with Python 3.11+ and the package registries:
-#   make quickstart   set up .venv from uv.lock, run the quickstart experiment end to end, build the report site
-#   make test         set up .venv from uv.lock, check the export, run the notebooks' tests and pytest
+#   make quickstart   set up .venv from uv.lock (the lab alone), run the quickstart experiment end to end, build the report site
+#   make test         set up .venv from uv.lock (the lab + the dev and compare groups), check the export, run the notebooks' tests and pytest
+# Every target syncs with --inexact: it installs what it needs and removes nothing another target installed.
 SHELL := /bin/bash
 UV_VERSION := 0.13.9
 PY ?= python3
@@ -11,33 +12,35 @@ export WANDB_MODE ?= offline
 export HF_HUB_OFFLINE ?= 1
 export JAX_PLATFORMS ?= cpu
 
-.PHONY: venv quickstart test export-check nbtest pytest chromium lab export readme bench gpu tpu
+.PHONY: venv venv-test quickstart test export-check nbtest pytest chromium lab export readme bench gpu tpu
 
 .bootstrap/bin/uv:
 	$(PY) -m venv .bootstrap && .bootstrap/bin/pip install -q uv==$(UV_VERSION)
 
-$(BIN)/marin: uv.lock pyproject.toml | $(UV)
-	$(UV) sync --frozen
-	@touch $@
+# the main job's environment: the lab's own dependencies, none of the test-only comparison stack (torch, transformers, lm-eval)
+venv: | $(UV)
+	$(UV) sync --frozen --inexact --no-default-groups
 
-venv: $(BIN)/marin
+# the test environment: the lab + the `dev` and `compare` dependency groups (torch from the registry, pinned)
+venv-test: | $(UV)
+	$(UV) sync --frozen --inexact
 
 quickstart: venv
 	$(BIN)/marin run experiments_nb/quickstart.ipynb
 	$(BIN)/marin report build
 
-test: venv chromium export-check nbtest pytest
+test: venv-test chromium export-check nbtest pytest
 
 # marin/ must equal a fresh nbdev-export of nbs/
-export-check: venv
+export-check: venv-test
 	$(BIN)/nbdev-export
 	@if [ -n "$$(git status --porcelain -- marin/)" ]; then git status --porcelain -- marin/; git diff --stat -- marin/; \
 	  echo "marin/ differs from a fresh nbdev-export of nbs/: run 'make export' and commit"; exit 1; fi
 
-nbtest: venv
+nbtest: venv-test
 	$(BIN)/nbdev-test --n-workers 2
 
-pytest: venv
+pytest: venv-test
 	$(BIN)/pytest -q --durations=15 --basetemp="$$(mktemp -d /tmp/marin-pytest.XXXXXX)" tests/
 
 # headless Chromium for the report test (Debian package); installed when missing and we may install packages
@@ -63,6 +66,6 @@ bench: venv
 	$(BIN)/python bench/core_executor.py
 
 gpu: | $(UV)
-	$(UV) sync --frozen --extra gpu
+	$(UV) sync --frozen --inexact --no-default-groups --extra gpu
 tpu: | $(UV)
-	$(UV) sync --frozen --extra tpu
+	$(UV) sync --frozen --inexact --no-default-groups --extra tpu

@@ -11,6 +11,8 @@ BIN := $(VENV)/bin
 export WANDB_MODE ?= offline
 export HF_HUB_OFFLINE ?= 1
 export JAX_PLATFORMS ?= cpu
+# pytest processes (pytest-xdist, one test file per worker at a time, so module fixtures such as a Ray cluster start once)
+TEST_WORKERS ?= 2
 
 .PHONY: venv venv-test quickstart test export-check nbtest pytest chromium lab export readme bench gpu tpu
 
@@ -37,11 +39,13 @@ export-check: venv-test
 	@if [ -n "$$(git status --porcelain -- marin/)" ]; then git status --porcelain -- marin/; git diff --stat -- marin/; \
 	  echo "marin/ differs from a fresh nbdev-export of nbs/: run 'make export' and commit"; exit 1; fi
 
+# with the suite's compile-time XLA flags (tests/conftest.py: COMPILE_FAST_XLA_FLAGS, and why)
 nbtest: venv-test
-	$(BIN)/nbdev-test --n-workers 2
+	XLA_FLAGS="$$(cd tests && ../$(BIN)/python -c 'from conftest import COMPILE_FAST_XLA_FLAGS as f; print(f)') $${XLA_FLAGS:-}" \
+	  $(BIN)/nbdev-test --n-workers 2
 
 pytest: venv-test
-	$(BIN)/pytest -q --durations=15 --basetemp="$$(mktemp -d /tmp/marin-pytest.XXXXXX)" tests/
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 --basetemp="$$(mktemp -d /tmp/marin-pytest.XXXXXX)" tests/
 
 # headless Chromium for the report test (Debian package); installed when missing and we may install packages
 chromium:

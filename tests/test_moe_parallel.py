@@ -1,5 +1,6 @@
 "Expert parallelism: the MoE model on 8 CPU devices (experts sharded, all-to-all) equals 1 device."
 import os, subprocess, sys, textwrap
+from conftest import xla_flags
 
 SCRIPT = textwrap.dedent('''
     import json, sys
@@ -29,7 +30,7 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 def run(n):
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={n}", JAX_PLATFORMS="cpu")
+    env = dict(os.environ, XLA_FLAGS=xla_flags(f"--xla_force_host_platform_device_count={n}"), JAX_PLATFORMS="cpu")
     r = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     import json; return json.loads(r.stdout.strip().splitlines()[-1])
@@ -72,7 +73,7 @@ TRAIN_SCRIPT = textwrap.dedent('''
 def test_expert_mesh_axis_in_the_trainer_agrees_with_one_device(tmp_path):
     "MeshConfig(expert=n) alone turns on expert parallelism in the trainer; 8 devices give the 1-device numbers."
     import json, numpy as np
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    env = dict(os.environ, XLA_FLAGS=xla_flags("--xla_force_host_platform_device_count=8"), JAX_PLATFORMS="cpu")
     r = subprocess.run([sys.executable, "-c", TRAIN_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads([l for l in r.stdout.splitlines() if l.startswith("RESULT")][0][len("RESULT "):])

@@ -1,6 +1,7 @@
 """The same training code on 1 CPU device and on 8 (data, data+fsdp, data+tensor, fsdp+tensor) gives the same losses
 within float tolerance. Runs in a subprocess because the device count is fixed when JAX starts."""
 import json, os, subprocess, sys, textwrap
+from conftest import xla_flags
 
 WORKER = textwrap.dedent('''
     import json, jax, numpy as np
@@ -30,7 +31,7 @@ WORKER = textwrap.dedent('''
 
 def test_one_and_eight_devices_agree(tmp_path):
     script = tmp_path / "worker.py"; script.write_text(WORKER)
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    env = dict(os.environ, XLA_FLAGS=xla_flags("--xla_force_host_platform_device_count=8"), JAX_PLATFORMS="cpu")
     res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     out = json.loads([l for l in res.stdout.splitlines() if l.startswith("RESULT")][0][len("RESULT "):])
@@ -73,7 +74,7 @@ RESHARD_WORKER = textwrap.dedent('''
 def test_orbax_checkpoint_resumes_on_another_mesh(tmp_path):
     "format='orbax': saved on data=2 x fsdp=4, resumed on fsdp=2 x tensor=4; the run ends where the uninterrupted one did."
     script = tmp_path / "worker.py"; script.write_text(RESHARD_WORKER)
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu", MARIN_TRACKER="disabled")
+    env = dict(os.environ, XLA_FLAGS=xla_flags("--xla_force_host_platform_device_count=8"), JAX_PLATFORMS="cpu", MARIN_TRACKER="disabled")
     res = subprocess.run([sys.executable, str(script), str(tmp_path / "runs")], capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     out = json.loads([l for l in res.stdout.splitlines() if l.startswith("RESULT")][0][len("RESULT "):])

@@ -17,15 +17,21 @@ __all__ = ['app', 'runs_app', 'report_app', 'USER_ERRORS', 'LAYER_COMMANDS', 'Us
            'load_layer_command', 'LazyLayerGroup', 'main']
 
 # %% ../nbs/90_cli.ipynb #e3263995
-app = typer.Typer(help="Marin: an open, notebook-first lab for foundation-model research in JAX.", no_args_is_help=True,
-                  pretty_exceptions_enable=False, add_completion=False)
+app = typer.Typer(
+    help="Marin: an open, notebook-first lab for foundation-model research in JAX.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
 runs_app = typer.Typer(help="Query the run ledger (DuckDB over Parquet).", no_args_is_help=True)
 report_app = typer.Typer(help="Build the static report site from executed experiments.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 app.add_typer(report_app, name="report")
 
+
 class UserError(Exception):
     "A mistake in what the user asked for: printed as one line, exit code 2."
+
 
 USER_ERRORS = (UserError, ExperimentError, ConfigError, FileNotFoundError, KeyError, ValueError)
 
@@ -34,9 +40,11 @@ USER_ERRORS = (UserError, ExperimentError, ConfigError, FileNotFoundError, KeyEr
 def settings_cmd():
     "Print the effective lab settings and where each value came from."
     from marin.core.settings import SETTINGS_BY_KEY, effective_settings
+
     rows = effective_settings()
     w = max(len(r.key) for r in rows)
-    for r in rows: typer.echo(f"{r.key:{w}}  {r.value}    [{r.source}; env {SETTINGS_BY_KEY[r.key].env_var}]")
+    for r in rows:
+        typer.echo(f"{r.key:{w}}  {r.value}    [{r.source}; env {SETTINGS_BY_KEY[r.key].env_var}]")
 
 # %% ../nbs/90_cli.ipynb #e521bb22
 def parse_param_args(args: list[str]) -> dict[str, str]:
@@ -44,42 +52,77 @@ def parse_param_args(args: list[str]) -> dict[str, str]:
     out, i = {}, 0
     while i < len(args):
         a = args[i]
-        if a not in ("-p", "--param"): raise UserError(f"unexpected argument {a!r}; parameters are given as -p NAME VALUE")
-        if i + 1 >= len(args): raise UserError(f"{a} needs NAME VALUE")
+        if a not in ("-p", "--param"):
+            raise UserError(f"unexpected argument {a!r}; parameters are given as -p NAME VALUE")
+        if i + 1 >= len(args):
+            raise UserError(f"{a} needs NAME VALUE")
         if "=" in args[i + 1] and (i + 2 >= len(args) or args[i + 2] in ("-p", "--param")):
-            k, v = args[i + 1].split("=", 1); i += 2
+            k, v = args[i + 1].split("=", 1)
+            i += 2
         else:
-            if i + 2 >= len(args): raise UserError(f"{a} {args[i + 1]}: missing the value (-p NAME VALUE)")
-            k, v = args[i + 1], args[i + 2]; i += 3
+            if i + 2 >= len(args):
+                raise UserError(f"{a} {args[i + 1]}: missing the value (-p NAME VALUE)")
+            k, v = args[i + 1], args[i + 2]
+            i += 3
         out[k] = v
     return out
 
+
 @app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def run_cmd(ctx: typer.Context,
-            notebook: Annotated[Path, typer.Argument(help="experiment notebook, e.g. experiments_nb/quickstart.ipynb; parameters follow as -p NAME VALUE (repeatable)")],
-            force: Annotated[bool, typer.Option(help="rerun steps even if their outputs are done")] = False,
-            dry_run: Annotated[bool, typer.Option(help="print the step plan (what runs, what is cached, output paths) and stop")] = False,
-            run_only: Annotated[Optional[str], typer.Option(help="run only steps whose name matches this regex (and what they need)")] = None,
-            render: Annotated[bool, typer.Option(help="render the executed notebook to HTML")] = True,
-            log_output: Annotated[bool, typer.Option(help="stream the notebook's output to the terminal")] = False,
-            cluster: Annotated[Optional[str], typer.Option(help="where steps run: local, ray (address from RAY_ADDRESS or this machine's Ray) or ray://HOST:PORT; default: the cluster setting (MARIN_CLUSTER)")] = None):
+def run_cmd(
+    ctx: typer.Context,
+    notebook: Annotated[
+        Path,
+        typer.Argument(
+            help="experiment notebook, e.g. experiments_nb/quickstart.ipynb; parameters follow as -p NAME VALUE (repeatable)"
+        ),
+    ],
+    force: Annotated[bool, typer.Option(help="rerun steps even if their outputs are done")] = False,
+    dry_run: Annotated[
+        bool, typer.Option(help="print the step plan (what runs, what is cached, output paths) and stop")
+    ] = False,
+    run_only: Annotated[
+        Optional[str], typer.Option(help="run only steps whose name matches this regex (and what they need)")
+    ] = None,
+    render: Annotated[bool, typer.Option(help="render the executed notebook to HTML")] = True,
+    log_output: Annotated[bool, typer.Option(help="stream the notebook's output to the terminal")] = False,
+    cluster: Annotated[
+        Optional[str],
+        typer.Option(
+            help="where steps run: local, ray (address from RAY_ADDRESS or this machine's Ray) or ray://HOST:PORT; default: the cluster setting (MARIN_CLUSTER)"
+        ),
+    ] = None,
+):
     """Execute an experiment notebook with papermill, record the run in the ledger and keep the report.
 
     Parameters: `-p NAME VALUE` (repeatable), checked against the notebook's `parameters` cell before anything runs."""
     from marin.core.experiments import run_experiment
+
     if not notebook.exists():
         cand = Path("experiments_nb") / (notebook.name if notebook.suffix else f"{notebook.name}.ipynb")
-        if cand.exists(): notebook = cand
-        else: raise UserError(f"experiment not found: {notebook} (experiments live in experiments_nb/; `ls experiments_nb`)")
+        if cand.exists():
+            notebook = cand
+        else:
+            raise UserError(
+                f"experiment not found: {notebook} (experiments live in experiments_nb/; `ls experiments_nb`)"
+            )
     params = parse_param_args(list(ctx.args))
     if cluster is not None:  # reaches the experiment's executor through the environment, never the ledger
         if cluster != "local" and not (cluster == "ray" or cluster.startswith("ray://")):
             raise UserError(f"--cluster {cluster!r}: use local, ray or ray://HOST:PORT")
         os.environ["MARIN_CLUSTER"] = cluster
-    r = run_experiment(notebook, params, force=force, dry_run=dry_run, run_only=run_only, render=render, log_output=log_output)
-    if r.status == "DRY_RUN": typer.echo("dry run complete: nothing was executed"); return
+    r = run_experiment(
+        notebook, params, force=force, dry_run=dry_run, run_only=run_only, render=render, log_output=log_output
+    )
+    if r.status == "DRY_RUN":
+        typer.echo("dry run complete: nothing was executed")
+        return
     typer.echo(f"{r.status}  run {r.run_id}\n  notebook: {r.notebook}" + (f"\n  page:     {r.html}" if r.html else ""))
-    if r.metrics: typer.echo("  metrics:  " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.metrics.items()))
+    if r.metrics:
+        typer.echo(
+            "  metrics:  "
+            + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.metrics.items())
+        )
     if r.status != "SUCCESS":
         typer.echo(f"  error:    {r.error}", err=True)
         raise typer.Exit(1)
@@ -87,106 +130,176 @@ def run_cmd(ctx: typer.Context,
 # %% ../nbs/90_cli.ipynb #66d7e177
 _LIST_COLS = ["run_id", "kind", "status", "experiment", "step", "issue", "started_at", "duration_s"]
 
+
 def _print_df(df) -> None:
     import pandas as pd
-    with pd.option_context("display.max_rows", 500, "display.max_columns", 50, "display.width", 200, "display.max_colwidth", 60):
+
+    with pd.option_context(
+        "display.max_rows", 500, "display.max_columns", 50, "display.width", 200, "display.max_colwidth", 60
+    ):
         typer.echo(df.to_string(index=False) if len(df) else "(no rows)")
 
+
 @runs_app.command("list")
-def runs_list(kind: Annotated[Optional[str], typer.Option(help="experiment or step")] = None,
-              status: Annotated[Optional[str], typer.Option(help="RUNNING, SUCCESS or FAILED")] = None,
-              limit: Annotated[int, typer.Option(help="most recent N runs")] = 50):
+def runs_list(
+    kind: Annotated[Optional[str], typer.Option(help="experiment or step")] = None,
+    status: Annotated[Optional[str], typer.Option(help="RUNNING, SUCCESS or FAILED")] = None,
+    limit: Annotated[int, typer.Option(help="most recent N runs")] = 50,
+):
     "List runs, newest first."
     from marin.core.ledger import Ledger
-    if kind and kind not in ("experiment", "step"): raise UserError(f"--kind {kind!r}: use experiment or step")
-    if status and status.upper() not in ("RUNNING", "SUCCESS", "FAILED"): raise UserError(f"--status {status!r}: use RUNNING, SUCCESS or FAILED")
-    where = " AND ".join(w for w in [f"kind = '{kind}'" if kind else "", f"status = '{status.upper()}'" if status else ""] if w)
-    df = Ledger().sql(f"SELECT {', '.join(_LIST_COLS)} FROM runs {'WHERE ' + where if where else ''} ORDER BY started_at DESC LIMIT {int(limit)}")
+
+    if kind and kind not in ("experiment", "step"):
+        raise UserError(f"--kind {kind!r}: use experiment or step")
+    if status and status.upper() not in ("RUNNING", "SUCCESS", "FAILED"):
+        raise UserError(f"--status {status!r}: use RUNNING, SUCCESS or FAILED")
+    where = " AND ".join(
+        w for w in [f"kind = '{kind}'" if kind else "", f"status = '{status.upper()}'" if status else ""] if w
+    )
+    df = Ledger().sql(
+        f"SELECT {', '.join(_LIST_COLS)} FROM runs {'WHERE ' + where if where else ''} ORDER BY started_at DESC LIMIT {int(limit)}"
+    )
     _print_df(df)
+
 
 @runs_app.command("show")
 def runs_show(run_id: Annotated[str, typer.Argument(help="a run id (a unique prefix is enough)")]):
     "Show every field of one run."
     import json
     from marin.core.ledger import Ledger
+
     rec = Ledger().show(run_id)
     for k, v in rec.items():
-        if v is None or (isinstance(v, float) and v != v) or v == "": continue
-        if isinstance(v, (dict, list)): v = json.dumps(v, indent=1, default=str)
+        if v is None or (isinstance(v, float) and v != v) or v == "":
+            continue
+        if isinstance(v, (dict, list)):
+            v = json.dumps(v, indent=1, default=str)
         typer.echo(f"{k}: {v}")
 
+
 @runs_app.command("sql")
-def runs_sql(query: Annotated[str, typer.Argument(help="DuckDB SQL over the views `runs` (latest record per run) and `records` (all)")]):
+def runs_sql(
+    query: Annotated[
+        str, typer.Argument(help="DuckDB SQL over the views `runs` (latest record per run) and `records` (all)")
+    ],
+):
     "Answer a SQL query over the ledger."
     import duckdb
     from marin.core.ledger import Ledger
-    try: df = Ledger().sql(query)
-    except duckdb.Error as e: raise UserError(f"SQL error: {str(e).splitlines()[0]}") from None
+
+    try:
+        df = Ledger().sql(query)
+    except duckdb.Error as e:
+        raise UserError(f"SQL error: {str(e).splitlines()[0]}") from None
     _print_df(df)
+
 
 @runs_app.command("compact")
 def runs_compact():
     "Fold the ledger's record files into one (faster queries)."
     from marin.core.ledger import Ledger
+
     typer.echo(f"folded {Ledger().compact(full=True)} files")
 
 # %% ../nbs/90_cli.ipynb #6a918fe0
 @report_app.command("build")
-def report_build(quarto: Annotated[Optional[bool], typer.Option(help="force Quarto on/off (default: use it when on PATH)")] = None):
+def report_build(
+    quarto: Annotated[Optional[bool], typer.Option(help="force Quarto on/off (default: use it when on PATH)")] = None,
+):
     "Render every executed experiment and the index of runs into reports/_site/."
     from marin.core.reports import build_site
-    if quarto and not shutil.which("quarto"): raise UserError("--quarto: the Quarto CLI is not on PATH; install it or drop --quarto to use the built-in renderer")
+
+    if quarto and not shutil.which("quarto"):
+        raise UserError(
+            "--quarto: the Quarto CLI is not on PATH; install it or drop --quarto to use the built-in renderer"
+        )
     idx = build_site(use_quarto=quarto)
     typer.echo(f"site: {idx}")
 
+
 @app.command("lab")
-def lab_cmd(port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8888,
-            no_browser: Annotated[bool, typer.Option(help="do not open a browser")] = False):
+def lab_cmd(
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8888,
+    no_browser: Annotated[bool, typer.Option(help="do not open a browser")] = False,
+):
     "Start JupyterLab on the project (nbs/ and experiments_nb/) with the project's kernel, on loopback only."
-    if importlib.util.find_spec("jupyterlab") is None: raise UserError("jupyterlab is not installed; `uv sync --extra lab` (or `make lab`)")
+    if importlib.util.find_spec("jupyterlab") is None:
+        raise UserError("jupyterlab is not installed; `uv sync --extra lab` (or `make lab`)")
     root = Path.cwd()
-    if not (root / "nbs").is_dir(): raise UserError(f"{root} has no nbs/ folder; run `marin lab` from the repository root")
-    cmd = [sys.executable, "-m", "jupyterlab", "--ip=127.0.0.1", f"--port={port}", f"--ServerApp.root_dir={root}"] + (["--no-browser"] if no_browser else [])
-    if hasattr(os, "geteuid") and os.geteuid() == 0: cmd.append("--allow-root")  # containers and CI often run as root
-    sys.stdout.flush(); sys.stderr.flush()
-    os.execv(sys.executable, cmd)   # JupyterLab takes this process over: a signal to `marin lab` stops the server itself
+    if not (root / "nbs").is_dir():
+        raise UserError(f"{root} has no nbs/ folder; run `marin lab` from the repository root")
+    cmd = [sys.executable, "-m", "jupyterlab", "--ip=127.0.0.1", f"--port={port}", f"--ServerApp.root_dir={root}"] + (
+        ["--no-browser"] if no_browser else []
+    )
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")  # containers and CI often run as root
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, cmd)  # JupyterLab takes this process over: a signal to `marin lab` stops the server itself
 
 # %% ../nbs/90_cli.ipynb #d1e5d73d
 # command -> (module, is it the layer's whole app (a group like `marin data`) or one of its commands, help line)
 LAYER_COMMANDS: dict[str, tuple[str, bool, str]] = {
-    "data":     ("marin.data.cli", True, "Data pipeline: import, extract, filter, dedup, tokenize, mix."),
-    "train":    ("marin.train.cli", False, "Train a model (or with --dry-run: validate and estimate memory without compiling)."),
-    "sample":   ("marin.train.cli", False, "Sample from a checkpoint."),
-    "scale":    ("marin.scaling.cli", False, "Plan a training run for a FLOPs budget: model, batch, schedule, optimizer, exact FLOPs and memory; --run trains it."),
-    "eval":     ("marin.eval.cli", False, "Evaluate a checkpoint on tasks (accuracy, length-normalised accuracy, exact match) and perplexity suites (loss, bits per byte)."),
-    "export":   ("marin.serve.cli", False, "Export a training checkpoint to the Hugging Face layout (config, safetensors, tokenizer, model card)."),
+    "data": ("marin.data.cli", True, "Data pipeline: import, extract, filter, dedup, tokenize, mix."),
+    "train": (
+        "marin.train.cli",
+        False,
+        "Train a model (or with --dry-run: validate and estimate memory without compiling).",
+    ),
+    "sample": ("marin.train.cli", False, "Sample from a checkpoint."),
+    "scale": (
+        "marin.scaling.cli",
+        False,
+        "Plan a training run for a FLOPs budget: model, batch, schedule, optimizer, exact FLOPs and memory; --run trains it.",
+    ),
+    "eval": (
+        "marin.eval.cli",
+        False,
+        "Evaluate a checkpoint on tasks (accuracy, length-normalised accuracy, exact match) and perplexity suites (loss, bits per byte).",
+    ),
+    "export": (
+        "marin.serve.cli",
+        False,
+        "Export a training checkpoint to the Hugging Face layout (config, safetensors, tokenizer, model card).",
+    ),
     "download": ("marin.serve.cli", False, "Download a model (resumable, checksums verified)."),
-    "serve":    ("marin.serve.cli", False, "Serve a model over an OpenAI-compatible HTTP API."),
-    "cluster":  ("marin.cluster.cli", True, "Start a local Ray cluster or inspect the one the lab is configured for."),
+    "serve": ("marin.serve.cli", False, "Serve a model over an OpenAI-compatible HTTP API."),
+    "cluster": ("marin.cluster.cli", True, "Start a local Ray cluster or inspect the one the lab is configured for."),
 }
+
 
 def load_layer_command(name: str):
     "The real click command behind a layer command (imports its layer)."
     import typer.main
+
     mod, whole_app, _ = LAYER_COMMANDS[name]
-    try: sub = importlib.import_module(mod).app
+    try:
+        sub = importlib.import_module(mod).app
     except ModuleNotFoundError as e:
-        raise UserError(f"`marin {name}` needs {mod}, which cannot be imported ({e}); reinstall with `uv sync --frozen`") from None
+        raise UserError(
+            f"`marin {name}` needs {mod}, which cannot be imported ({e}); reinstall with `uv sync --frozen`"
+        ) from None
     group = typer.main.get_group(sub)
-    if whole_app: group.name = name; return group
+    if whole_app:
+        group.name = name
+        return group
     cmd = group.commands.get(name)
-    if cmd is None: raise RuntimeError(f"{mod} has no command {name!r}; update LAYER_COMMANDS in nbs/90_cli.ipynb")
+    if cmd is None:
+        raise RuntimeError(f"{mod} has no command {name!r}; update LAYER_COMMANDS in nbs/90_cli.ipynb")
     return cmd
+
 
 class LazyLayerGroup(typer.core.TyperGroup):
     "The root command: its own commands, plus the layers' commands, listed from the table and imported when run."
+
     def list_commands(self, ctx):
         own = super().list_commands(ctx)
         return own + [n for n in LAYER_COMMANDS if n not in own]
 
     def get_command(self, ctx, name):
         cmd = super().get_command(ctx, name)
-        if cmd is not None or name not in LAYER_COMMANDS: return cmd
+        if cmd is not None or name not in LAYER_COMMANDS:
+            return cmd
         # for listing in --help: a stand-in that carries the help line (running goes through resolve_command)
         return typer.core.TyperCommand(name, help=LAYER_COMMANDS[name][2], callback=lambda: None)
 
@@ -197,7 +310,9 @@ class LazyLayerGroup(typer.core.TyperGroup):
             return args[0], cmd, args[1:]
         return super().resolve_command(ctx, args)
 
+
 app.info.cls = LazyLayerGroup
+
 
 def main() -> None:
     "Entry point: run the CLI, turning user errors into one line and exit code 2."
@@ -206,10 +321,17 @@ def main() -> None:
         sys.exit(rc if isinstance(rc, int) else 0)
     except USER_ERRORS as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-        typer.echo(f"error: {msg}", err=True); sys.exit(2)
-    except typer.Exit as e: sys.exit(e.exit_code)
-    except typer.Abort: typer.echo("aborted", err=True); sys.exit(130)
+        typer.echo(f"error: {msg}", err=True)
+        sys.exit(2)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        sys.exit(130)
     except Exception as e:
         import click
-        if isinstance(e, click.exceptions.ClickException): e.show(); sys.exit(e.exit_code)
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
         raise

@@ -1,4 +1,5 @@
 "Shared test setup: offline tracking, CPU JAX, and a private storage prefix and reports dir per test."
+
 import contextlib, os, subprocess, sys, time, urllib.request
 from pathlib import Path
 import pytest
@@ -15,15 +16,18 @@ os.environ.setdefault("WANDB_SILENT", "true")
 # passes the same flags to the notebooks' tests.
 COMPILE_FAST_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 
+
 def xla_flags(*extra: str) -> str:
     "XLA_FLAGS for a test's subprocess: the suite's compile-time flags plus `extra` (e.g. a simulated device count)."
     return " ".join([COMPILE_FAST_XLA_FLAGS, *extra])
+
 
 if COMPILE_FAST_XLA_FLAGS not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS", ""), COMPILE_FAST_XLA_FLAGS]))
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+
 
 @pytest.fixture
 def lab(tmp_path, monkeypatch):
@@ -33,30 +37,44 @@ def lab(tmp_path, monkeypatch):
     monkeypatch.setenv("MARIN_LEASE_SECONDS", "3")
     return tmp_path
 
+
 def marin_cmd(*args: str) -> list[str]:
     "The `marin` command of this environment."
     return [str(BIN / "marin"), *args]
+
 
 @contextlib.contextmanager
 def marin_server(model_dir, *args: str, timeout: float = 180):
     """`marin serve --model model_dir ARGS` as a real process on a free 127.0.0.1 port, once `/health` answers:
     yields (base URL, process); terminates it on exit."""
     from marin.cluster.local import free_port
+
     port = free_port()
-    proc = subprocess.Popen(marin_cmd("serve", "--model", str(model_dir), "--port", str(port), *args),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ, JAX_PLATFORMS="cpu"), text=True)
+    proc = subprocess.Popen(
+        marin_cmd("serve", "--model", str(model_dir), "--port", str(port), *args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        text=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + timeout
         while True:
-            if proc.poll() is not None: pytest.fail(f"server exited: {proc.stdout.read()}")
-            if time.time() > deadline: pytest.fail("server did not come up")
+            if proc.poll() is not None:
+                pytest.fail(f"server exited: {proc.stdout.read()}")
+            if time.time() > deadline:
+                pytest.fail("server did not come up")
             try:
                 with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                    if r.status == 200: break
-            except OSError: time.sleep(0.3)
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.3)
         yield base, proc
     finally:
         proc.terminate()
-        try: proc.wait(10)
-        except subprocess.TimeoutExpired: proc.kill()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -3,6 +3,7 @@ its own `ray start --block` process started here and ended by process id at the 
 
 Nodes: `a` and `b`, 2 logical CPUs and one simulated accelerator (`device`) each. The flaky steps of the exclusion
 test die on node `b` like on a broken machine. The training test kills a node, so it runs last."""
+
 import glob, json, os, sys, threading, time
 import equinox as eqx, jax, numpy as np
 from pathlib import Path
@@ -18,24 +19,35 @@ from marin.core import storage
 from marin.core.executor import Executor, Step, executor_main, read_status, SUCCESS, FAILED
 import cluster_steps as cs
 
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("ray")
-    env = {"PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-           "JAX_PLATFORMS": "cpu", "MARIN_TRACKER": "disabled", "WANDB_MODE": "offline"}
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        "JAX_PLATFORMS": "cpu",
+        "MARIN_TRACKER": "disabled",
+        "WANDB_MODE": "offline",
+    }
     # a stray ~/.ray/auth_token (Ray writes one whenever some `ray.init()` starts a local cluster) must not matter:
     # plant one that differs from the cluster's own token
-    home = root / "home"; (home / ".ray").mkdir(parents=True)
+    home = root / "home"
+    (home / ".ray").mkdir(parents=True)
     (home / ".ray" / "auth_token").write_text("stray-token-that-is-not-the-clusters")
-    mp = pytest.MonkeyPatch(); mp.setenv("HOME", str(home)); env["HOME"] = str(home)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("HOME", str(home))
+    env["HOME"] = str(home)
     c = LocalRayCluster(root, env=env)
     try:
-        c.start([NodeSpec("a", num_cpus=2, resources={"device": 1}), NodeSpec("b", num_cpus=2, resources={"device": 1})])
+        c.start(
+            [NodeSpec("a", num_cpus=2, resources={"device": 1}), NodeSpec("b", num_cpus=2, resources={"device": 1})]
+        )
         c.connect()
         yield c
     finally:
         c.stop()
         mp.undo()
+
 
 @pytest.fixture
 def store(tmp_path, monkeypatch, cluster):
@@ -45,12 +57,22 @@ def store(tmp_path, monkeypatch, cluster):
     monkeypatch.setenv("RAY_ADDRESS", cluster.address)
     return tmp_path
 
-def node_names(cluster) -> dict[str, str]: return {v: k for k, v in cluster.alive_nodes().items()}
+
+def node_names(cluster) -> dict[str, str]:
+    return {v: k for k, v in cluster.alive_nodes().items()}
+
 
 def test_sweep_packs_fractional_devices_and_equals_local(cluster, store):
     "6 tiny steps at half a device each run 4 at a time on 2 devices; outputs, hashes and metrics equal the local backend's."
-    points = [Step(f"sweep/p{i}", cs.sweep_point, cs.SweepConfig(index=i, seconds=2.0),
-                   resources=Resources(cpus=0.5, custom={"device": 0.5})) for i in range(6)]
+    points = [
+        Step(
+            f"sweep/p{i}",
+            cs.sweep_point,
+            cs.SweepConfig(index=i, seconds=2.0),
+            resources=Resources(cpus=0.5, custom={"device": 0.5}),
+        )
+        for i in range(6)
+    ]
     table = Step("sweep/table", cs.gather, cs.GatherConfig(points=tuple(points)), resources=Resources(cpus=0.25))
     backend = RayBackend(verbose=True)
     ex = Executor(str(store / "ray"), backend=backend, verbose=False)
@@ -62,7 +84,9 @@ def test_sweep_packs_fractional_devices_and_equals_local(cluster, store):
     assert rep.max_concurrency() >= 2, rep.table()
     assert s["device_resource"] == "device" and 0 < s["utilisation"] <= 1
     # every attempt is in the ledger with its node, attempt number and timings
-    led = ex.ledger.sql("SELECT step, attempt, retries, hardware->>'ray_node_id' AS node, duration_s FROM runs WHERE status='SUCCESS'")
+    led = ex.ledger.sql(
+        "SELECT step, attempt, retries, hardware->>'ray_node_id' AS node, duration_s FROM runs WHERE status='SUCCESS'"
+    )
     assert len(led) == 7 and set(led.attempt) == {1} and set(led.retries) == {0}
     assert led.node.str.len().min() == 56 and (led.duration_s > 0).all()
     assert set(led.node) <= set(cluster.alive_nodes().values())
@@ -78,21 +102,36 @@ def test_sweep_packs_fractional_devices_and_equals_local(cluster, store):
     r2 = ex.run([table])
     assert set(r2.statuses.values()) == {"cached"} and backend.report.attempts == []
 
+
 def test_balanced_placement_spreads_equal_steps(cluster, store):
     "placement='balanced': 6 equal half-device steps on 2 one-device nodes go 3 + 3 (Ray's own placement may give 4 + 2)."
-    points = [Step(f"spread/p{i}", cs.sweep_point, cs.SweepConfig(index=100 + i, seconds=1.5),
-                   resources=Resources(cpus=0.5, custom={"device": 0.5})) for i in range(6)]
+    points = [
+        Step(
+            f"spread/p{i}",
+            cs.sweep_point,
+            cs.SweepConfig(index=100 + i, seconds=1.5),
+            resources=Resources(cpus=0.5, custom={"device": 0.5}),
+        )
+        for i in range(6)
+    ]
     backend = RayBackend(placement="balanced", verbose=True)
     r = Executor(str(store / "ray"), backend=backend, verbose=False).run(points)
     assert set(r.statuses.values()) == {SUCCESS}, r.statuses
     per_node = {}
-    for a in backend.report.attempts: per_node[a.node_id] = per_node.get(a.node_id, 0) + 1
+    for a in backend.report.attempts:
+        per_node[a.node_id] = per_node.get(a.node_id, 0) + 1
     assert sorted(per_node.values()) == [3, 3], backend.report.table()
     assert backend.report.max_concurrency() >= 2
 
+
 def test_multihost_jax_step(cluster, store):
     "A 2-host step: two Ray actors join one jax.distributed process group (CPU, gloo) and reduce a sharded array."
-    step = Step("allreduce", cs.allreduce, cs.AllReduceConfig(n=8), resources=Resources(cpus=0.5, hosts=2, require_labels={"marin-node": "a"}))
+    step = Step(
+        "allreduce",
+        cs.allreduce,
+        cs.AllReduceConfig(n=8),
+        resources=Resources(cpus=0.5, hosts=2, require_labels={"marin-node": "a"}),
+    )
     backend = RayBackend(multihost_strategy="PACK", verbose=True)
     ex = Executor(str(store / "mh"), backend=backend, verbose=False)
     r = ex.run([step])
@@ -102,6 +141,7 @@ def test_multihost_jax_step(cluster, store):
     rec = ex.ledger.sql("SELECT hardware->>'process_count' AS pc, metrics->>'system/process_count' AS m FROM runs")
     assert list(rec.pc) == ["2"] and list(rec.m) == ["2"]
 
+
 def test_multihost_training_writes_sharded_orbax_checkpoints(cluster, store):
     """A 2-host training step (fsdp over the two processes) with format='orbax': each process writes its own shards,
     process 0 alone writes the run's files, and one process reads the model back: the 1-process run's, within float tolerance."""
@@ -109,41 +149,64 @@ def test_multihost_training_writes_sharded_orbax_checkpoints(cluster, store):
     from marin.train.checkpoint import CheckpointConfig, latest_checkpoint
     from marin.train.sharding import MeshConfig
     from marin.train.trainer import load_model, train
-    cfg = tiny_train_config(steps=6).replace(mesh=MeshConfig(data=1, fsdp=2), checkpoint=CheckpointConfig(every=3, keep_last=2, format="orbax"))
+
+    cfg = tiny_train_config(steps=6).replace(
+        mesh=MeshConfig(data=1, fsdp=2), checkpoint=CheckpointConfig(every=3, keep_last=2, format="orbax")
+    )
     step = Step("mh-train", train, cfg, resources=Resources(cpus=0.5, hosts=2, require_labels={"marin-node": "a"}))
-    r = Executor(str(store / "mh"), backend=RayBackend(multihost_strategy="PACK", verbose=True), verbose=False).run([step])
+    r = Executor(str(store / "mh"), backend=RayBackend(multihost_strategy="PACK", verbose=True), verbose=False).run(
+        [step]
+    )
     assert r.statuses[step.output_name] == SUCCESS
     out = Path(r[step])
     ck = latest_checkpoint(str(out / "checkpoints"))
     assert ck[0] == 6 and {"ocdbt.process_0", "ocdbt.process_1"} <= set(os.listdir(Path(ck[1]) / "state.orbax"))
-    assert [json.loads(l)["step"] for l in (out / "history.jsonl").read_text().splitlines()] == list(range(6))   # one writer
+    assert [json.loads(l)["step"] for l in (out / "history.jsonl").read_text().splitlines()] == list(
+        range(6)
+    )  # one writer
     ref_step = Step("ref-train", train, cfg.replace(mesh=MeshConfig(data=1, devices=1)))
     ref = Executor(str(store / "ref"), backend="local", verbose=False).run([ref_step])
     a, b = (jax.tree.leaves(eqx.filter(load_model(p)[0], eqx.is_array)) for p in (str(out), ref[ref_step]))
     assert max(float(np.abs(np.asarray(x) - np.asarray(y)).max()) for x, y in zip(a, b)) < 1e-4
 
+
 def test_secrets_stay_out_of_workers_and_ledger(cluster, store, monkeypatch):
     "Planted secrets in the driver's environment: not forwarded to workers, never in the ledger or any output file."
-    secrets = {"WANDB_API_KEY": "planted-wandb-7f3a9c", "AWS_SECRET_ACCESS_KEY": "planted-aws-0b1e77", "MARIN_TEST_TOKEN": "planted-marin-42aa19",
-               "HF_TOKEN": "planted-hf-5c5c5c"}
-    for k, v in secrets.items(): monkeypatch.setenv(k, v)
+    secrets = {
+        "WANDB_API_KEY": "planted-wandb-7f3a9c",
+        "AWS_SECRET_ACCESS_KEY": "planted-aws-0b1e77",
+        "MARIN_TEST_TOKEN": "planted-marin-42aa19",
+        "HF_TOKEN": "planted-hf-5c5c5c",
+    }
+    for k, v in secrets.items():
+        monkeypatch.setenv(k, v)
     monkeypatch.setenv("MARIN_CLUSTER", "ray")  # the backend comes from the settings, the address from RAY_ADDRESS
     probe = Step("probe", cs.env_probe, cs.ProbeConfig(names=tuple(secrets)), resources=Resources(cpus=0.25))
     r = executor_main([probe], prefix=str(store / "sec"), experiment="secrets")
     assert storage.read_json(storage.join(r[probe], "seen.json")) == {k: False for k in secrets}
     ex = Executor(str(store / "sec"), backend="local", verbose=False)
     rec = ex.ledger.sql("SELECT hardware->>'ray_node_id' AS node, metrics FROM runs WHERE status='SUCCESS'")
-    assert len(rec) == 1 and len(rec.node[0]) == 56            # it ran on the cluster
-    blobs = b"".join(Path(f).read_bytes() for f in glob.glob(str(store / "sec" / "**" / "*"), recursive=True) if Path(f).is_file())
+    assert len(rec) == 1 and len(rec.node[0]) == 56  # it ran on the cluster
+    blobs = b"".join(
+        Path(f).read_bytes() for f in glob.glob(str(store / "sec" / "**" / "*"), recursive=True) if Path(f).is_file()
+    )
     assert len(blobs) > 1000
     for v in [*secrets.values(), cluster.address, cluster.token_path.read_text()]:  # nor the cluster's own auth token
         assert v.encode() not in blobs, f"{v} was written under the prefix"
 
+
 def test_failing_node_is_excluded(cluster, store):
     "Steps that prefer node `b` die there: after two losses the node is excluded and every step finishes on node `a`."
     bad_id = cluster.node_id("b")
-    steps = [Step(f"flaky/{i}", cs.crash_on_bad_node, cs.FlakyConfig(index=i, bad_node="b"),
-                  resources=Resources(cpus=0.5, custom={"device": 0.5}, prefer_labels={"marin-node": "b"})) for i in range(3)]
+    steps = [
+        Step(
+            f"flaky/{i}",
+            cs.crash_on_bad_node,
+            cs.FlakyConfig(index=i, bad_node="b"),
+            resources=Resources(cpus=0.5, custom={"device": 0.5}, prefer_labels={"marin-node": "b"}),
+        )
+        for i in range(3)
+    ]
     backend = RayBackend(max_attempts=4, exclude_after=2, verbose=True)
     ex = Executor(str(store / "flaky"), backend=backend, verbose=False)
     r = ex.run(steps)
@@ -155,20 +218,26 @@ def test_failing_node_is_excluded(cluster, store):
     assert all(a.node_id != bad_id for a in rep.attempts if a.status == SUCCESS)
     # nothing started on the bad node after it was excluded (at most the attempts already in flight)
     assert len(lost) <= 2 + 1
-    led = ex.ledger.sql("SELECT step, status, attempt, retries, hardware->>'ray_node_id' AS node, error, ended_at FROM records "
-                        "WHERE status != 'RUNNING' ORDER BY step, attempt")
-    assert (led[led.status == FAILED].node == bad_id).all() and led[led.status == FAILED].error.str.contains("WorkerCrashedError").all()
+    led = ex.ledger.sql(
+        "SELECT step, status, attempt, retries, hardware->>'ray_node_id' AS node, error, ended_at FROM records "
+        "WHERE status != 'RUNNING' ORDER BY step, attempt"
+    )
+    assert (led[led.status == FAILED].node == bad_id).all() and led[led.status == FAILED].error.str.contains(
+        "WorkerCrashedError"
+    ).all()
     assert len(led[led.status == FAILED]) == len(lost) and led[led.status == FAILED].ended_at.notna().all()
     for s in steps:  # each step: attempts 1..k, only the last one succeeded
         rows = led[led.step == s.name]
         assert list(rows.attempt) == list(range(1, len(rows) + 1)) and list(rows.status)[-1] == SUCCESS
         assert list(rows.retries) == [a - 1 for a in rows.attempt]
 
+
 def test_training_step_migrates_after_node_loss(cluster, store):
     "Kill the node running a training step after its checkpoint at step >= 10: the retry resumes there on another node, bit-exact."
     from cluster_train_steps import tiny_train_config
     from marin.train.checkpoint import latest_checkpoint
     from marin.train.trainer import final_params_hash, train
+
     ref = Executor(str(store / "ref"), backend="local", verbose=False)
     ref_step = Step("train", train, tiny_train_config(delay=0.0))
     ref_hash = final_params_hash(ref.run([ref_step])[ref_step])
@@ -189,9 +258,11 @@ def test_training_step_migrates_after_node_loss(cluster, store):
     cluster.kill_node(victim)
     th.join(timeout=180)
     assert not th.is_alive() and box["r"].statuses[step.output_name] == SUCCESS
-    assert final_params_hash(out) == ref_hash                   # the migrated run ends bit-identical
-    led = ex.ledger.sql("SELECT attempt, status, hardware->>'ray_node_id' AS node, metrics->>'train/resumed_from' AS resumed "
-                        "FROM records WHERE status != 'RUNNING' ORDER BY attempt")
+    assert final_params_hash(out) == ref_hash  # the migrated run ends bit-identical
+    led = ex.ledger.sql(
+        "SELECT attempt, status, hardware->>'ray_node_id' AS node, metrics->>'train/resumed_from' AS resumed "
+        "FROM records WHERE status != 'RUNNING' ORDER BY attempt"
+    )
     assert list(led.attempt) == [1, 2] and list(led.status) == [FAILED, SUCCESS]
     assert led.node[0] == marker["ray_node_id"] and led.node[1] != marker["ray_node_id"]
-    assert int(led.resumed[1]) >= 10                            # resumed from the checkpoint, not from scratch
+    assert int(led.resumed[1]) >= 10  # resumed from the checkpoint, not from scratch

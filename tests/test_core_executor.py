@@ -1,4 +1,5 @@
 "Executor: caching, selective reruns, racing processes, kill -9, failures, ledger queries."
+
 import json, os, signal, socket, subprocess, sys, time
 from pathlib import Path
 import pytest
@@ -10,7 +11,10 @@ import steps_for_tests as T
 
 HERE = Path(__file__).parent
 
-def lines(p) -> list[str]: return Path(p).read_text().splitlines() if Path(p).exists() else []
+
+def lines(p) -> list[str]:
+    return Path(p).read_text().splitlines() if Path(p).exists() else []
+
 
 def test_dag_runs_once_then_cached(lab):
     log = lab / "log.txt"
@@ -21,6 +25,7 @@ def test_dag_runs_once_then_cached(lab):
     r2 = ex.run([a, b])
     assert r2.ran == [] and len(r2.cached) == 3 and len(lines(log)) == 3, "second run must be a no-op"
     assert storage.read_json(storage.join(r1[a], "scaled.json")) == [0, 2, 4, 6, 8]
+
 
 def test_changing_one_versioned_field_reruns_exactly_affected(lab):
     log = lab / "log.txt"
@@ -40,6 +45,7 @@ def test_changing_one_versioned_field_reruns_exactly_affected(lab):
     r = ex.run(list(T.dag(str(log), n=6, f2=7, sleep_s=0.01))[1:])
     assert r.ran == []
 
+
 def test_two_processes_racing_run_each_step_once(lab):
     log = lab / "log.txt"
     cmd = [sys.executable, str(HERE / "steps_for_tests.py"), str(lab / "store"), str(log), "1.5", ""]
@@ -47,20 +53,26 @@ def test_two_processes_racing_run_each_step_once(lab):
     outs = [json.loads(p.communicate(timeout=120)[0].strip().splitlines()[-1]) for p in procs]
     assert all(p.returncode == 0 for p in procs)
     runs = lines(log)
-    assert sorted(l.split()[0] for l in runs) == ["scale2", "scale3", "source"], f"each step must run exactly once: {runs}"
+    assert sorted(l.split()[0] for l in runs) == ["scale2", "scale3", "source"], (
+        f"each step must run exactly once: {runs}"
+    )
     statuses = [v for o in outs for v in o.values()]
     assert statuses.count(SUCCESS) == 3 and statuses.count("cached") == 3
+
 
 def test_kill_9_during_step_leaves_it_not_done_and_rerun_completes(lab):
     log, marker = lab / "log.txt", lab / "started"
     store = lab / "store"
     cmd = [sys.executable, str(HERE / "steps_for_tests.py"), str(store), str(log), "60", str(marker)]
-    p = subprocess.Popen(cmd, cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, LEASE="600"))
+    p = subprocess.Popen(
+        cmd, cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, LEASE="600")
+    )
     t0 = time.time()
     while not marker.exists():
         assert time.time() - t0 < 60 and p.poll() is None, "step did not start"
         time.sleep(0.05)
-    os.kill(p.pid, signal.SIGKILL); p.wait()
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
     src, a, b = T.dag(str(log), sleep_s=0.0, marker="")
     ex = Executor(str(store), verbose=False)
     st = read_status(ex.output_path(src))
@@ -75,18 +87,24 @@ def test_kill_9_during_step_leaves_it_not_done_and_rerun_completes(lab):
     led = Ledger(str(store / "ledger")).sql("SELECT step, status FROM runs WHERE step = 'source' ORDER BY started_at")
     assert list(led.status) == [RUNNING, SUCCESS], "the killed attempt stays visible in the ledger"
 
+
 def test_expired_lease_from_another_host_is_taken_over(lab):
     ex = Executor(str(lab / "store"), verbose=False, lease_seconds=3)
     src, a, b = T.dag(str(lab / "log.txt"))
     out = ex.output_path(src)
-    storage.write_json(storage.join(out, LEASE_FILE), {"owner": "x", "host": "elsewhere", "pid": 1, "expires_at": time.time() + 1.0})
+    storage.write_json(
+        storage.join(out, LEASE_FILE), {"owner": "x", "host": "elsewhere", "pid": 1, "expires_at": time.time() + 1.0}
+    )
     t0 = time.time()
     ex.run([src])
     assert 0.9 < time.time() - t0 < 20, "must wait for the live lease, then take it over"
     assert read_status(out)["status"] == SUCCESS
 
+
 def test_failing_step_recorded_and_dependents_not_run(lab):
-    def bad(cfg, out): raise RuntimeError("disk on fire")
+    def bad(cfg, out):
+        raise RuntimeError("disk on fire")
+
     ex = Executor(str(lab / "store"), verbose=False)
     broken = Step("broken", bad, {"v": 1})
     child = Step("child", T.scale, T.ScaleConfig(numbers=broken))
@@ -98,6 +116,7 @@ def test_failing_step_recorded_and_dependents_not_run(lab):
     rec = ex.ledger.sql("SELECT * FROM runs WHERE step = 'broken'")
     assert rec.status[0] == FAILED and "RuntimeError: disk on fire" in rec.traceback[0] and rec.git_commit[0] != ""
     assert ex.ledger.sql("SELECT count(*) AS n FROM runs WHERE step = 'child'").n[0] == 0
+
 
 def test_dry_run_and_run_only(lab, capsys):
     log = lab / "log.txt"
@@ -112,6 +131,7 @@ def test_dry_run_and_run_only(lab, capsys):
     assert "1 to run, 2 cached" in capsys.readouterr().out
     with pytest.raises(ValueError, match="matches no step"):
         ex.run([a, b], run_only="nothing-like-this")
+
 
 def test_marin_runs_sql_over_three_runs(lab):
     ex = Executor(str(lab / "store"), verbose=False)

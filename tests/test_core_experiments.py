@@ -1,18 +1,26 @@
 "Experiments through `marin run`: parameter checks, success, failure with the failing cell, the report site in headless Chromium."
+
 import http.server, json, os, re, shutil, subprocess, threading
 from functools import partial
 from pathlib import Path
 import nbformat, pytest
 from conftest import marin_cmd, REPO
 
+
 def make_notebook(path: Path, body: str, params: str = 'issue = "#2"\ngreeting = "hello"\nrepeat = 2') -> Path:
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(params), nbformat.v4.new_code_cell(body),
-                                         nbformat.v4.new_markdown_cell("## Retrospective\n\nfine")])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(params),
+            nbformat.v4.new_code_cell(body),
+            nbformat.v4.new_markdown_cell("## Retrospective\n\nfine"),
+        ]
+    )
     nb.cells[0].metadata["tags"] = ["parameters"]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "python3", "language": "python"}
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
     return path
+
 
 OK_BODY = """from marin.core.experiments import record_metrics
 print((greeting + '-from-ok ') * repeat)
@@ -20,25 +28,37 @@ record_metrics(**{'eval/score': 0.75})"""
 FAIL_BODY = """print('before the failure')
 x = 1 / 0"""
 
+
 def run(*args, **kw):
-    return subprocess.run(marin_cmd(*args), capture_output=True, text=True, env=os.environ, cwd=kw.get("cwd"), timeout=300)
+    return subprocess.run(
+        marin_cmd(*args), capture_output=True, text=True, env=os.environ, cwd=kw.get("cwd"), timeout=300
+    )
+
 
 @pytest.fixture
 def experiments(lab):
     d = lab / "experiments_nb"
     return make_notebook(d / "ok.ipynb", OK_BODY), make_notebook(d / "fails.ipynb", FAIL_BODY)
 
+
 def test_bad_parameters_are_refused_before_running(experiments, lab):
     ok, _ = experiments
-    for args, needle in [(["-p", "greting", "x"], "unknown parameter(s) greting"), (["-p", "repeat", "two"], "repeat='two': expected a int"),
-                         ([], None)]:
-        if needle is None: continue
+    for args, needle in [
+        (["-p", "greting", "x"], "unknown parameter(s) greting"),
+        (["-p", "repeat", "two"], "repeat='two': expected a int"),
+        ([], None),
+    ]:
+        if needle is None:
+            continue
         r = run("run", str(ok), *args)
         assert r.returncode == 2, r.stderr
         assert r.stderr.count("\n") == 1 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
     r = run("run", str(lab / "nope.ipynb"))
     assert r.returncode == 2 and "experiment not found" in r.stderr
-    assert not (lab / "reports").exists() or not list((lab / "reports").rglob("*.ipynb")), "nothing may run on bad input"
+    assert not (lab / "reports").exists() or not list((lab / "reports").rglob("*.ipynb")), (
+        "nothing may run on bad input"
+    )
+
 
 def test_success_and_failure_are_recorded_and_rendered(experiments, lab):
     ok, fails = experiments
@@ -48,28 +68,51 @@ def test_success_and_failure_are_recorded_and_rendered(experiments, lab):
     r = run("run", str(fails))
     assert r.returncode == 1 and "ZeroDivisionError" in r.stderr
     from marin.core.ledger import Ledger
+
     df = Ledger(str(lab / "store" / "ledger")).sql("SELECT * FROM runs WHERE kind = 'experiment' ORDER BY started_at")
     assert list(df.experiment) == ["ok", "fails"] and list(df.status) == ["SUCCESS", "FAILED"]
     failed = df.iloc[1]
-    assert "ZeroDivisionError" in failed.error and "x = 1 / 0" in failed.failing_cell and "ZeroDivisionError" in failed.traceback
+    assert (
+        "ZeroDivisionError" in failed.error
+        and "x = 1 / 0" in failed.failing_cell
+        and "ZeroDivisionError" in failed.traceback
+    )
     assert json.loads(df.iloc[0].config)["greeting"] == "hi" and json.loads(df.iloc[0].metrics) == {"eval/score": 0.75}
     assert df.iloc[0].issue == "#2"
     kept = nbformat.read(failed.report_path, as_version=4)
-    assert any("before the failure" in str(c.get("outputs")) for c in kept.cells), "partial output of a failed run is kept"
+    assert any("before the failure" in str(c.get("outputs")) for c in kept.cells), (
+        "partial output of a failed run is kept"
+    )
     ok_nb = nbformat.read(df.iloc[0].report_path, as_version=4)
     assert "hi-from-ok hi-from-ok hi-from-ok" in str(ok_nb.cells)
+
 
 def _chromium() -> str:
     exe = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     assert exe, "headless Chromium is needed: `make chromium` installs Debian's chromium package"
     return exe
 
+
 def dump_dom(url: str, profile: Path) -> str:
-    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-           "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}", "--virtual-time-budget=3000", "--dump-dom", url]
+    cmd = [
+        _chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--virtual-time-budget=3000",
+        "--dump-dom",
+        url,
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stdout
+
 
 def test_report_index_in_headless_chromium(experiments, lab):
     ok, fails = experiments
@@ -94,10 +137,12 @@ def test_report_index_in_headless_chromium(experiments, lab):
     finally:
         server.shutdown()
 
+
 def test_every_experiment_parameter_parses_in_papermill():
     "papermill's own parser (used for `papermill --help-notebook` and its warnings) reads each parameter we read: a '=' in a parameter's comment breaks it."
     from papermill.translators import PythonTranslator
     from marin.core.experiments import experiment_parameters
+
     notebooks = sorted((REPO / "experiments_nb").glob("*.ipynb"))
     assert notebooks, "no experiment notebooks found"
     for nb_path in notebooks:
@@ -105,5 +150,7 @@ def test_every_experiment_parameter_parses_in_papermill():
         cell = next(c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", []))
         ours = set(experiment_parameters(nb_path))
         theirs = {p.name for p in PythonTranslator.inspect(cell)}
-        assert ours == theirs, (f"{nb_path.name}: papermill cannot parse parameter(s) {sorted(ours - theirs)}; "
-                                "keep '=' out of parameter comments (write ≥, 'is' or ':')")
+        assert ours == theirs, (
+            f"{nb_path.name}: papermill cannot parse parameter(s) {sorted(ours - theirs)}; "
+            "keep '=' out of parameter comments (write ≥, 'is' or ':')"
+        )

@@ -1,4 +1,5 @@
 "Near-duplicates planted in real prose are found (recall >= 0.95) and distinct documents are not merged (precision >= 0.95)."
+
 import random, sys, pathlib
 import numpy as np, pyarrow.parquet as pq
 from marin.core.executor import Executor
@@ -10,17 +11,24 @@ from marin.data.filters import QualityConfig, quality_step, ClassifierTrainConfi
 
 def _corpus(n_base=600, seed=0):
     paras = []
-    for f in sorted((shared_data_dir() / "text").glob("*.txt")): paras += [p for p in split_paragraphs(f.read_text(), 1500) if len(p) > 400]
+    for f in sorted((shared_data_dir() / "text").glob("*.txt")):
+        paras += [p for p in split_paragraphs(f.read_text(), 1500) if len(p) > 400]
     rnd = random.Random(seed)
     base = paras[:n_base]
+
     def mutate(s, k):
         s = s.split(" ")
         for _ in range(k):  # word-level edits: replace, delete or insert a word
-            i = rnd.randrange(len(s)); op = rnd.random()
-            if op < 0.4: s[i] = rnd.choice(["the", "a", "quite", "very", "indeed"])
-            elif op < 0.7: del s[i]
-            else: s.insert(i, rnd.choice(["so", "then", "perhaps"]))
+            i = rnd.randrange(len(s))
+            op = rnd.random()
+            if op < 0.4:
+                s[i] = rnd.choice(["the", "a", "quite", "very", "indeed"])
+            elif op < 0.7:
+                del s[i]
+            else:
+                s.insert(i, rnd.choice(["so", "then", "perhaps"]))
         return " ".join(s)
+
     planted = [(i, mutate(base[i], rnd.randint(1, 6))) for i in range(0, n_base, 3)]
     return base + [t for _, t in planted], planted, n_base
 
@@ -40,12 +48,17 @@ def test_planted_recall_and_precision():
 
 def test_same_clusters_as_datasketch():
     from datasketch import MinHash, MinHashLSH
+
     texts, planted, n = _corpus(150)
     ours = near_duplicate_clusters(texts, num_perm=128, bands=16, shingle=5, threshold=0.0)
-    lsh = MinHashLSH(num_perm=128, params=(16, 8)); mhs = []
+    lsh = MinHashLSH(num_perm=128, params=(16, 8))
+    mhs = []
     for i, t in enumerate(texts):
-        b = t.encode(); m = MinHash(num_perm=128, seed=1); m.update_batch([b[j:j + 5] for j in range(len(b) - 4)])
-        lsh.insert(i, m); mhs.append(m)
+        b = t.encode()
+        m = MinHash(num_perm=128, seed=1)
+        m.update_batch([b[j : j + 5] for j in range(len(b) - 4)])
+        lsh.insert(i, m)
+        mhs.append(m)
     pairs = np.array([(i, j) for i, m in enumerate(mhs) for j in lsh.query(m) if j > i], dtype=np.int64).reshape(-1, 2)
     theirs = clusters_from_pairs(len(texts), pairs)
     part = lambda lab: {tuple(np.nonzero(lab == c)[0]) for c in np.unique(lab)}
@@ -57,7 +70,17 @@ def test_dedup_then_quality_steps(tmp_path):
     junk = ["Home | About | Login | Share | Menu " * 20, "click here click here " * 30]
     docs = [{"id": f"d{i}", "text": t, "source": "prose", "meta": {}} for i, t in enumerate(texts + [texts[0]] + junk)]
     write_documents(docs, str(tmp_path / "docs"))
-    neg = [{"id": f"n{i}", "text": " ".join(random.Random(i).choices(["Home", "Login", "Share", "Menu", "Cookies", "Subscribe", "Privacy"], k=80)), "source": "nav", "meta": {}} for i in range(40)]
+    neg = [
+        {
+            "id": f"n{i}",
+            "text": " ".join(
+                random.Random(i).choices(["Home", "Login", "Share", "Menu", "Cookies", "Subscribe", "Privacy"], k=80)
+            ),
+            "source": "nav",
+            "meta": {},
+        }
+        for i in range(40)
+    ]
     write_documents(neg, str(tmp_path / "neg"))
     ex = Executor(str(tmp_path / "store"), verbose=False)
     dd = dedup_step(DedupConfig(str(tmp_path / "docs")), "dedup/prose")
@@ -65,9 +88,19 @@ def test_dedup_then_quality_steps(tmp_path):
     q = quality_step(QualityConfig(dd, classifier=clf, min_score=0.5), "quality/prose")
     r = ex.run([q])
     a = pq.read_table(pathlib.Path(r[dd]) / "attributes.parquet").to_pandas()
-    assert (a.reason == "exact-duplicate").sum() == 1 and a.reason.isin(["near-duplicate", "all-paragraphs-duplicate"]).sum() >= 0.9 * len(planted)
+    assert (a.reason == "exact-duplicate").sum() == 1 and a.reason.isin(
+        ["near-duplicate", "all-paragraphs-duplicate"]
+    ).sum() >= 0.9 * len(planted)
     qa = pq.read_table(pathlib.Path(r[q]) / "attributes.parquet").to_pandas()
-    assert set(qa[~qa.kept].reason) <= {"few-stop-words", "too-few-words", "duplicate-lines", "repeated-2gram", "classifier-score", "mean-word-length", "non-alpha-words"}
+    assert set(qa[~qa.kept].reason) <= {
+        "few-stop-words",
+        "too-few-words",
+        "duplicate-lines",
+        "repeated-2gram",
+        "classifier-score",
+        "mean-word-length",
+        "non-alpha-words",
+    }
     assert not qa.set_index("id").loc[["d%d" % (len(texts) + 1), "d%d" % (len(texts) + 2)]].kept.any()  # junk dropped
     kept = list(read_documents(r[q]))
     assert len(kept) >= 0.8 * n

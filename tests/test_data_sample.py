@@ -1,10 +1,18 @@
 "The Sample interface over the shared DNA and protein FASTA files, through token shards and the mixture loader."
+
 import numpy as np, pytest
 from marin.core.executor import Executor
 from marin.core.settings import shared_data_dir
 from marin.data.sources import SourceConfig, import_step
 from marin.data.shards import TokenizeConfig, tokenize_step
-from marin.data.mixture import MixtureConfig, MixtureComponent, MixtureLoader, MixtureStepConfig, mixture_step, load_mixture
+from marin.data.mixture import (
+    MixtureConfig,
+    MixtureComponent,
+    MixtureLoader,
+    MixtureStepConfig,
+    mixture_step,
+    load_mixture,
+)
 from marin.data.sample import DNASample, ProteinSample, sample_for
 
 
@@ -24,7 +32,8 @@ def test_protein_batches(tmp_path):
     assert set(text.replace("<|endoftext|>", "")) <= set("ACDEFGHIKLMNPQRSTVWYXBZUO*")
     # proteins are short: rows hold several documents, each numbered, and the loss never crosses a boundary
     seg = b["segment_ids"]
-    cross = np.zeros_like(b["loss_mask"], bool); cross[:, :-1] = seg[:, :-1] != seg[:, 1:]
+    cross = np.zeros_like(b["loss_mask"], bool)
+    cross[:, :-1] = seg[:, :-1] != seg[:, 1:]
     assert seg.max() > 1 and (b["loss_mask"][cross] == 0).all()
 
 
@@ -41,8 +50,10 @@ def test_dna_kmers_and_reverse_complement(tmp_path):
             w = plain["segment_ids"][r] == seg
             assert np.array_equal(rc["tokens"][r][w], s.reverse_complement(plain["tokens"][r][w]))
     comp = {"A": "T", "C": "G", "G": "C", "T": "A"}
-    frag = s.tokenizer.decode(plain["tokens"][0][:20]); frag_rc = s.tokenizer.decode(s.reverse_complement(plain["tokens"][0][:20]))
-    if "<" not in frag: assert frag_rc == "".join(comp.get(c, c) for c in reversed(frag))
+    frag = s.tokenizer.decode(plain["tokens"][0][:20])
+    frag_rc = s.tokenizer.decode(s.reverse_complement(plain["tokens"][0][:20]))
+    if "<" not in frag:
+        assert frag_rc == "".join(comp.get(c, c) for c in reversed(frag))
 
 
 def test_mixture_step_reopens(tmp_path):
@@ -51,4 +62,5 @@ def test_mixture_step_reopens(tmp_path):
     out = ex.run([mixture_step(MixtureStepConfig(cfg, planned_steps=10))])
     ld = load_mixture(list(out.outputs.values())[-1])
     assert np.array_equal(ld.batch(9)["tokens"], MixtureLoader(cfg).batch(9)["tokens"])
-    with pytest.raises(ValueError, match="sample kind"): sample_for("rna")
+    with pytest.raises(ValueError, match="sample kind"):
+        sample_for("rna")

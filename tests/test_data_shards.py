@@ -1,4 +1,5 @@
 "Token shards from a BPE trained on the shared prose: identical across runs and across 1 vs 2 workers; corruption named."
+
 import json, pathlib
 import pytest
 from marin.core.executor import Executor
@@ -12,7 +13,15 @@ from marin.data.shards import TokenizeConfig, tokenize_step, tokenize_documents,
 def pipeline(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("shards")
     ex = Executor(str(tmp / "store"), verbose=False)
-    docs = import_step(SourceConfig("prose", (str(shared_data_dir() / "text" / "tinyshakespeare.txt"),), split="paragraphs", max_chars=2000, limit=600))
+    docs = import_step(
+        SourceConfig(
+            "prose",
+            (str(shared_data_dir() / "text" / "tinyshakespeare.txt"),),
+            split="paragraphs",
+            max_chars=2000,
+            limit=600,
+        )
+    )
     bpe = train_bpe_step(BPETrainConfig(docs, vocab_size=1024))
     tok1 = tokenize_step(TokenizeConfig(docs, bpe, docs_per_shard=128, workers=1), "tokens/prose")
     r = ex.run([tok1])
@@ -23,10 +32,13 @@ def test_one_vs_two_workers_byte_identical(pipeline):
     ex, docs, bpe, tok1, r, tmp = pipeline
     out1 = pathlib.Path(r[tok1])
     out2 = tmp / "two_workers"
-    tokenize_documents(TokenizeConfig(ex.output_path(docs), ex.output_path(bpe), docs_per_shard=128, workers=2), str(out2))
+    tokenize_documents(
+        TokenizeConfig(ex.output_path(docs), ex.output_path(bpe), docs_per_shard=128, workers=2), str(out2)
+    )
     m1, m2 = json.loads((out1 / MANIFEST).read_text()), json.loads((out2 / MANIFEST).read_text())
     assert m1 == m2 and len(m1["shards"]) == 5 and m1["documents"] == 600
-    for s in m1["shards"]: assert (out1 / s["file"]).read_bytes() == (out2 / s["file"]).read_bytes()
+    for s in m1["shards"]:
+        assert (out1 / s["file"]).read_bytes() == (out2 / s["file"]).read_bytes()
     # and a second run of the whole chain in a fresh store gives the same set hash
     ex2 = Executor(str(tmp / "store2"), verbose=False)
     assert TokenSet(ex2.run([tok1])[tok1]).hash == m1["hash"]
@@ -34,8 +46,10 @@ def test_one_vs_two_workers_byte_identical(pipeline):
 
 def test_random_access_roundtrip(pipeline):
     ex, docs, bpe, tok1, r, tmp = pipeline
-    ts = TokenSet(r[tok1]); tok = load_tokenizer(ex.output_path(bpe))
+    ts = TokenSet(r[tok1])
+    tok = load_tokenizer(ex.output_path(bpe))
     from marin.data.sources import read_documents
+
     texts = [d["text"] for d in read_documents(ex.output_path(docs))]
     for i in (0, 127, 128, 599):
         ids = ts.doc_tokens(i)
@@ -47,9 +61,14 @@ def test_random_access_roundtrip(pipeline):
 def test_corrupt_shard_named(pipeline, tmp_path):
     ex, docs, bpe, tok1, r, tmp = pipeline
     import shutil
-    copy = tmp_path / "copy"; shutil.copytree(r[tok1], copy)
-    f = copy / "shard-00003.arrow"; data = f.read_bytes()
+
+    copy = tmp_path / "copy"
+    shutil.copytree(r[tok1], copy)
+    f = copy / "shard-00003.arrow"
+    data = f.read_bytes()
     f.write_bytes(data[: len(data) // 2])
-    with pytest.raises(CorruptShardError, match="shard-00003.arrow"): TokenSet(str(copy))
+    with pytest.raises(CorruptShardError, match="shard-00003.arrow"):
+        TokenSet(str(copy))
     f.unlink()
-    with pytest.raises(CorruptShardError, match="shard-00003.arrow.*missing"): TokenSet(str(copy))
+    with pytest.raises(CorruptShardError, match="shard-00003.arrow.*missing"):
+        TokenSet(str(copy))

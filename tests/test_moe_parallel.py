@@ -1,8 +1,9 @@
 "Expert parallelism: the MoE model on 8 CPU devices (experts sharded, all-to-all) equals 1 device."
+
 import os, subprocess, sys, textwrap
 from conftest import xla_flags
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import json, sys
     import jax, jax.numpy as jnp, numpy as np
     from jax.sharding import Mesh
@@ -27,24 +28,31 @@ SCRIPT = textwrap.dedent('''
         out[balance] = {"loss": float(loss), "bias": np.asarray(aux["moe_bias_next"]).tolist(), "cv": float(aux["moe/load_cv"]),
                         "grad": [np.asarray(x).ravel()[:50].tolist() for x in jax.tree.leaves(grads)]}
     print(json.dumps(out))
-''')
+""")
+
 
 def run(n):
     env = dict(os.environ, XLA_FLAGS=xla_flags(f"--xla_force_host_platform_device_count={n}"), JAX_PLATFORMS="cpu")
     r = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    import json; return json.loads(r.stdout.strip().splitlines()[-1])
+    import json
+
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
 
 def test_one_vs_eight_devices_agree():
     import numpy as np
+
     a, b = run(1), run(8)
     for bal in a:
         assert abs(a[bal]["loss"] - b[bal]["loss"]) < 1e-5, bal
         assert abs(a[bal]["cv"] - b[bal]["cv"]) < 1e-5, bal
         assert np.allclose(a[bal]["bias"], b[bal]["bias"], atol=1e-5), bal
-        for x, y in zip(a[bal]["grad"], b[bal]["grad"]): assert np.allclose(x, y, atol=1e-5), bal
+        for x, y in zip(a[bal]["grad"], b[bal]["grad"]):
+            assert np.allclose(x, y, atol=1e-5), bal
 
-TRAIN_SCRIPT = textwrap.dedent('''
+
+TRAIN_SCRIPT = textwrap.dedent("""
     import json, jax, numpy as np
     from marin.models.transformer import LlamaConfig
     from marin.models.moe import MoEConfig
@@ -68,20 +76,22 @@ TRAIN_SCRIPT = textwrap.dedent('''
         out[name] = {"losses": losses, "cv": float(m["moe/load_cv"]), "bias": np.asarray(state.params.blocks.moe.router_bias).tolist(),
                      "expert_spec": str(eg.sharding.spec), "all_to_all": "all_to_all" in hlo or "all-to-all" in hlo}
     print("RESULT", json.dumps(out))
-''')
+""")
+
 
 def test_expert_mesh_axis_in_the_trainer_agrees_with_one_device(tmp_path):
     "MeshConfig(expert=n) alone turns on expert parallelism in the trainer; 8 devices give the 1-device numbers."
     import json, numpy as np
+
     env = dict(os.environ, XLA_FLAGS=xla_flags("--xla_force_host_platform_device_count=8"), JAX_PLATFORMS="cpu")
     r = subprocess.run([sys.executable, "-c", TRAIN_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    out = json.loads([l for l in r.stdout.splitlines() if l.startswith("RESULT")][0][len("RESULT "):])
+    out = json.loads([l for l in r.stdout.splitlines() if l.startswith("RESULT")][0][len("RESULT ") :])
     ref = out["1 device"]
     assert not ref["all_to_all"] and ref["losses"][-1] < ref["losses"][0]
-    for name in ("fsdp=2 expert=4",):                                  # batch over expert x fsdp, expert weights' embed over fsdp
+    for name in ("fsdp=2 expert=4",):  # batch over expert x fsdp, expert weights' embed over fsdp
         o = out[name]
-        assert o["all_to_all"], name                                    # the expert-parallel path ran
-        assert "expert" in o["expert_spec"], (name, o["expert_spec"])   # experts live on the expert axis
+        assert o["all_to_all"], name  # the expert-parallel path ran
+        assert "expert" in o["expert_spec"], (name, o["expert_spec"])  # experts live on the expert axis
         assert np.allclose(o["losses"], ref["losses"], atol=1e-5), (name, o["losses"], ref["losses"])
         assert abs(o["cv"] - ref["cv"]) < 1e-4 and np.allclose(o["bias"], ref["bias"], atol=1e-5), name

@@ -1,4 +1,5 @@
 "SFT end to end: a tiny pretrained run, fine-tuned on shared chat data through the ordinary trainer."
+
 import json, os
 import numpy as np
 import pytest
@@ -14,13 +15,20 @@ def base_run(tmp_path_factory):
     from marin.core.settings import shared_data_dir
     from marin.train.trainer import SyntheticDataConfig, TrainConfig, train
     from marin.train.optim import OptimizerConfig
+
     tmp = tmp_path_factory.mktemp("sft")
     convs = load_conversations(str(shared_data_dir() / "chat" / "dolly_1k_messages.jsonl"), limit=60)
     tok = train_bpe([ChatTemplate().render(c) for c in convs], 384)
     save_chat_template(str(tmp / "tok"), ChatTemplate(), tok)
     cfg = LlamaConfig(vocab_size=tok.vocab_size, seq_len=128, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=64)
-    tc = TrainConfig(model=cfg, data=SyntheticDataConfig(vocab_size=tok.vocab_size, batch_size=2, seq_len=32), num_train_steps=2,
-                     optimizer=OptimizerConfig(learning_rate=1e-3), progress=False, tracker="disabled")
+    tc = TrainConfig(
+        model=cfg,
+        data=SyntheticDataConfig(vocab_size=tok.vocab_size, batch_size=2, seq_len=32),
+        num_train_steps=2,
+        optimizer=OptimizerConfig(learning_rate=1e-3),
+        progress=False,
+        tracker="disabled",
+    )
     train(tc, str(tmp / "base"))
     return tmp, tok, cfg
 
@@ -32,11 +40,19 @@ def test_sft_starts_from_base_and_learns_assistant_tokens(base_run, monkeypatch)
     from marin.train.checkpoint import list_checkpoints
     from marin.train.optim import OptimizerConfig
     from marin.eval.tasks import eval_tokenizer
+
     tmp, tok, cfg = base_run
     monkeypatch.setenv("MARIN_PREFIX", str(tmp / "store"))
     data = SFTDataConfig(tokenizer=str(tmp / "tok"), seq_len=128, batch_size=4, limit=40)
-    sc = SFTConfig(base=str(tmp / "base"), data=data, num_train_steps=12, optimizer=OptimizerConfig(learning_rate=3e-3, warmup=1, weight_decay=0.0),
-                   progress=False, tracker="disabled", log_every=4)
+    sc = SFTConfig(
+        base=str(tmp / "base"),
+        data=data,
+        num_train_steps=12,
+        optimizer=OptimizerConfig(learning_rate=3e-3, warmup=1, weight_decay=0.0),
+        progress=False,
+        tracker="disabled",
+        log_every=4,
+    )
     out = str(tmp / "sft")
     summary = run_sft(sc, out)
     hist = [json.loads(l) for l in open(os.path.join(out, "history.jsonl"))]
@@ -45,28 +61,42 @@ def test_sft_starts_from_base_and_learns_assistant_tokens(base_run, monkeypatch)
     # the first step trained the base weights: its loss equals the base model's loss on that batch
     base, _ = load_model(str(tmp / "base"))
     from marin.models.transformer import next_token_loss
+
     b = data.build().batch(0)
     base_loss = float(next_token_loss(base, {k: jnp.asarray(v) for k, v in b.items()})[0])
     assert abs(base_loss - hist[0]["loss"]) < 1e-3, (base_loss, hist[0]["loss"])
     tuned, meta = load_model(out)
     assert meta["step"] == 12 and [s for s, _ in list_checkpoints(os.path.join(out, "checkpoints"))][-1] == 12
     # tokenizer and chat template travel with the output
-    assert load_chat_template(out).assistant_prefix == "Assistant: " and eval_tokenizer(out).vocab_size == tok.vocab_size
+    assert (
+        load_chat_template(out).assistant_prefix == "Assistant: " and eval_tokenizer(out).vocab_size == tok.vocab_size
+    )
 
 
 def test_dpo_from_chat_pairs_raises_margin(base_run, monkeypatch):
     from marin.posttrain.dpo import DPOConfig, PreferenceDataConfig, run_dpo
     from marin.train.trainer import load_model
     from marin.train.optim import OptimizerConfig
+
     tmp, tok, cfg = base_run
     monkeypatch.setenv("MARIN_PREFIX", str(tmp / "store"))
     data = PreferenceDataConfig(tokenizer=str(tmp / "tok"), from_chat=True, seq_len=96, batch_size=4, limit=16)
-    dc = DPOConfig(base=str(tmp / "base"), data=data, beta=0.5, num_train_steps=10, progress=False, tracker="disabled", log_every=5,
-                   optimizer=OptimizerConfig(learning_rate=3e-3, warmup=1, weight_decay=0.0))
+    dc = DPOConfig(
+        base=str(tmp / "base"),
+        data=data,
+        beta=0.5,
+        num_train_steps=10,
+        progress=False,
+        tracker="disabled",
+        log_every=5,
+        optimizer=OptimizerConfig(learning_rate=3e-3, warmup=1, weight_decay=0.0),
+    )
     out = str(tmp / "dpo")
     s = run_dpo(dc, out)
     hist = [json.loads(l) for l in open(os.path.join(out, "history.jsonl"))]
-    assert abs(hist[0]["loss"] - np.log(2)) < 1e-5 and abs(hist[0]["reward_margin"]) < 1e-5   # policy == reference at step 0
+    assert (
+        abs(hist[0]["loss"] - np.log(2)) < 1e-5 and abs(hist[0]["reward_margin"]) < 1e-5
+    )  # policy == reference at step 0
     assert s["train/dpo/reward_margin"] > 0 and s["train/final_loss"] < np.log(2)
     model, meta = load_model(out)
     assert meta["step"] == 10 and meta["posttrain"] == "dpo" and model.cfg == cfg

@@ -1,6 +1,7 @@
 """Hugging Face export/import: exported checkpoints load in `transformers` and give our logits within 1e-4 (fp32);
 a checkpoint written by `transformers` imports and gives its logits; import -> export is bit-exact; a real
 training run exports with a model card that states tokens, FLOPs and the ledger run id."""
+
 import json, os
 import jax, jax.numpy as jnp, numpy as np
 import pytest
@@ -13,6 +14,7 @@ from marin.serve.hf import export_checkpoint, export_hf, import_hf, read_hf_tens
 
 VOCAB = [chr(c) for c in range(32, 128)]
 
+
 def _random_model(cfg, seed=0):
     "A model with O(1) random weights everywhere (norm scales included), so every tensor matters."
     m = init(cfg, key=jax.random.PRNGKey(seed))
@@ -21,9 +23,12 @@ def _random_model(cfg, seed=0):
     new = [l * (1 + 0.5 * jax.random.normal(k, l.shape)) * (5.0 if l.ndim >= 2 else 1.0) for l, k in zip(leaves, keys)]
     return jax.tree.unflatten(tdef, new)
 
+
 def _hf_logits(path, toks):
     model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    with torch.no_grad(): return type(model).__name__, model(torch.tensor(np.asarray(toks))).logits.numpy()
+    with torch.no_grad():
+        return type(model).__name__, model(torch.tensor(np.asarray(toks))).logits.numpy()
+
 
 CASES = {
     "gqa": dict(),
@@ -33,40 +38,56 @@ CASES = {
     "mha-headdim-linear-rope": dict(n_kv_heads=4, head_dim=16, rope_scaling="linear", rope_factor=2.0),
 }
 
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_export_matches_transformers_logits(tmp_path, case):
-    cfg = LlamaConfig(**{**dict(vocab_size=96, seq_len=48, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=48), **CASES[case]})
+    cfg = LlamaConfig(
+        **{**dict(vocab_size=96, seq_len=48, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=48), **CASES[case]}
+    )
     model = _random_model(cfg)
     export_hf(model, str(tmp_path), tokenizer=VOCAB)
     toks = np.random.default_rng(0).integers(0, 96, (2, 48))
     ours = np.asarray(forward(model, jnp.asarray(toks)))
     arch, theirs = _hf_logits(str(tmp_path), toks)
     assert arch == ("Qwen3ForCausalLM" if cfg.qk_norm else "LlamaForCausalLM")
-    assert np.abs(ours).max() > 1.0                                        # the comparison is not between near-zero logits
+    assert np.abs(ours).max() > 1.0  # the comparison is not between near-zero logits
     # two float32 implementations that sum in different orders: their difference scales with the logits' size
     # (up to ~5 here); a wrong RoPE, norm or head layout is off by 0.1 or more
     np.testing.assert_allclose(ours, theirs, atol=1e-4 * max(1.0, float(np.abs(theirs).max())), rtol=1e-4)
     back, _ = import_hf(str(tmp_path))
     assert back.cfg == cfg
 
+
 def test_transformers_written_checkpoint_imports_and_reexports_bit_exactly(tmp_path):
     torch.manual_seed(0)
-    hcfg = transformers.LlamaConfig(vocab_size=80, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                    num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6, tie_word_embeddings=False)
+    hcfg = transformers.LlamaConfig(
+        vocab_size=80,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+    )
     hf = transformers.LlamaForCausalLM(hcfg).eval()
     with torch.no_grad():
-        for p in hf.parameters(): p.add_(torch.randn_like(p) * 0.3)
+        for p in hf.parameters():
+            p.add_(torch.randn_like(p) * 0.3)
     hf.save_pretrained(tmp_path / "hf", safe_serialization=True)
     model, _ = import_hf(str(tmp_path / "hf"))
     assert model.cfg.norm_eps == 1e-6 and model.cfg.n_kv_heads == 2
     toks = np.random.default_rng(1).integers(0, 80, (2, 40))
-    with torch.no_grad(): theirs = hf(torch.tensor(toks)).logits.numpy()
+    with torch.no_grad():
+        theirs = hf(torch.tensor(toks)).logits.numpy()
     np.testing.assert_allclose(np.asarray(forward(model, jnp.asarray(toks))), theirs, atol=1e-4, rtol=1e-4)
     # import -> export: every tensor bit-identical to what transformers wrote
     export_hf(model, str(tmp_path / "ours"))
     a, b = read_hf_tensors(str(tmp_path / "hf")), read_hf_tensors(str(tmp_path / "ours"))
     assert set(a) == set(b)
-    for k in a: assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]), k
+    for k in a:
+        assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]), k
     # and our own layout is a fixed point byte for byte, in bfloat16 too
     for dtype in ("float32", "bfloat16"):
         export_hf(model, str(tmp_path / f"x-{dtype}"), dtype=dtype, max_shard_bytes=30_000)
@@ -74,7 +95,9 @@ def test_transformers_written_checkpoint_imports_and_reexports_bit_exactly(tmp_p
         export_hf(again, str(tmp_path / f"y-{dtype}"), dtype=dtype, max_shard_bytes=30_000)
         files = sorted(os.listdir(tmp_path / f"x-{dtype}"))
         assert "model.safetensors.index.json" in files and files == sorted(os.listdir(tmp_path / f"y-{dtype}"))
-        for f in files: assert (tmp_path / f"x-{dtype}" / f).read_bytes() == (tmp_path / f"y-{dtype}" / f).read_bytes(), (dtype, f)
+        for f in files:
+            assert (tmp_path / f"x-{dtype}" / f).read_bytes() == (tmp_path / f"y-{dtype}" / f).read_bytes(), (dtype, f)
+
 
 def test_bfloat16_export_loads_in_transformers(tmp_path):
     cfg = LlamaConfig(vocab_size=96, seq_len=32, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=48)
@@ -85,8 +108,10 @@ def test_bfloat16_export_loads_in_transformers(tmp_path):
     assert next(hf.parameters()).dtype == torch.bfloat16
     back, _ = import_hf(str(tmp_path))
     toks = np.random.default_rng(0).integers(0, 96, (1, 32))
-    with torch.no_grad(): theirs = hf.float()(torch.tensor(toks)).logits.numpy()
+    with torch.no_grad():
+        theirs = hf.float()(torch.tensor(toks)).logits.numpy()
     np.testing.assert_allclose(np.asarray(forward(back, jnp.asarray(toks))), theirs, atol=1e-4, rtol=1e-4)
+
 
 def test_training_run_exports_with_model_card(lab, monkeypatch):
     monkeypatch.setenv("MARIN_TRACKER", "disabled")
@@ -94,9 +119,16 @@ def test_training_run_exports_with_model_card(lab, monkeypatch):
     from marin.train.checkpoint import CheckpointConfig
     from marin.train.optim import OptimizerConfig
     from marin.train.trainer import CharDataConfig, TrainConfig, train_step
-    cfg = TrainConfig(model=LlamaConfig(vocab_size=65, seq_len=32, d_model=32, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=64),
-                      data=CharDataConfig(batch_size=4, seq_len=32), num_train_steps=3, progress=False, tracker="disabled",
-                      optimizer=OptimizerConfig(learning_rate=3e-3, warmup=1), checkpoint=CheckpointConfig(every=0, async_write=False))
+
+    cfg = TrainConfig(
+        model=LlamaConfig(vocab_size=65, seq_len=32, d_model=32, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=64),
+        data=CharDataConfig(batch_size=4, seq_len=32),
+        num_train_steps=3,
+        progress=False,
+        tracker="disabled",
+        optimizer=OptimizerConfig(learning_rate=3e-3, warmup=1),
+        checkpoint=CheckpointConfig(every=0, async_write=False),
+    )
     tr = train_step(cfg, "train/tiny")
     ex = Executor(str(lab / "store"), verbose=False)
     exp = export_step(ExportConfig(checkpoint=tr), "export/tiny")
@@ -112,14 +144,19 @@ def test_training_run_exports_with_model_card(lab, monkeypatch):
     text = "First Citizen:\nBefore we proceed"
     assert tok(text).input_ids == [vocab.index(c) for c in text] and tok.decode(tok(text).input_ids) == text
     from marin.train.trainer import load_model
+
     ours, _ = load_model(ex.output_path(tr))
     toks = np.array([[vocab.index(c) for c in text]])
     _, theirs = _hf_logits(out, toks)
     np.testing.assert_allclose(np.asarray(forward(ours, jnp.asarray(toks))), theirs, atol=1e-4, rtol=1e-4)
 
+
 def test_unsupported_checkpoints_are_refused_with_a_reason(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["MixtralForCausalLM"], "num_local_experts": 8}))
-    with pytest.raises(ValueError, match="num_experts_per_tok"): import_hf(str(tmp_path))     # Mixtral: tests/test_serve_moe.py
+    with pytest.raises(ValueError, match="num_experts_per_tok"):
+        import_hf(str(tmp_path))  # Mixtral: tests/test_serve_moe.py
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}))
-    with pytest.raises(ValueError, match="not supported"): import_hf(str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="config.json"): import_hf(str(tmp_path / "nothing"))
+    with pytest.raises(ValueError, match="not supported"):
+        import_hf(str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        import_hf(str(tmp_path / "nothing"))

@@ -2,6 +2,7 @@
 our logits within 1e-4 (fp32); a Mixtral written by `transformers` imports, gives its logits, and re-exports
 bit-exactly; what Mixtral cannot express is refused naming the field; the serving engine (KV cache, quantized or not)
 generates the same greedy tokens as the model's plain forward."""
+
 import dataclasses, json, os
 import equinox as eqx
 import jax, jax.numpy as jnp, numpy as np
@@ -35,9 +36,16 @@ def _hf(path):
 
 CASES = {
     "top2-of-4-gqa": dict(moe=MoEConfig(n_experts=4, top_k=2, balance="switch")),
-    "top3-of-8-expert-width-llama3-rope-tied-mha": dict(moe=MoEConfig(n_experts=8, top_k=3, d_expert=24, balance="none"), tie_embeddings=True,
-                                                      rope_scaling="llama3", rope_factor=4.0, rope_original_seq_len=16, rope_theta=500000.0,
-                                                      n_kv_heads=4, head_dim=16),
+    "top3-of-8-expert-width-llama3-rope-tied-mha": dict(
+        moe=MoEConfig(n_experts=8, top_k=3, d_expert=24, balance="none"),
+        tie_embeddings=True,
+        rope_scaling="llama3",
+        rope_factor=4.0,
+        rope_original_seq_len=16,
+        rope_theta=500000.0,
+        n_kv_heads=4,
+        head_dim=16,
+    ),
 }
 
 
@@ -51,7 +59,8 @@ def test_moe_export_matches_transformers_mixtral_logits(tmp_path, case):
     ours = np.asarray(forward(model, jnp.asarray(toks)))
     hf = _hf(str(tmp_path))
     assert type(hf).__name__ == "MixtralForCausalLM"
-    with torch.no_grad(): theirs = hf(torch.tensor(toks)).logits.numpy()
+    with torch.no_grad():
+        theirs = hf(torch.tensor(toks)).logits.numpy()
     assert np.abs(ours).max() > 1.0
     err = float(np.abs(ours - theirs).max())
     print(f"{case}: max |logit diff| {err:.2e} (max |logit| {np.abs(ours).max():.1f})")
@@ -64,12 +73,23 @@ def test_moe_export_matches_transformers_mixtral_logits(tmp_path, case):
 def _tiny_transformers_mixtral(seed: int):
     "A 2-layer, 4-expert Mixtral built by transformers itself, its random weights perturbed so that every tensor matters."
     torch.manual_seed(seed)
-    hcfg = transformers.MixtralConfig(vocab_size=80, hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
-                                      num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64,
-                                      rms_norm_eps=1e-6, tie_word_embeddings=False)
+    hcfg = transformers.MixtralConfig(
+        vocab_size=80,
+        hidden_size=32,
+        intermediate_size=40,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+    )
     hf = transformers.MixtralForCausalLM(hcfg).eval()
     with torch.no_grad():
-        for p in hf.parameters(): p.add_(torch.randn_like(p) * 0.3)
+        for p in hf.parameters():
+            p.add_(torch.randn_like(p) * 0.3)
     return hf
 
 
@@ -81,7 +101,8 @@ def test_transformers_mixtral_imports_and_reexports_bit_exactly(tmp_path):
     assert (m.n_experts, m.top_k, m.router, m.n_shared_experts, m.dispatch) == (4, 2, "softmax", 0, "dropless")
     assert model.cfg.rope_theta == 1e6 and model.cfg.norm_eps == 1e-6 and model.cfg.d_ff == 40
     toks = np.random.default_rng(1).integers(0, 80, (2, 40))
-    with torch.no_grad(): theirs = hf(torch.tensor(toks)).logits.numpy()
+    with torch.no_grad():
+        theirs = hf(torch.tensor(toks)).logits.numpy()
     ours = np.asarray(forward(model, jnp.asarray(toks)))
     print(f"transformers-written Mixtral: max |logit diff| {float(np.abs(ours - theirs).max()):.2e}")
     np.testing.assert_allclose(ours, theirs, atol=1e-4, rtol=1e-4)
@@ -89,19 +110,32 @@ def test_transformers_mixtral_imports_and_reexports_bit_exactly(tmp_path):
     export_hf(model, str(tmp_path / "ours"))
     a, b = read_hf_tensors(str(tmp_path / "hf")), read_hf_tensors(str(tmp_path / "ours"))
     assert set(a) == set(b)
-    for k in a: assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]), k
+    for k in a:
+        assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]), k
     # our own Mixtral layout is a fixed point byte for byte, sharded with an index, in float32 and bfloat16
     for dtype in ("float32", "bfloat16"):
-        export_hf(model, str(tmp_path / f"x-{dtype}"), dtype=dtype, max_shard_bytes=40_000, tokenizer=[chr(c) for c in range(32, 112)])
+        export_hf(
+            model,
+            str(tmp_path / f"x-{dtype}"),
+            dtype=dtype,
+            max_shard_bytes=40_000,
+            tokenizer=[chr(c) for c in range(32, 112)],
+        )
         again, _ = import_hf(str(tmp_path / f"x-{dtype}"))
-        export_hf(again, str(tmp_path / f"y-{dtype}"), dtype=dtype, max_shard_bytes=40_000, tokenizer=[chr(c) for c in range(32, 112)])
+        export_hf(
+            again,
+            str(tmp_path / f"y-{dtype}"),
+            dtype=dtype,
+            max_shard_bytes=40_000,
+            tokenizer=[chr(c) for c in range(32, 112)],
+        )
         files = sorted(os.listdir(tmp_path / f"x-{dtype}"))
         assert {"model.safetensors.index.json", "tokenizer.json", "generation_config.json", "README.md"} <= set(files)
         assert files == sorted(os.listdir(tmp_path / f"y-{dtype}"))
-        for f in files: assert (tmp_path / f"x-{dtype}" / f).read_bytes() == (tmp_path / f"y-{dtype}" / f).read_bytes(), (dtype, f)
+        for f in files:
+            assert (tmp_path / f"x-{dtype}" / f).read_bytes() == (tmp_path / f"y-{dtype}" / f).read_bytes(), (dtype, f)
     assert json.loads((tmp_path / "x-float32" / "config.json").read_text())["architectures"] == ["MixtralForCausalLM"]
     assert "| experts | 4 per layer, top-2" in (tmp_path / "x-float32" / "README.md").read_text()
-
 
 
 def test_transformers5_fused_expert_layout_imports_with_transformers_logits(tmp_path):
@@ -110,15 +144,19 @@ def test_transformers5_fused_expert_layout_imports_with_transformers_logits(tmp_
     save_pretrained(save_original_format=False). It imports to the same model as the default per-expert save,
     gives transformers' logits, passes the dry run, and re-exports as the per-expert layout transformers writes."""
     import inspect
+
     if "save_original_format" not in inspect.signature(transformers.PreTrainedModel.save_pretrained).parameters:
         pytest.skip(f"transformers {transformers.__version__} has no fused expert layout")
     from marin.serve.server import inspect_model
+
     hf = _tiny_transformers_mixtral(seed=1)
     hf.save_pretrained(tmp_path / "fused", safe_serialization=True, save_original_format=False)
     hf.save_pretrained(tmp_path / "per-expert", safe_serialization=True)
     fused = read_hf_tensors(str(tmp_path / "fused"))
     assert fused["model.layers.1.mlp.experts.gate_up_proj"].shape == (4, 80, 32)
-    assert fused["model.layers.1.mlp.experts.down_proj"].shape == (4, 32, 40) and fused["model.layers.1.mlp.gate.weight"].shape == (4, 32)
+    assert fused["model.layers.1.mlp.experts.down_proj"].shape == (4, 32, 40) and fused[
+        "model.layers.1.mlp.gate.weight"
+    ].shape == (4, 32)
     assert not any(".block_sparse_moe." in k for k in fused)
     model, _ = import_hf(str(tmp_path / "fused"))
     legacy, _ = import_hf(str(tmp_path / "per-expert"))
@@ -127,16 +165,22 @@ def test_transformers5_fused_expert_layout_imports_with_transformers_logits(tmp_
     toks = np.random.default_rng(2).integers(0, 80, (2, 40))
     ours = np.asarray(forward(model, jnp.asarray(toks)))
     for name, ref in (("in memory", hf), ("reloaded from the fused files", _hf(str(tmp_path / "fused")))):
-        with torch.no_grad(): theirs = ref(torch.tensor(toks)).logits.numpy()
+        with torch.no_grad():
+            theirs = ref(torch.tensor(toks)).logits.numpy()
         err = float(np.abs(ours - theirs).max())
         print(f"fused transformers Mixtral ({name}): max |logit diff| {err:.2e} (max |logit| {np.abs(ours).max():.1f})")
         np.testing.assert_allclose(ours, theirs, atol=1e-4, rtol=1e-4)
-    rep = inspect_model(str(tmp_path / "fused"))                        # the dry run reads the fused names too
-    assert rep["architecture"] == "MixtralForCausalLM" and rep["params"] == inspect_model(str(tmp_path / "per-expert"))["params"]
-    export_hf(model, str(tmp_path / "ours"))                             # export: the per-expert layout, identical to transformers' default save
+    rep = inspect_model(str(tmp_path / "fused"))  # the dry run reads the fused names too
+    assert (
+        rep["architecture"] == "MixtralForCausalLM"
+        and rep["params"] == inspect_model(str(tmp_path / "per-expert"))["params"]
+    )
+    export_hf(model, str(tmp_path / "ours"))  # export: the per-expert layout, identical to transformers' default save
     a, b = read_hf_tensors(str(tmp_path / "per-expert")), read_hf_tensors(str(tmp_path / "ours"))
     assert set(a) == set(b)
-    for k in a: assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]), k
+    for k in a:
+        assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]), k
+
 
 def test_what_mixtral_cannot_express_is_refused_naming_the_field(tmp_path):
     cfg = LlamaConfig(**{**BASE, "moe": MoEConfig(n_experts=4, top_k=2, balance="quantile")})
@@ -146,45 +190,62 @@ def test_what_mixtral_cannot_express_is_refused_naming_the_field(tmp_path):
         "moe.n_shared_experts": dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, n_shared_experts=1)),
         "qk_norm": dataclasses.replace(cfg, qk_norm=True),
     }
-    for field, c in bad.items():                                          # the config alone decides: no need for matching weights
-        with pytest.raises(ValueError, match=field.replace(".", r"\.")): export_hf(dataclasses.replace(model, cfg=c), str(tmp_path / "x"))
+    for field, c in bad.items():  # the config alone decides: no need for matching weights
+        with pytest.raises(ValueError, match=field.replace(".", r"\.")):
+            export_hf(dataclasses.replace(model, cfg=c), str(tmp_path / "x"))
     # quantile / aux-free balancing leaves a selection bias that changes routing: refused; a zero bias exports
     biased = eqx.tree_at(lambda m: m.blocks.moe.router_bias, model, model.blocks.moe.router_bias.at[1, 2].set(0.05))
-    with pytest.raises(ValueError, match=r"moe\.router_bias .*quantile"): export_hf(biased, str(tmp_path / "x"))
+    with pytest.raises(ValueError, match=r"moe\.router_bias .*quantile"):
+        export_hf(biased, str(tmp_path / "x"))
     # MoE in only some layers is refused (by the config, and by the weights: dense MLP weights beside the experts)
     partial = dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, every=2))
-    with pytest.raises(ValueError, match=r"moe\.every=2.*only"): export_hf(dataclasses.replace(model, cfg=partial), str(tmp_path / "x"))
+    with pytest.raises(ValueError, match=r"moe\.every=2.*only"):
+        export_hf(dataclasses.replace(model, cfg=partial), str(tmp_path / "x"))
     mixed = eqx.tree_at(lambda m: m.blocks.w_gate, model, jnp.zeros((2, 32, 48)), is_leaf=lambda x: x is None)
-    with pytest.raises(ValueError, match="only some layers"): export_hf(mixed, str(tmp_path / "x"))
+    with pytest.raises(ValueError, match="only some layers"):
+        export_hf(mixed, str(tmp_path / "x"))
     assert not (tmp_path / "x").exists()
     assert export_hf(model, str(tmp_path / "ok"))["architecture"] == "MixtralForCausalLM"
     # a Mixtral config.json without its expert counts
     (tmp_path / "broken").mkdir()
-    (tmp_path / "broken" / "config.json").write_text(json.dumps({"architectures": ["MixtralForCausalLM"], "hidden_size": 32}))
-    with pytest.raises(ValueError, match="num_local_experts"): import_hf(str(tmp_path / "broken"))
+    (tmp_path / "broken" / "config.json").write_text(
+        json.dumps({"architectures": ["MixtralForCausalLM"], "hidden_size": 32})
+    )
+    with pytest.raises(ValueError, match="num_local_experts"):
+        import_hf(str(tmp_path / "broken"))
 
 
 @pytest.mark.parametrize("quantize", ["none", "int8"])
 def test_engine_serves_a_mixtral_checkpoint_with_the_same_greedy_tokens_as_forward(tmp_path, quantize):
     from marin.serve.quantize import Int8Weight, quantize_model
+
     cfg = LlamaConfig(**{**BASE, "seq_len": 64, "moe": MoEConfig(n_experts=4, top_k=2, balance="switch")})
     export_hf(_random_model(cfg, 3), str(tmp_path / "m"), tokenizer=VOCAB)
     model, _ = import_hf(str(tmp_path / "m"))
     from marin.serve.server import inspect_model
-    rep = inspect_model(str(tmp_path / "m"), quantize=quantize, max_batch=2)           # what `marin serve --dry-run` reports
-    assert rep["architecture"] == "MixtralForCausalLM" and rep["params"] == cfg.n_params - 2 * 4   # the router bias is not stored
+
+    rep = inspect_model(str(tmp_path / "m"), quantize=quantize, max_batch=2)  # what `marin serve --dry-run` reports
+    assert (
+        rep["architecture"] == "MixtralForCausalLM" and rep["params"] == cfg.n_params - 2 * 4
+    )  # the router bias is not stored
     served = quantize_model(model, quantize, group_size=16)
     if quantize != "none":
         assert isinstance(served.blocks.moe.expert_gate, Int8Weight) and isinstance(served.blocks.wq, Int8Weight)
-        ref_model = jax.tree.map(lambda w: w.dequantize() if isinstance(w, Int8Weight) else w, served, is_leaf=lambda x: isinstance(x, Int8Weight))
-    else: ref_model = model
+        ref_model = jax.tree.map(
+            lambda w: w.dequantize() if isinstance(w, Int8Weight) else w,
+            served,
+            is_leaf=lambda x: isinstance(x, Int8Weight),
+        )
+    else:
+        ref_model = model
     prompts = [[3, 14, 15, 9, 26, 5], [40] * 13, [7, 8]]
-    with Engine(served, max_batch=2) as eng:                               # 3 prompts over 2 slots: one joins mid-way
+    with Engine(served, max_batch=2) as eng:  # 3 prompts over 2 slots: one joins mid-way
         outs = eng.generate(prompts, SamplingParams(max_tokens=10, temperature=0.0))
-    plain = jax.jit(forward)                                               # the plain forward, no cache (one compile)
+    plain = jax.jit(forward)  # the plain forward, no cache (one compile)
     for p, c in zip(prompts, outs):
         seq = p + c.tokens
-        window = np.zeros((1, cfg.seq_len), np.int32); window[0, :len(seq)] = seq   # causal: the padding after changes nothing
+        window = np.zeros((1, cfg.seq_len), np.int32)
+        window[0, : len(seq)] = seq  # causal: the padding after changes nothing
         logp = np.asarray(jax.nn.log_softmax(plain(ref_model, jnp.asarray(window))[0], -1))
         steps = range(len(p) - 1, len(seq) - 1)
         # greedy: every generated token is the plain forward's argmax given the tokens before it, so greedy
@@ -196,7 +257,10 @@ def test_engine_serves_a_mixtral_checkpoint_with_the_same_greedy_tokens_as_forwa
 def test_engine_serves_moe_in_only_some_layers_like_forward():
     "A marin MoE with dense and MoE layers (not a Mixtral; served from a training output) through the cache, int8 too."
     from marin.serve.quantize import dequantize_tree, quantize_model
-    cfg = LlamaConfig(**{**BASE, "seq_len": 32, "n_layers": 3, "moe": MoEConfig(n_experts=4, top_k=2, balance="switch", every=2)})
+
+    cfg = LlamaConfig(
+        **{**BASE, "seq_len": 32, "n_layers": 3, "moe": MoEConfig(n_experts=4, top_k=2, balance="switch", every=2)}
+    )
     model = _random_model(cfg, 5)
     assert model.blocks.w_gate.shape[0] == 2 and model.blocks.moe.router.shape[0] == 1
     plain = jax.jit(forward)
@@ -206,7 +270,8 @@ def test_engine_serves_moe_in_only_some_layers_like_forward():
             outs = eng.generate([[1, 2, 3, 4], [50] * 9], SamplingParams(max_tokens=6, temperature=0.0))
         for p, c in zip([[1, 2, 3, 4], [50] * 9], outs):
             seq = p + c.tokens
-            window = np.zeros((1, cfg.seq_len), np.int32); window[0, :len(seq)] = seq
+            window = np.zeros((1, cfg.seq_len), np.int32)
+            window[0, : len(seq)] = seq
             logp = np.asarray(jax.nn.log_softmax(plain(ref_model, jnp.asarray(window))[0], -1))
             steps = range(len(p) - 1, len(seq) - 1)
             assert [int(logp[i].argmax()) for i in steps] == c.tokens

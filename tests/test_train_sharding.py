@@ -1,9 +1,10 @@
 """The same training code on 1 CPU device and on 8 (data, data+fsdp, data+tensor, fsdp+tensor) gives the same losses
 within float tolerance. Runs in a subprocess because the device count is fixed when JAX starts."""
+
 import json, os, subprocess, sys, textwrap
 from conftest import xla_flags
 
-WORKER = textwrap.dedent('''
+WORKER = textwrap.dedent("""
     import json, jax, numpy as np
     from marin.models.transformer import LlamaConfig
     from marin.train.optim import OptimizerConfig
@@ -27,27 +28,30 @@ WORKER = textwrap.dedent('''
         out[name] = {"losses": losses, "devices": t.mesh.size, "wq_spec": str(wq.sharding.spec),
                      "wq_shards": len({str(s.index) for s in wq.addressable_shards}), "param_sum": float(sum(np.abs(np.asarray(x)).sum() for x in jax.tree.leaves(state.params)))}
     print("RESULT", json.dumps(out))
-''')
+""")
+
 
 def test_one_and_eight_devices_agree(tmp_path):
-    script = tmp_path / "worker.py"; script.write_text(WORKER)
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
     env = dict(os.environ, XLA_FLAGS=xla_flags("--xla_force_host_platform_device_count=8"), JAX_PLATFORMS="cpu")
     res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
-    out = json.loads([l for l in res.stdout.splitlines() if l.startswith("RESULT")][0][len("RESULT "):])
+    out = json.loads([l for l in res.stdout.splitlines() if l.startswith("RESULT")][0][len("RESULT ") :])
     ref = out["1 device"]
     assert ref["devices"] == 1
     for name, r in out.items():
         for a, b in zip(r["losses"], ref["losses"]):
             assert abs(a - b) <= 1e-5 * max(1.0, abs(b)), (name, r["losses"], ref["losses"])
         assert abs(r["param_sum"] - ref["param_sum"]) <= 1e-4 * ref["param_sum"], name
-    assert ref["losses"][-1] < ref["losses"][0]                 # it trains
+    assert ref["losses"][-1] < ref["losses"][0]  # it trains
     # the layouts really are different: fsdp splits the embed dim of wq, tensor its heads dim
     assert out["data=2 fsdp=4"]["wq_spec"] == "P(None, 'fsdp', None)" and out["data=2 fsdp=4"]["wq_shards"] == 4
     assert out["data=4 tensor=2"]["wq_spec"] == "P(None, None, 'tensor')" and out["data=4 tensor=2"]["wq_shards"] == 2
     assert out["fsdp=2 tensor=4"]["wq_shards"] == 8
 
-RESHARD_WORKER = textwrap.dedent('''
+
+RESHARD_WORKER = textwrap.dedent("""
     import json, os, shutil, sys, tempfile, jax, numpy as np
     from marin.models.transformer import LlamaConfig
     from marin.train.checkpoint import CheckpointConfig, list_checkpoints, step_dir
@@ -69,17 +73,27 @@ RESHARD_WORKER = textwrap.dedent('''
     print("RESULT", json.dumps({"resumed_from": s["train/resumed_from"], "loss_a": hist(a), "loss_b": hist(b),
                                 "max_param_diff": max(float(np.abs(np.asarray(x) - np.asarray(y)).max()) for x, y in zip(pa, pb)),
                                 "files": sorted(os.listdir(os.path.join(ck, "state.orbax"))), "ckpts": [s for s, _ in list_checkpoints(os.path.join(b, "checkpoints"))]}))
-''')
+""")
+
 
 def test_orbax_checkpoint_resumes_on_another_mesh(tmp_path):
     "format='orbax': saved on data=2 x fsdp=4, resumed on fsdp=2 x tensor=4; the run ends where the uninterrupted one did."
-    script = tmp_path / "worker.py"; script.write_text(RESHARD_WORKER)
-    env = dict(os.environ, XLA_FLAGS=xla_flags("--xla_force_host_platform_device_count=8"), JAX_PLATFORMS="cpu", MARIN_TRACKER="disabled")
-    res = subprocess.run([sys.executable, str(script), str(tmp_path / "runs")], capture_output=True, text=True, env=env, timeout=600)
+    script = tmp_path / "worker.py"
+    script.write_text(RESHARD_WORKER)
+    env = dict(
+        os.environ,
+        XLA_FLAGS=xla_flags("--xla_force_host_platform_device_count=8"),
+        JAX_PLATFORMS="cpu",
+        MARIN_TRACKER="disabled",
+    )
+    res = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "runs")], capture_output=True, text=True, env=env, timeout=600
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    out = json.loads([l for l in res.stdout.splitlines() if l.startswith("RESULT")][0][len("RESULT "):])
+    out = json.loads([l for l in res.stdout.splitlines() if l.startswith("RESULT")][0][len("RESULT ") :])
     assert out["resumed_from"] == 2 and out["ckpts"] == [2, 4]
     assert len(out["loss_a"]) == len(out["loss_b"]) == 4
-    for x, y in zip(out["loss_a"], out["loss_b"]): assert abs(x - y) <= 1e-5 * max(1.0, abs(x)), (out["loss_a"], out["loss_b"])
+    for x, y in zip(out["loss_a"], out["loss_b"]):
+        assert abs(x - y) <= 1e-5 * max(1.0, abs(x)), (out["loss_a"], out["loss_b"])
     assert out["max_param_diff"] < 1e-5, out["max_param_diff"]
-    assert "ocdbt.process_0" in out["files"], out["files"]            # each process writes its own shard files
+    assert "ocdbt.process_0" in out["files"], out["files"]  # each process writes its own shard files

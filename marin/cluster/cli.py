@@ -20,12 +20,15 @@ def parse_resources(items: list[str] | None) -> dict[str, float]:
     for item in items or []:
         name, sep, value = item.partition("=")
         try:
-            if not sep or not name: raise ValueError
+            if not sep or not name:
+                raise ValueError
             out[name] = float(value)
         except ValueError:
             raise ValueError(f"--resource {item!r}: write NAME=AMOUNT, e.g. --resource device=1") from None
-        if out[name] < 0: raise ValueError(f"--resource {item!r}: the amount must be >= 0")
+        if out[name] < 0:
+            raise ValueError(f"--resource {item!r}: the amount must be >= 0")
     return out
+
 
 def shell_exports(env: dict) -> str:
     "The lines to paste into a shell so `marin run … --cluster ray` reaches a cluster."
@@ -33,28 +36,43 @@ def shell_exports(env: dict) -> str:
 
 # %% ../../nbs/73_cluster_cli.ipynb #cb7b6245
 @app.command("up")
-def up_cmd(nodes: Annotated[int, typer.Option(help="worker nodes to start")] = 2,
-           cpus: Annotated[int, typer.Option(help="logical CPUs per worker node")] = 1,
-           resource: Annotated[Optional[list[str]], typer.Option(help="custom resource per node, NAME=AMOUNT (repeatable), e.g. device=1")] = None,
-           root: Annotated[Optional[str], typer.Option(help="folder for the cluster's logs and token (default: a new temp folder)")] = None,
-           host: Annotated[str, typer.Option(help="loopback address to bind")] = "127.0.0.2"):
+def up_cmd(
+    nodes: Annotated[int, typer.Option(help="worker nodes to start")] = 2,
+    cpus: Annotated[int, typer.Option(help="logical CPUs per worker node")] = 1,
+    resource: Annotated[
+        Optional[list[str]], typer.Option(help="custom resource per node, NAME=AMOUNT (repeatable), e.g. device=1")
+    ] = None,
+    root: Annotated[
+        Optional[str], typer.Option(help="folder for the cluster's logs and token (default: a new temp folder)")
+    ] = None,
+    host: Annotated[str, typer.Option(help="loopback address to bind")] = "127.0.0.2",
+):
     "Start a Ray cluster on this machine's loopback and keep it up until Ctrl-C."
     from marin.cluster.local import LocalRayCluster, NodeSpec
-    if nodes < 1: raise ValueError(f"--nodes {nodes}: start at least one worker node (the head does no work)")
-    if cpus <= 0: raise ValueError(f"--cpus {cpus}: each node needs some CPUs")
-    if not host.startswith("127."): raise ValueError(f"--host {host}: `marin cluster up` binds loopback only; use `ray start` for a real cluster")
+
+    if nodes < 1:
+        raise ValueError(f"--nodes {nodes}: start at least one worker node (the head does no work)")
+    if cpus <= 0:
+        raise ValueError(f"--cpus {cpus}: each node needs some CPUs")
+    if not host.startswith("127."):
+        raise ValueError(f"--host {host}: `marin cluster up` binds loopback only; use `ray start` for a real cluster")
     res = parse_resources(resource)
     cluster = LocalRayCluster(root, host=host)
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM): signal.signal(sig, lambda *_: stop.set())
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     try:
         typer.echo(f"starting a head and {nodes} node(s) on {host} (logs in {cluster.root}) ...", err=True)
         cluster.start([NodeSpec(f"node{i}", num_cpus=cpus, resources=res) for i in range(nodes)])
         typer.echo(shell_exports(cluster.client_env()))
-        typer.echo(f"cluster up: {nodes} node(s) x {cpus} CPU{' + ' + ', '.join(f'{v:g} {k}' for k, v in res.items()) if res else ''}; Ctrl-C stops it", err=True)
+        typer.echo(
+            f"cluster up: {nodes} node(s) x {cpus} CPU{' + ' + ', '.join(f'{v:g} {k}' for k, v in res.items()) if res else ''}; Ctrl-C stops it",
+            err=True,
+        )
         sys.stdout.flush()
         while not stop.wait(1.0):
-            if cluster.head.poll() is not None: raise RuntimeError(f"the Ray head exited; see {cluster.root / 'head.log'}")
+            if cluster.head.poll() is not None:
+                raise RuntimeError(f"the Ray head exited; see {cluster.root / 'head.log'}")
     finally:
         cluster.stop()
         typer.echo("cluster stopped", err=True)
@@ -64,26 +82,46 @@ def cluster_status(address: str | None = None) -> dict:
     "Nodes and resources of the Ray cluster at `address` (default: RAY_ADDRESS), as plain data."
     import ray
     from marin.cluster.ray_backend import ray_address, redact
+
     addr = address or ray_address("ray")
-    try: ray.init(address=addr, logging_level="error", log_to_driver=False)
-    except ConnectionError as e:
-        raise ConnectionError(f"no Ray cluster at {redact(addr)}: start one (`marin cluster up` or `ray start --head`) and set RAY_ADDRESS ({redact(str(e))[:200]})") from None
     try:
-        nodes = [{"node_id": n["NodeID"], "address": n["NodeManagerAddress"], "alive": n["Alive"], "labels": {k: v for k, v in n.get("Labels", {}).items() if not k.startswith("ray.io/")},
-                  "resources": {k: v for k, v in n["Resources"].items() if not k.startswith("node:")}} for n in ray.nodes()]
+        ray.init(address=addr, logging_level="error", log_to_driver=False)
+    except ConnectionError as e:
+        raise ConnectionError(
+            f"no Ray cluster at {redact(addr)}: start one (`marin cluster up` or `ray start --head`) and set RAY_ADDRESS ({redact(str(e))[:200]})"
+        ) from None
+    try:
+        nodes = [
+            {
+                "node_id": n["NodeID"],
+                "address": n["NodeManagerAddress"],
+                "alive": n["Alive"],
+                "labels": {k: v for k, v in n.get("Labels", {}).items() if not k.startswith("ray.io/")},
+                "resources": {k: v for k, v in n["Resources"].items() if not k.startswith("node:")},
+            }
+            for n in ray.nodes()
+        ]
         strip = lambda d: {k: v for k, v in d.items() if not k.startswith("node:")}
         return {"nodes": nodes, "total": strip(ray.cluster_resources()), "available": strip(ray.available_resources())}
     finally:
         ray.shutdown()
 
+
 @app.command("status")
-def status_cmd(address: Annotated[Optional[str], typer.Option(help="HOST:PORT (default: RAY_ADDRESS)")] = None,
-               as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False):
+def status_cmd(
+    address: Annotated[Optional[str], typer.Option(help="HOST:PORT (default: RAY_ADDRESS)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+):
     "Nodes and resources (total and free) of the cluster the lab is configured for."
     import json
+
     s = cluster_status(address)
-    if as_json: typer.echo(json.dumps(s, indent=1, sort_keys=True)); return
-    fmt = lambda d: ", ".join(f"{k} {v:g}" for k, v in sorted(d.items()) if k not in ("memory", "object_store_memory")) or "-"
+    if as_json:
+        typer.echo(json.dumps(s, indent=1, sort_keys=True))
+        return
+    fmt = lambda d: (
+        ", ".join(f"{k} {v:g}" for k, v in sorted(d.items()) if k not in ("memory", "object_store_memory")) or "-"
+    )
     alive = [n for n in s["nodes"] if n["alive"]]
     typer.echo(f"{len(alive)} alive node(s) of {len(s['nodes'])}")
     for n in s["nodes"]:

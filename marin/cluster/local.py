@@ -15,18 +15,29 @@ __all__ = ['STARTED', 'RAY_START_SHIM', 'NodeSpec', 'LocalNode', 'descendants', 
 @dataclasses.dataclass(frozen=True)
 class NodeSpec(Config):
     "One worker node: a name (its `marin-node` label), logical CPUs, custom resources, labels and extra environment."
+
     name: str
     num_cpus: float = 1
-    resources: dict = dataclasses.field(default_factory=dict)   # e.g. {"device": 1}: a simulated accelerator
+    resources: dict = dataclasses.field(default_factory=dict)  # e.g. {"device": 1}: a simulated accelerator
     labels: dict = dataclasses.field(default_factory=dict)
-    env: dict = dataclasses.field(default_factory=dict)         # extra environment of the node's processes (its workers inherit it)
-    cpu_affinity: tuple = ()     # cores the node's processes (and so its workers) may run on; () = any. Makes `num_cpus` real on one machine
+    env: dict = dataclasses.field(
+        default_factory=dict
+    )  # extra environment of the node's processes (its workers inherit it)
+    cpu_affinity: tuple = ()  # cores the node's processes (and so its workers) may run on; () = any. Makes `num_cpus` real on one machine
 
     def validate(self):
-        check(bool(self.name) and self.name.replace("-", "").replace("_", "").isalnum(), "name", f"{self.name!r}: use letters, digits, '-' and '_'")
+        check(
+            bool(self.name) and self.name.replace("-", "").replace("_", "").isalnum(),
+            "name",
+            f"{self.name!r}: use letters, digits, '-' and '_'",
+        )
         check(self.num_cpus >= 0, "num_cpus", "must be >= 0")
-        check(all(isinstance(c, int) and 0 <= c < (os.cpu_count() or 1) for c in self.cpu_affinity), "cpu_affinity",
-              f"{self.cpu_affinity}: core numbers between 0 and {(os.cpu_count() or 1) - 1} on this machine")
+        check(
+            all(isinstance(c, int) and 0 <= c < (os.cpu_count() or 1) for c in self.cpu_affinity),
+            "cpu_affinity",
+            f"{self.cpu_affinity}: core numbers between 0 and {(os.cpu_count() or 1) - 1} on this machine",
+        )
+
 
 @dataclasses.dataclass
 class LocalNode:
@@ -34,46 +45,66 @@ class LocalNode:
     proc: subprocess.Popen
     log: Path
 
+
 def _children_of() -> dict[int, list[int]]:
     "Parent pid -> child pids, from /proc."
     kids: dict[int, list[int]] = {}
     for d in os.listdir("/proc"):
-        if not d.isdigit(): continue
-        try: stat = open(f"/proc/{d}/stat").read()
-        except OSError: continue
+        if not d.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{d}/stat").read()
+        except OSError:
+            continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
         kids.setdefault(ppid, []).append(int(d))
     return kids
+
 
 def descendants(pid: int) -> list[int]:
     "Every process below `pid` (children, grandchildren, ...)."
     kids, out, todo = _children_of(), [], [pid]
     while todo:
-        for c in kids.get(todo.pop(), []): out.append(c); todo.append(c)
+        for c in kids.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
     return out
+
 
 def _killpg(pgid: int, sig: int = signal.SIGKILL) -> None:
     "Signal a process group (a node's daemons share its `ray start` process's group; its workers have their own)."
-    try: os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError): pass
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
 
 def _boost() -> None:
     "Start a node's daemons at a higher CPU priority (when allowed): the raylet gives its agents only ~15 s to come up."
-    try: os.nice(-10)
-    except OSError: pass
+    try:
+        os.nice(-10)
+    except OSError:
+        pass
+
 
 def _unboost(pgid: int) -> None:
     "Back to normal priority once the node has joined (its future workers inherit the raylet's priority)."
     for d in os.listdir("/proc"):
-        if not d.isdigit(): continue
+        if not d.isdigit():
+            continue
         try:
-            if os.getpgid(int(d)) == pgid: os.setpriority(os.PRIO_PROCESS, int(d), 0)
-        except OSError: pass
+            if os.getpgid(int(d)) == pgid:
+                os.setpriority(os.PRIO_PROCESS, int(d), 0)
+        except OSError:
+            pass
+
 
 def _kill(pids: list[int], sig: int) -> None:
     for p in pids:
-        try: os.kill(p, sig)
-        except (ProcessLookupError, PermissionError): pass
+        try:
+            os.kill(p, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 # %% ../../nbs/70_cluster_local.ipynb #6b47fb32
 STARTED = "Ray runtime started."  # what `ray start` prints once its node is registered with the GCS
@@ -110,25 +141,41 @@ from ray.scripts.scripts import main
 main()
 """
 
+
 def free_port(host: str = "127.0.0.1") -> int:
     return free_ports(1, host)[0]
+
 
 def free_ports(n: int, host: str = "127.0.0.1", exclude: set[int] = frozenset()) -> list[int]:
     "`n` distinct free ports: all sockets stay bound until every port is chosen, so the OS cannot hand one out twice."
     socks, ports = [], []
     try:
         while len(ports) < n:
-            s = socket.socket(); s.bind((host, 0)); socks.append(s)
+            s = socket.socket()
+            s.bind((host, 0))
+            socks.append(s)
             p = s.getsockname()[1]
-            if p not in exclude and p not in ports: ports.append(p)
+            if p not in exclude and p not in ports:
+                ports.append(p)
     finally:
-        for s in socks: s.close()
+        for s in socks:
+            s.close()
     return ports
+
 
 class LocalRayCluster:
     "A Ray head (no work of its own) and worker nodes on this machine's loopback; `stop()` ends exactly what it started."
-    def __init__(self, root: str | Path | None = None, *, host: str = "127.0.0.2", port: int | None = None,
-                 object_store_mb: int = 100, env: dict | None = None, fast_failure_detection: bool = True):
+
+    def __init__(
+        self,
+        root: str | Path | None = None,
+        *,
+        host: str = "127.0.0.2",
+        port: int | None = None,
+        object_store_mb: int = 100,
+        env: dict | None = None,
+        fast_failure_detection: bool = True,
+    ):
         self.root = Path(root or tempfile.mkdtemp(prefix="marin-ray-"))
         # Ray keeps its sockets under the temp dir, whose path must stay short (AF_UNIX path limit of 107 bytes)
         self.temp_dir = Path(tempfile.mkdtemp(prefix="mr-", dir="/tmp"))
@@ -144,55 +191,116 @@ class LocalRayCluster:
         self.token_path = self.root / "auth_token"
         self.root.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.token_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f: f.write(secrets.token_hex(32))
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
 
     def client_env(self) -> dict:
         "What a driver needs to reach this cluster: its address and where its token is (never the token itself)."
         return {"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self.token_path)}
 
     @property
-    def address(self) -> str: return f"{self.host}:{self.port}"
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
 
     def _env(self, extra: dict | None = None) -> dict:
-        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_enable_metrics_collection": "0", "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"), **self.env, **(extra or {})}
-        env.pop("RAY_AUTH_TOKEN", None); env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(self.token_path))
+        env = {
+            **os.environ,
+            "RAY_USAGE_STATS_ENABLED": "0",
+            "RAY_enable_metrics_collection": "0",
+            "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),
+            **self.env,
+            **(extra or {}),
+        }
+        env.pop("RAY_AUTH_TOKEN", None)
+        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(self.token_path))
         # a busy 2-core machine starts a node's Python agents slowly: give the raylet minutes, not seconds, to see them
-        env.setdefault("RAY_agent_register_timeout_ms", "300000"); env.setdefault("RAY_raylet_start_wait_time_s", "300")
-        if self.fast_failure_detection:  # notice a dead node in ~10 s instead of ~30 s (lenient enough for a loaded machine)
-            env.update(RAY_health_check_period_ms="2000", RAY_health_check_failure_threshold="4", RAY_health_check_timeout_ms="4000")
+        env.setdefault("RAY_agent_register_timeout_ms", "300000")
+        env.setdefault("RAY_raylet_start_wait_time_s", "300")
+        if (
+            self.fast_failure_detection
+        ):  # notice a dead node in ~10 s instead of ~30 s (lenient enough for a loaded machine)
+            env.update(
+                RAY_health_check_period_ms="2000",
+                RAY_health_check_failure_threshold="4",
+                RAY_health_check_timeout_ms="4000",
+            )
         return env
 
     def _popen(self, args: list[str], log: Path, env: dict, cpu_affinity: tuple = ()) -> subprocess.Popen:
         # fixed agent ports: with port 0 the raylet waits a fixed ~15 s for the agents to report theirs, which a loaded
         # machine misses (the raylet then aborts)
-        names = ("dashboard-agent-grpc-port", "dashboard-agent-listen-port", "runtime-env-agent-port", "metrics-export-port")
+        names = (
+            "dashboard-agent-grpc-port",
+            "dashboard-agent-listen-port",
+            "runtime-env-agent-port",
+            "metrics-export-port",
+        )
         ports = [f"--{k}={p}" for k, p in zip(names, free_ports(len(names), self.host, exclude={self.port}))]
-        return subprocess.Popen([sys.executable, "-c", RAY_START_SHIM, "start", "--block", f"--node-ip-address={self.host}", "--disable-usage-stats",
-                                 f"--object-store-memory={self.object_store_mb * 2**20}", *ports, *args],
-                                stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=self.root,
-                                preexec_fn=(lambda: (_boost(), os.sched_setaffinity(0, cpu_affinity))) if cpu_affinity else _boost)
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                RAY_START_SHIM,
+                "start",
+                "--block",
+                f"--node-ip-address={self.host}",
+                "--disable-usage-stats",
+                f"--object-store-memory={self.object_store_mb * 2**20}",
+                *ports,
+                *args,
+            ],
+            stdout=open(log, "w"),
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            cwd=self.root,
+            preexec_fn=(lambda: (_boost(), os.sched_setaffinity(0, cpu_affinity))) if cpu_affinity else _boost,
+        )
 
     def start_head(self, timeout: float = 600) -> "LocalRayCluster":
         "Start the head (GCS, no CPUs: steps only go to worker nodes) and wait until it accepts connections."
         self.root.mkdir(parents=True, exist_ok=True)
-        self.head = self._popen(["--head", f"--port={self.port}", "--num-cpus=0", "--include-dashboard=false",
-                                 f"--temp-dir={self.temp_dir}"], self.root / "head.log", self._env())
+        self.head = self._popen(
+            [
+                "--head",
+                f"--port={self.port}",
+                "--num-cpus=0",
+                "--include-dashboard=false",
+                f"--temp-dir={self.temp_dir}",
+            ],
+            self.root / "head.log",
+            self._env(),
+        )
         t = time.time()
         while time.time() - t < timeout:
             log = (self.root / "head.log").read_text()
-            if self.head.poll() is not None: raise RuntimeError(f"ray head exited ({self.head.returncode}): {log[-2000:]}")
-            if STARTED in log: _unboost(self.head.pid); return self
+            if self.head.poll() is not None:
+                raise RuntimeError(f"ray head exited ({self.head.returncode}): {log[-2000:]}")
+            if STARTED in log:
+                _unboost(self.head.pid)
+                return self
             time.sleep(0.2)
         raise TimeoutError(f"ray head on {self.address} did not start in {timeout}s; see {self.root / 'head.log'}")
 
     def add_node(self, spec: NodeSpec) -> LocalNode:
         "Start a worker node (does not wait for it to join; see `wait_for_nodes`)."
-        if spec.name in self.nodes and self.nodes[spec.name].proc.poll() is None: raise ValueError(f"node {spec.name} is already running")
+        if spec.name in self.nodes and self.nodes[spec.name].proc.poll() is None:
+            raise ValueError(f"node {spec.name} is already running")
         labels = {"marin-node": spec.name, **spec.labels}
         log = self.root / f"node-{spec.name}.log"
         # all nodes share the head's session folder here, so only the head's log monitor streams worker output
-        proc = self._popen([f"--address={self.address}", "--include-log-monitor=false", f"--num-cpus={spec.num_cpus}", f"--resources={json.dumps(spec.resources)}",
-                            "--labels=" + ",".join(f"{k}={v}" for k, v in labels.items())], log, self._env(spec.env), spec.cpu_affinity)
+        proc = self._popen(
+            [
+                f"--address={self.address}",
+                "--include-log-monitor=false",
+                f"--num-cpus={spec.num_cpus}",
+                f"--resources={json.dumps(spec.resources)}",
+                "--labels=" + ",".join(f"{k}={v}" for k, v in labels.items()),
+            ],
+            log,
+            self._env(spec.env),
+            spec.cpu_affinity,
+        )
         self.nodes[spec.name] = node = LocalNode(spec, proc, log)
         return node
 
@@ -207,24 +315,36 @@ class LocalRayCluster:
     def connect(self):
         "Connect this process to the cluster as a driver (idempotent)."
         import ray
+
         if not ray.is_initialized():
-            os.environ.pop("RAY_AUTH_TOKEN", None); os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(self.token_path))
+            os.environ.pop("RAY_AUTH_TOKEN", None)
+            os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(self.token_path))
             try:  # Ray reads the mode and the token once per process: make this process see them now
                 from ray._raylet import Config as _RayConfig, AuthenticationTokenLoader
-                _RayConfig.initialize(""); AuthenticationTokenLoader.instance().reset_cache()
-            except ImportError: pass  # a Ray without token authentication
+
+                _RayConfig.initialize("")
+                AuthenticationTokenLoader.instance().reset_cache()
+            except ImportError:
+                pass  # a Ray without token authentication
         for i in range(5):
-            if ray.is_initialized(): break
-            try: ray.init(address=self.address, _node_ip_address=self.host, log_to_driver=True, logging_level="warning")
+            if ray.is_initialized():
+                break
+            try:
+                ray.init(address=self.address, _node_ip_address=self.host, log_to_driver=True, logging_level="warning")
             except ConnectionError:
-                if i == 4: raise
+                if i == 4:
+                    raise
                 time.sleep(2)
         return ray
 
     def alive_nodes(self) -> dict[str, str]:
         "marin-node name -> Ray node id, for the worker nodes Ray sees alive."
         ray = self.connect()
-        return {n["Labels"]["marin-node"]: n["NodeID"] for n in ray.nodes() if n["Alive"] and "marin-node" in n.get("Labels", {})}
+        return {
+            n["Labels"]["marin-node"]: n["NodeID"]
+            for n in ray.nodes()
+            if n["Alive"] and "marin-node" in n.get("Labels", {})
+        }
 
     def wait_for_nodes(self, names: list[str], timeout: float = 600) -> dict[str, str]:
         t, retries = time.time(), {}
@@ -232,48 +352,67 @@ class LocalRayCluster:
             if all(STARTED in self.nodes[n].log.read_text() for n in names):
                 alive = self.alive_nodes()
                 if all(n in alive for n in names):
-                    for n in names: _unboost(self.nodes[n].proc.pid)
+                    for n in names:
+                        _unboost(self.nodes[n].proc.pid)
                     return alive
             for n in names:
                 node = self.nodes[n]
-                if node.proc.poll() is None: continue
+                if node.proc.poll() is None:
+                    continue
                 log = node.log.read_text()
                 _killpg(node.proc.pid)
-                if "timed out during startup" in log and retries.get(n, 0) < 2:  # Ray waits 30 s for a raylet; a loaded machine can miss that
+                if (
+                    "timed out during startup" in log and retries.get(n, 0) < 2
+                ):  # Ray waits 30 s for a raylet; a loaded machine can miss that
                     retries[n] = retries.get(n, 0) + 1
-                    self.add_node(node.spec); continue
+                    self.add_node(node.spec)
+                    continue
                 raise RuntimeError(f"node {n} exited ({node.proc.returncode}): {log[-2000:]}")
             time.sleep(0.3)
         raise TimeoutError(f"nodes {names} did not join in {timeout}s (alive: {sorted(self.alive_nodes())})")
 
-    def node_id(self, name: str) -> str: return self.alive_nodes()[name]
+    def node_id(self, name: str) -> str:
+        return self.alive_nodes()[name]
 
     def kill_node(self, name: str) -> None:
         "Lose a node the hard way: SIGKILL to its raylet, its workers and everything else it started."
         node = self.nodes[name]
         pids = [node.proc.pid, *descendants(node.proc.pid)]
-        _kill(pids, signal.SIGKILL); _killpg(node.proc.pid)
+        _kill(pids, signal.SIGKILL)
+        _killpg(node.proc.pid)
         node.proc.wait(timeout=30)
 
     def stop(self) -> None:
         "End every process this cluster started (nodes first, then the head); idempotent."
         procs = [n.proc for n in self.nodes.values()] + ([self.head] if self.head else [])
         pids = []
-        for p in procs: pids += [p.pid, *descendants(p.pid)]
+        for p in procs:
+            pids += [p.pid, *descendants(p.pid)]
         try:
             import ray
-            if ray.is_initialized(): ray.shutdown()
-        except Exception: pass
+
+            if ray.is_initialized():
+                ray.shutdown()
+        except Exception:
+            pass
         _kill(pids, signal.SIGTERM)
         t = time.time()
-        while time.time() - t < 10 and any(p.poll() is None for p in procs): time.sleep(0.1)
+        while time.time() - t < 10 and any(p.poll() is None for p in procs):
+            time.sleep(0.1)
         _kill(pids + [d for p in procs for d in descendants(p.pid)], signal.SIGKILL)
-        for p in procs: _killpg(p.pid)
         for p in procs:
-            try: p.wait(timeout=10)
-            except subprocess.TimeoutExpired: pass
+            _killpg(p.pid)
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
         import shutil
+
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
-    def __enter__(self): return self
-    def __exit__(self, *exc): self.stop()
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()

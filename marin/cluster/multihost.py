@@ -13,40 +13,62 @@ __all__ = ['HostProcess', 'run_multihost']
 # %% ../../nbs/72_cluster_multihost.ipynb #f1e296b4
 class HostProcess:
     "One host's JAX process of a multi-host step (a Ray actor)."
+
     def address(self) -> tuple[str, int]:
         "(node address, free port): the coordinator, when this is process 0."
         import ray
+
         ip = ray.util.get_node_ip_address()
-        s = socket.socket(); s.bind(("", 0)); port = s.getsockname()[1]; s.close()
+        s = socket.socket()
+        s.bind(("", 0))
+        port = s.getsockname()[1]
+        s.close()
         return ip, port
 
     def run(self, spec: dict, coordinator: str, num_processes: int, process_id: int) -> dict:
         os.environ.update(spec.get("env", {}))  # a fresh process per host: the lab's settings, before JAX is imported
-        os.environ.update(JAX_COORDINATOR_ADDRESS=coordinator, JAX_NUM_PROCESSES=str(num_processes), JAX_PROCESS_ID=str(process_id))
+        os.environ.update(
+            JAX_COORDINATOR_ADDRESS=coordinator, JAX_NUM_PROCESSES=str(num_processes), JAX_PROCESS_ID=str(process_id)
+        )
         import jax
+
         if (os.environ.get("JAX_PLATFORMS") or jax.default_backend()) == "cpu":
             jax.config.update("jax_cpu_collectives_implementation", "gloo")
-        jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes, process_id=process_id,
-                                   initialization_timeout=300)
+        jax.distributed.initialize(
+            coordinator_address=coordinator,
+            num_processes=num_processes,
+            process_id=process_id,
+            initialization_timeout=300,
+        )
         try:
             if process_id == 0:
                 from marin.cluster.ray_backend import run_attempt
-                return dict(run_attempt(spec), process_id=0, process_count=jax.process_count(), device_count=jax.device_count())
+
+                return dict(
+                    run_attempt(spec), process_id=0, process_count=jax.process_count(), device_count=jax.device_count()
+                )
             from marin.core.executor import resolve_paths
             from marin.core import storage
+
             step, outputs = spec["step"], spec["outputs"]
-            cfg = resolve_paths(step.config, lambda s: outputs.get(s.output_name) or storage.join(spec["prefix"], s.output_name))
+            cfg = resolve_paths(
+                step.config, lambda s: outputs.get(s.output_name) or storage.join(spec["prefix"], s.output_name)
+            )
             step.fn(cfg, spec["out"])
             return {"status": "SUCCESS", "process_id": process_id}
         finally:
-            try: jax.distributed.shutdown()
-            except Exception: pass
+            try:
+                jax.distributed.shutdown()
+            except Exception:
+                pass
+
 
 def run_multihost(spec: dict, resources, strategy: str = "STRICT_SPREAD", excluded: list[str] | None = None) -> dict:
     "Run one attempt of a multi-host step (a Ray task): placement group, one `HostProcess` actor per host, process 0's result."
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
     n = resources.hosts
     bundle = {k: v for k, v in resources.request.items()}
     pg = placement_group([dict(bundle) for _ in range(n)], strategy=strategy)
@@ -55,8 +77,14 @@ def run_multihost(spec: dict, resources, strategy: str = "STRICT_SPREAD", exclud
         ray.get(pg.ready(), timeout=900)
         opts = resources.ray_options()
         Host = ray.remote(HostProcess)
-        hosts = [Host.options(max_restarts=0, **opts, scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i)).remote()
-                 for i in range(n)]
+        hosts = [
+            Host.options(
+                max_restarts=0,
+                **opts,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i),
+            ).remote()
+            for i in range(n)
+        ]
         ip, port = ray.get(hosts[0].address.remote())
         refs = [h.run.remote(spec, f"{ip}:{port}", n, i) for i, h in enumerate(hosts)]
         results, pending = {}, list(refs)
@@ -65,10 +93,13 @@ def run_multihost(spec: dict, resources, strategy: str = "STRICT_SPREAD", exclud
             for d in done:
                 i = refs.index(d)
                 results[i] = ray.get(d)  # a dead host raises here: every actor is killed below and the attempt is lost
-                if i == 0 and results[0]["status"] == "cached": pending = []  # someone else finished it; the others never started work
+                if i == 0 and results[0]["status"] == "cached":
+                    pending = []  # someone else finished it; the others never started work
         return dict(results[0], hosts=n)
     finally:
         for h in hosts:
-            try: ray.kill(h)
-            except Exception: pass
+            try:
+                ray.kill(h)
+            except Exception:
+                pass
         remove_placement_group(pg)

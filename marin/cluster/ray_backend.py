@@ -8,8 +8,18 @@ import dataclasses, datetime as dt, json, math, os, re, socket, time, uuid
 from typing import Any
 from ..core import storage
 from ..core.config import Config, check
-from ..core.executor import (Executor, Lease, PlannedStep, Step, FAILED, RUNNING, SUCCESS, read_status, resolve_paths,
-                                 STATUS_FILE)
+from marin.core.executor import (
+    Executor,
+    Lease,
+    PlannedStep,
+    Step,
+    FAILED,
+    RUNNING,
+    SUCCESS,
+    read_status,
+    resolve_paths,
+    STATUS_FILE,
+)
 from ..core.ledger import RunRecord, new_run_id, utcnow
 from ..core.settings import SETTINGS_BY_KEY, effective_settings
 
@@ -22,20 +32,25 @@ __all__ = ['FORWARDED_ENV', 'SECRET_NAME', 'SYSTEM_FAILURES', 'Resources', 'step
 @dataclasses.dataclass(frozen=True)
 class Resources(Config):
     "What one step needs from a cluster. Fractions pack several steps onto one device."
+
     cpus: float = 1.0
     gpus: float = 0.0
     memory_gb: float = 0.0
-    tpu_chips: float = 0.0                     # TPU chips per host (Ray's `TPU` resource on TPU VMs)
-    custom: dict = dataclasses.field(default_factory=dict)          # other Ray resources, e.g. {"TPU-v5e-16-head": 1}
-    hosts: int = 1                             # > 1: one process per host with jax.distributed (see 72_cluster_multihost)
+    tpu_chips: float = 0.0  # TPU chips per host (Ray's `TPU` resource on TPU VMs)
+    custom: dict = dataclasses.field(default_factory=dict)  # other Ray resources, e.g. {"TPU-v5e-16-head": 1}
+    hosts: int = 1  # > 1: one process per host with jax.distributed (see 72_cluster_multihost)
     require_labels: dict = dataclasses.field(default_factory=dict)  # node labels the step must run on
-    prefer_labels: dict = dataclasses.field(default_factory=dict)   # node labels the step would rather run on
+    prefer_labels: dict = dataclasses.field(default_factory=dict)  # node labels the step would rather run on
 
     def validate(self):
         for f in ("cpus", "gpus", "memory_gb", "tpu_chips"):
             check(getattr(self, f) >= 0, f, "must be >= 0")
         check(self.hosts >= 1, "hosts", "must be >= 1")
-        check(all(isinstance(v, (int, float)) and v >= 0 for v in self.custom.values()), "custom", "resource amounts must be numbers >= 0")
+        check(
+            all(isinstance(v, (int, float)) and v >= 0 for v in self.custom.values()),
+            "custom",
+            "resource amounts must be numbers >= 0",
+        )
 
     @property
     def request(self) -> dict[str, float]:
@@ -46,24 +61,49 @@ class Resources(Config):
     def ray_options(self) -> dict:
         "Keyword arguments for `.options()` of a Ray task or actor."
         custom = {"TPU": self.tpu_chips, **self.custom} if self.tpu_chips else dict(self.custom)
-        opts = {"num_cpus": self.cpus, "num_gpus": self.gpus, "resources": {k: float(v) for k, v in custom.items() if v}}
-        if self.memory_gb: opts["memory"] = int(self.memory_gb * 2**30)
+        opts = {
+            "num_cpus": self.cpus,
+            "num_gpus": self.gpus,
+            "resources": {k: float(v) for k, v in custom.items() if v},
+        }
+        if self.memory_gb:
+            opts["memory"] = int(self.memory_gb * 2**30)
         return opts
+
 
 def step_resources(step: Step, default: Resources) -> Resources:
     "A step's `resources` as a `Resources` (a dict is read as its fields; None means `default`)."
     r = step.resources
-    if r is None: return default
-    if isinstance(r, Resources): return r
-    if isinstance(r, dict): return Resources(**r)
-    raise TypeError(f"step {step.name}: resources must be a marin.cluster.ray_backend.Resources or a dict of its fields, got {type(r).__name__}")
+    if r is None:
+        return default
+    if isinstance(r, Resources):
+        return r
+    if isinstance(r, dict):
+        return Resources(**r)
+    raise TypeError(
+        f"step {step.name}: resources must be a marin.cluster.ray_backend.Resources or a dict of its fields, got {type(r).__name__}"
+    )
 
 # %% ../../nbs/71_cluster_ray.ipynb #80e45784
-FORWARDED_ENV = ("WANDB_MODE", "WANDB_SILENT", "JAX_PLATFORMS", "XLA_FLAGS", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
-                 "TOKENIZERS_PARALLELISM", "MARIN_SHARED_DATA", "MARIN_RUN_ID", "MARIN_EXPERIMENT", "MARIN_ISSUE")
+FORWARDED_ENV = (
+    "WANDB_MODE",
+    "WANDB_SILENT",
+    "JAX_PLATFORMS",
+    "XLA_FLAGS",
+    "HF_HUB_OFFLINE",
+    "HF_DATASETS_OFFLINE",
+    "TOKENIZERS_PARALLELISM",
+    "MARIN_SHARED_DATA",
+    "MARIN_RUN_ID",
+    "MARIN_EXPERIMENT",
+    "MARIN_ISSUE",
+)
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|CERT", re.I)
 
-def is_secret_name(name: str) -> bool: return bool(SECRET_NAME.search(name))
+
+def is_secret_name(name: str) -> bool:
+    return bool(SECRET_NAME.search(name))
+
 
 def worker_env() -> dict[str, str]:
     "The environment variables a step's worker gets from the driver: the lab's settings and an allow-list."
@@ -72,83 +112,130 @@ def worker_env() -> dict[str, str]:
     env.update({k: os.environ[k] for k in FORWARDED_ENV if k in os.environ})
     return {k: v for k, v in env.items() if not is_secret_name(k)}
 
+
 def redact(text: str, environ: dict | None = None) -> str:
     "`text` with the values of secret-looking environment variables (and URL passwords) replaced by ***."
     environ = os.environ if environ is None else environ
     for k, v in environ.items():
-        if v and len(v) >= 6 and is_secret_name(k): text = text.replace(v, "***")
+        if v and len(v) >= 6 and is_secret_name(k):
+            text = text.replace(v, "***")
     return re.sub(r"(\w+://)[^/@\s:]+:[^/@\s]+@", r"\1***@", text)
+
 
 def ray_address(cluster: str | None = None) -> str:
     "What `ray.init` connects to for a `cluster` setting: `ray://HOST:PORT` (Ray Client) or, for plain `ray`, RAY_ADDRESS or auto."
     cluster = cluster or "ray"
-    if cluster == "ray": return os.environ.get("RAY_ADDRESS") or "auto"
-    if cluster.startswith("ray://"): return cluster
-    raise ValueError(f"cluster={cluster!r}: use ray (address from RAY_ADDRESS or this machine's Ray) or ray://HOST:PORT")
+    if cluster == "ray":
+        return os.environ.get("RAY_ADDRESS") or "auto"
+    if cluster.startswith("ray://"):
+        return cluster
+    raise ValueError(
+        f"cluster={cluster!r}: use ray (address from RAY_ADDRESS or this machine's Ray) or ray://HOST:PORT"
+    )
 
 # %% ../../nbs/71_cluster_ray.ipynb #17e06243
 def _node_info() -> dict:
     import ray
+
     ctx = ray.get_runtime_context()
-    return {"ray_node_id": ctx.get_node_id(), "ray_node_ip": ray.util.get_node_ip_address(), "host": socket.gethostname(), "pid": os.getpid()}
+    return {
+        "ray_node_id": ctx.get_node_id(),
+        "ray_node_ip": ray.util.get_node_ip_address(),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
+
 
 class _environ:
     "Set environment variables for the duration of one task (Ray workers run one task at a time and are reused)."
-    def __init__(self, env: dict): self.env = env
+
+    def __init__(self, env: dict):
+        self.env = env
+
     def __enter__(self):
-        self.old = {k: os.environ.get(k) for k in self.env}; os.environ.update(self.env)
+        self.old = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+
     def __exit__(self, *exc):
         for k, v in self.old.items():
-            if v is None: os.environ.pop(k, None)
-            else: os.environ[k] = v
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
 
 def run_attempt(spec: dict) -> dict:
     "Run one attempt of a step in this (Ray worker) process through the executor; returns its status, node and timings."
-    with _environ(spec.get("env", {})): return _run_attempt(spec)
+    with _environ(spec.get("env", {})):
+        return _run_attempt(spec)
+
 
 def _run_attempt(spec: dict) -> dict:
     node = _node_info()
     started = time.time()
     storage.write_json(spec["marker"], {**node, "attempt": spec["attempt"], "started": started})
-    ex = Executor(spec["prefix"], _ledger(spec), experiment=spec["experiment"], parent_run_id=spec["parent_run_id"], issue=spec["issue"],
-                  lease_seconds=spec["lease_seconds"], verbose=True, backend="local",
-                  record_fields={"attempt": spec["attempt"], "retries": spec["attempt"] - 1,
-                                 "hardware": {"ray_node_id": node["ray_node_id"], "ray_node_ip": node["ray_node_ip"], "ray_worker_pid": node["pid"]}})
+    ex = Executor(
+        spec["prefix"],
+        _ledger(spec),
+        experiment=spec["experiment"],
+        parent_run_id=spec["parent_run_id"],
+        issue=spec["issue"],
+        lease_seconds=spec["lease_seconds"],
+        verbose=True,
+        backend="local",
+        record_fields={
+            "attempt": spec["attempt"],
+            "retries": spec["attempt"] - 1,
+            "hardware": {
+                "ray_node_id": node["ray_node_id"],
+                "ray_node_ip": node["ray_node_ip"],
+                "ray_worker_pid": node["pid"],
+            },
+        },
+    )
     status = ex._run_step(spec["step"], spec["out"], force=spec["force"], outputs=spec["outputs"])
     return {"status": status, **node, "started": started, "ended": time.time()}
 
+
 def _ledger(spec: dict):
     from marin.core.ledger import Ledger
+
     return Ledger(spec["ledger_root"])
 
 # %% ../../nbs/71_cluster_ray.ipynb #185d10a2
 @dataclasses.dataclass
 class Attempt:
     "One execution of one step on the cluster."
+
     step: str
     attempt: int
-    status: str                 # SUCCESS | FAILED | cached | LOST (worker or node died)
+    status: str  # SUCCESS | FAILED | cached | LOST (worker or node died)
     node_id: str = ""
     node_ip: str = ""
     started: float = 0.0
     ended: float = 0.0
-    request: dict = dataclasses.field(default_factory=dict)   # Ray resources per host
+    request: dict = dataclasses.field(default_factory=dict)  # Ray resources per host
     hosts: int = 1
     error: str = ""
+
     @property
-    def seconds(self) -> float: return max(self.ended - self.started, 0.0)
+    def seconds(self) -> float:
+        return max(self.ended - self.started, 0.0)
+
 
 @dataclasses.dataclass
 class ClusterReport:
     "What a run did on the cluster: every attempt, the capacity it had, the nodes it excluded."
+
     attempts: list[Attempt] = dataclasses.field(default_factory=list)
-    capacity: dict = dataclasses.field(default_factory=dict)      # the cluster's total resources when the run started
+    capacity: dict = dataclasses.field(default_factory=dict)  # the cluster's total resources when the run started
     excluded_nodes: list[str] = dataclasses.field(default_factory=list)
     started: float = 0.0
     ended: float = 0.0
 
     @property
-    def wall_s(self) -> float: return max(self.ended - self.started, 0.0)
+    def wall_s(self) -> float:
+        return max(self.ended - self.started, 0.0)
 
     def device_resource(self) -> str:
         "The resource that counts as a device: GPU, else TPU, else a custom `device` resource, else CPU."
@@ -166,166 +253,292 @@ class ClusterReport:
 
     def max_concurrency(self) -> int:
         "The most attempts that were running at the same moment."
-        ev = sorted([(a.started, 1) for a in self.attempts if a.status != "cached"] + [(a.ended, -1) for a in self.attempts if a.status != "cached"])
+        ev = sorted(
+            [(a.started, 1) for a in self.attempts if a.status != "cached"]
+            + [(a.ended, -1) for a in self.attempts if a.status != "cached"]
+        )
         cur = best = 0
-        for _, d in ev: cur += d; best = max(best, cur)
+        for _, d in ev:
+            cur += d
+            best = max(best, cur)
         return best
 
     def summary(self) -> dict:
         r = self.device_resource()
-        return {"steps": len({a.step for a in self.attempts}), "attempts": len(self.attempts), "wall_s": round(self.wall_s, 3),
-                "device_resource": r, "devices": self.capacity.get(r, 0.0), "busy_device_s": round(self.busy_device_seconds(r), 3),
-                "utilisation": round(self.utilisation(r), 4), "max_concurrency": self.max_concurrency(), "excluded_nodes": list(self.excluded_nodes)}
+        return {
+            "steps": len({a.step for a in self.attempts}),
+            "attempts": len(self.attempts),
+            "wall_s": round(self.wall_s, 3),
+            "device_resource": r,
+            "devices": self.capacity.get(r, 0.0),
+            "busy_device_s": round(self.busy_device_seconds(r), 3),
+            "utilisation": round(self.utilisation(r), 4),
+            "max_concurrency": self.max_concurrency(),
+            "excluded_nodes": list(self.excluded_nodes),
+        }
 
     def table(self):
         import pandas as pd
+
         return pd.DataFrame([dict(dataclasses.asdict(a), seconds=round(a.seconds, 3)) for a in self.attempts])
 
 # %% ../../nbs/71_cluster_ray.ipynb #50dae423
-SYSTEM_FAILURES = ("WorkerCrashedError", "NodeDiedError", "RayActorError", "ActorDiedError", "ActorUnavailableError", "OwnerDiedError",
-                   "ObjectLostError", "LocalRayletDiedError", "OutOfMemoryError", "RaySystemError", "ObjectFetchTimedOutError")
+SYSTEM_FAILURES = (
+    "WorkerCrashedError",
+    "NodeDiedError",
+    "RayActorError",
+    "ActorDiedError",
+    "ActorUnavailableError",
+    "OwnerDiedError",
+    "ObjectLostError",
+    "LocalRayletDiedError",
+    "OutOfMemoryError",
+    "RaySystemError",
+    "ObjectFetchTimedOutError",
+)
+
 
 def is_system_failure(e: BaseException) -> bool:
     "A lost worker, node or actor (retry elsewhere), as opposed to an error raised by the step's own code."
     lost = lambda x: any(c.__name__ in SYSTEM_FAILURES for c in type(x).__mro__)
     return lost(e) or lost(getattr(e, "cause", None))
 
+
 def _record_from_row(row: dict) -> RunRecord:
     import pandas as pd
+
     fields = {f.name for f in dataclasses.fields(RunRecord)}
     d = {}
     for k, v in row.items():
-        if k not in fields: continue
-        if isinstance(v, pd.Timestamp): v = v.to_pydatetime()
-        elif v is pd.NaT: v = None
-        elif isinstance(v, float) and math.isnan(v): v = None
-        elif hasattr(v, "item"): v = v.item()
-        if k in ("config", "input_hashes", "packages", "hardware", "metrics") and isinstance(v, str): v = json.loads(v)
+        if k not in fields:
+            continue
+        if isinstance(v, pd.Timestamp):
+            v = v.to_pydatetime()
+        elif v is pd.NaT:
+            v = None
+        elif isinstance(v, float) and math.isnan(v):
+            v = None
+        elif hasattr(v, "item"):
+            v = v.item()
+        if k in ("config", "input_hashes", "packages", "hardware", "metrics") and isinstance(v, str):
+            v = json.loads(v)
         d[k] = v
     for k in ("git_dirty",):
-        if d.get(k) is not None: d[k] = bool(d[k])
+        if d.get(k) is not None:
+            d[k] = bool(d[k])
     return RunRecord(**d)
+
 
 def record_lost_attempt(ex: Executor, p: PlannedStep, attempt: int, marker: dict | None, error: str) -> None:
     "Close the books of an attempt whose worker died: a FAILED ledger record, a FAILED status, no dead lease."
     out, now = p.output_path, utcnow()
     st = read_status(out)
-    mine = bool(marker and st and st.get("status") == RUNNING and st.get("pid") == marker.get("pid") and st.get("host") == marker.get("host"))
+    mine = bool(
+        marker
+        and st
+        and st.get("status") == RUNNING
+        and st.get("pid") == marker.get("pid")
+        and st.get("host") == marker.get("host")
+    )
     rec = None
     if mine:
         rows = ex.ledger.sql(f"SELECT * FROM records WHERE run_id = '{st['run_id']}' AND status = 'RUNNING' LIMIT 1")
-        if len(rows): rec = _record_from_row(rows.iloc[0].to_dict())
+        if len(rows):
+            rec = _record_from_row(rows.iloc[0].to_dict())
     if rec is None:  # died before its first record: still one record per attempt
         started = dt.datetime.fromtimestamp(marker["started"], dt.timezone.utc) if marker else now
-        rec = RunRecord(run_id=new_run_id(p.step.name.replace("/", "-")), kind="step", status=RUNNING, started_at=started, experiment=ex.experiment,
-                        step=p.step.name, parent_run_id=ex.parent_run_id, version=p.step.output_name, output_path=out, issue=ex.issue,
-                        attempt=attempt, retries=attempt - 1)
+        rec = RunRecord(
+            run_id=new_run_id(p.step.name.replace("/", "-")),
+            kind="step",
+            status=RUNNING,
+            started_at=started,
+            experiment=ex.experiment,
+            step=p.step.name,
+            parent_run_id=ex.parent_run_id,
+            version=p.step.output_name,
+            output_path=out,
+            issue=ex.issue,
+            attempt=attempt,
+            retries=attempt - 1,
+        )
     hw = dict(rec.hardware or {})
-    if marker: hw.update(ray_node_id=marker.get("ray_node_id", ""), ray_node_ip=marker.get("ray_node_ip", ""), ray_worker_pid=marker.get("pid"))
-    rec = dataclasses.replace(rec, status=FAILED, ended_at=now, error=error, hardware=hw, attempt=attempt, retries=attempt - 1,
-                              record_id=uuid.uuid4().hex)
+    if marker:
+        hw.update(
+            ray_node_id=marker.get("ray_node_id", ""),
+            ray_node_ip=marker.get("ray_node_ip", ""),
+            ray_worker_pid=marker.get("pid"),
+        )
+    rec = dataclasses.replace(
+        rec,
+        status=FAILED,
+        ended_at=now,
+        error=error,
+        hardware=hw,
+        attempt=attempt,
+        retries=attempt - 1,
+        record_id=uuid.uuid4().hex,
+    )
     ex.ledger.append(rec)
     if mine or st is None or st.get("status") != SUCCESS:
-        storage.write_json(storage.join(out, STATUS_FILE), {"status": FAILED, "run_id": rec.run_id, "updated_at": now.isoformat(), "error": error})
+        storage.write_json(
+            storage.join(out, STATUS_FILE),
+            {"status": FAILED, "run_id": rec.run_id, "updated_at": now.isoformat(), "error": error},
+        )
     if marker:
         lease = Lease(out, 1.0)
         h = lease.holder()
-        if h and h.get("pid") == marker.get("pid") and h.get("host") == marker.get("host"): lease.break_stale(h)
+        if h and h.get("pid") == marker.get("pid") and h.get("host") == marker.get("host"):
+            lease.break_stale(h)
 
 # %% ../../nbs/71_cluster_ray.ipynb #04c0ab79
 def dominant_share(request: dict, node_resources: dict) -> float:
     "The largest fraction of any one of a node's resources that a request takes (inf: it does not fit on the node)."
-    shares = [v / node_resources.get(k, 0.0) if node_resources.get(k, 0.0) > 0 else math.inf for k, v in request.items() if v and k != "memory"]
+    shares = [
+        v / node_resources.get(k, 0.0) if node_resources.get(k, 0.0) > 0 else math.inf
+        for k, v in request.items()
+        if v and k != "memory"
+    ]
     return max(shares, default=0.0)
 
-def balanced_node(request: dict, nodes: list[dict], load: dict[str, float], excluded: set[str] = frozenset()) -> tuple[str, float] | None:
+
+def balanced_node(
+    request: dict, nodes: list[dict], load: dict[str, float], excluded: set[str] = frozenset()
+) -> tuple[str, float] | None:
     """(node id, the step's dominant share there) for a step under balanced placement: among alive, non-excluded nodes
     (Ray's `ray.nodes()` records) where `request` fits, the one whose in-flight `load` plus this step's dominant share
     is lowest (ties: fewer resources used, then node id). None when no node fits."""
     best = None
     for n in nodes:
         nid = n["NodeID"]
-        if not n.get("Alive", True) or nid in excluded: continue
+        if not n.get("Alive", True) or nid in excluded:
+            continue
         share = dominant_share(request, n["Resources"])
-        if share > 1.0: continue
+        if share > 1.0:
+            continue
         key = (load.get(nid, 0.0) + share, share, nid)
-        if best is None or key < best[0]: best = (key, nid)
+        if best is None or key < best[0]:
+            best = (key, nid)
     return None if best is None else (best[1], best[0][1])
 
 # %% ../../nbs/71_cluster_ray.ipynb #3be31f5b
 @dataclasses.dataclass
 class RayBackend:
     "Runs an executor's plan on a Ray cluster: placement by resources, packing, retries, node exclusion."
-    address: str | None = None              # None: RAY_ADDRESS or auto; never written anywhere
-    max_parallel: int = 0                   # most steps in flight at once (0: as many as the resources allow)
-    max_attempts: int = 3                   # attempts per step when workers or nodes are lost
-    exclude_after: int = 2                  # lost attempts on one node before the node is excluded for the run
+
+    address: str | None = None  # None: RAY_ADDRESS or auto; never written anywhere
+    max_parallel: int = 0  # most steps in flight at once (0: as many as the resources allow)
+    max_attempts: int = 3  # attempts per step when workers or nodes are lost
+    exclude_after: int = 2  # lost attempts on one node before the node is excluded for the run
     default_resources: Resources = dataclasses.field(default_factory=Resources)
-    multihost_strategy: str = "STRICT_SPREAD"   # placement of a multi-host step's processes (SPREAD/PACK to simulate on one machine)
-    placement: str = "ray"                  # "ray": Ray's first-free-slot; "balanced": least in-flight dominant-share load (see above)
+    multihost_strategy: str = (
+        "STRICT_SPREAD"  # placement of a multi-host step's processes (SPREAD/PACK to simulate on one machine)
+    )
+    placement: str = "ray"  # "ray": Ray's first-free-slot; "balanced": least in-flight dominant-share load (see above)
     verbose: bool = True
     report: ClusterReport | None = None
 
     def __post_init__(self):
         if self.placement not in SETTINGS_BY_KEY["cluster_placement"].choices:
-            raise ValueError(f"RayBackend.placement={self.placement!r}: use 'ray' (Ray places each step) or 'balanced' (spread equal steps evenly over nodes)")
+            raise ValueError(
+                f"RayBackend.placement={self.placement!r}: use 'ray' (Ray places each step) or 'balanced' (spread equal steps evenly over nodes)"
+            )
 
     def _log(self, msg: str):
-        if self.verbose: print(msg, flush=True)
+        if self.verbose:
+            print(msg, flush=True)
 
     def connect(self):
         import ray
+
         if not ray.is_initialized():
             addr = self.address or ray_address("ray")
-            try: ray.init(address=addr, log_to_driver=True, logging_level="warning")
+            try:
+                ray.init(address=addr, log_to_driver=True, logging_level="warning")
             except ModuleNotFoundError as e:
-                raise ModuleNotFoundError(f"{e}: a ray:// address needs Ray Client (`uv add 'ray[client]'`), or set RAY_ADDRESS=HOST:PORT and cluster=ray") from None
+                raise ModuleNotFoundError(
+                    f"{e}: a ray:// address needs Ray Client (`uv add 'ray[client]'`), or set RAY_ADDRESS=HOST:PORT and cluster=ray"
+                ) from None
             except ConnectionError as e:
-                raise ConnectionError(f"no Ray cluster at the configured address ({redact(str(e))}); start one (`ray start --head`) or set RAY_ADDRESS / MARIN_CLUSTER") from None
+                raise ConnectionError(
+                    f"no Ray cluster at the configured address ({redact(str(e))}); start one (`ray start --head`) or set RAY_ADDRESS / MARIN_CLUSTER"
+                ) from None
         return ray
 
-    def _nodes(self, ray) -> list[dict]: return [n for n in ray.nodes() if n["Alive"]]
+    def _nodes(self, ray) -> list[dict]:
+        return [n for n in ray.nodes() if n["Alive"]]
 
     def check_feasible(self, ray, plan: list[PlannedStep]) -> None:
         "Fail before any work if a step asks for resources no node has."
         nodes = self._nodes(ray)
         for p in plan:
-            if p.action != "run": continue
+            if p.action != "run":
+                continue
             r = step_resources(p.step, self.default_resources)
             need = {k: v for k, v in r.request.items() if k != "memory"}
             ok = [n for n in nodes if all(n["Resources"].get(k, 0.0) >= v for k, v in need.items())]
             if len(ok) < (r.hosts if self.multihost_strategy == "STRICT_SPREAD" else 1):
                 have = sorted({k for n in nodes for k in n["Resources"] if not k.startswith("node:")})
-                raise ValueError(f"step {p.step.name}: resources {need} x {r.hosts} host(s) fit no node of the cluster "
-                                 f"(resources there: {have}); lower Step.resources or add nodes")
+                raise ValueError(
+                    f"step {p.step.name}: resources {need} x {r.hosts} host(s) fit no node of the cluster "
+                    f"(resources there: {have}); lower Step.resources or add nodes"
+                )
 
     def _strategy(self, r: Resources, excluded: set[str]):
         from ray.util.scheduling_strategies import NodeLabelSchedulingStrategy, In, NotIn
+
         hard = {k: In(str(v)) for k, v in r.require_labels.items()}
-        if excluded: hard["ray.io/node-id"] = NotIn(*sorted(excluded))
+        if excluded:
+            hard["ray.io/node-id"] = NotIn(*sorted(excluded))
         soft = {k: In(str(v)) for k, v in r.prefer_labels.items()}
         return NodeLabelSchedulingStrategy(hard=hard, soft=soft or None) if (hard or soft) else None
 
-    def _submit(self, ray, ex: Executor, p: PlannedStep, attempt: int, outputs: dict, excluded: set[str], token: str, load: dict[str, float]):
+    def _submit(
+        self,
+        ray,
+        ex: Executor,
+        p: PlannedStep,
+        attempt: int,
+        outputs: dict,
+        excluded: set[str],
+        token: str,
+        load: dict[str, float],
+    ):
         "Submit one attempt; returns its object ref, marker path, resources, and the node and load it was placed with (balanced placement)."
         r = step_resources(p.step, self.default_resources)
-        spec = dict(step=p.step, out=p.output_path, force=(p.reason == "forced" and attempt == 1), outputs=outputs, prefix=ex.prefix,
-                    ledger_root=ex.ledger.root, experiment=ex.experiment, parent_run_id=ex.parent_run_id, issue=ex.issue,
-                    lease_seconds=ex.lease_seconds, attempt=attempt,
-                    marker=storage.join(ex.prefix, ".cluster", token, f"{p.step.output_name}.attempt{attempt}.json"), env=worker_env())
+        spec = dict(
+            step=p.step,
+            out=p.output_path,
+            force=(p.reason == "forced" and attempt == 1),
+            outputs=outputs,
+            prefix=ex.prefix,
+            ledger_root=ex.ledger.root,
+            experiment=ex.experiment,
+            parent_run_id=ex.parent_run_id,
+            issue=ex.issue,
+            lease_seconds=ex.lease_seconds,
+            attempt=attempt,
+            marker=storage.join(ex.prefix, ".cluster", token, f"{p.step.output_name}.attempt{attempt}.json"),
+            env=worker_env(),
+        )
         strategy, placed = self._strategy(r, excluded), ("", 0.0)
         if self.placement == "balanced" and r.hosts == 1 and not (r.require_labels or r.prefer_labels):
             if found := balanced_node(r.request, self._nodes(ray), load, excluded):
                 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
                 (node, share), placed = found, found
                 strategy = NodeAffinitySchedulingStrategy(node, soft=True)
                 load[node] = load.get(node, 0.0) + share
         if r.hosts > 1:
             from marin.cluster.multihost import run_multihost
-            task = ray.remote(run_multihost).options(num_cpus=0, max_retries=0, **({"scheduling_strategy": strategy} if strategy else {}))
+
+            task = ray.remote(run_multihost).options(
+                num_cpus=0, max_retries=0, **({"scheduling_strategy": strategy} if strategy else {})
+            )
             ref = task.remote(spec, r, self.multihost_strategy, sorted(excluded))
         else:
-            task = ray.remote(run_attempt).options(max_retries=0, **r.ray_options(), **({"scheduling_strategy": strategy} if strategy else {}))
+            task = ray.remote(run_attempt).options(
+                max_retries=0, **r.ray_options(), **({"scheduling_strategy": strategy} if strategy else {})
+            )
             ref = task.remote(spec)
         return ref, spec["marker"], r, placed
 
@@ -334,18 +547,23 @@ class RayBackend:
         ray = self.connect()
         self.check_feasible(ray, plan)
         token = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-        rep = self.report = ClusterReport(capacity={k: v for k, v in ray.cluster_resources().items() if not k.startswith("node:")}, started=time.time())
+        rep = self.report = ClusterReport(
+            capacity={k: v for k, v in ray.cluster_resources().items() if not k.startswith("node:")},
+            started=time.time(),
+        )
         statuses: dict[str, str] = {}
         by_name = {p.step.output_name: p for p in plan}
         waiting = [p for p in plan if p.action == "run"]
         for p in plan:
-            if p.action == "skip": statuses[p.step.output_name] = "not selected"
-            elif p.action == "cached": statuses[p.step.output_name] = "cached"
+            if p.action == "skip":
+                statuses[p.step.output_name] = "not selected"
+            elif p.action == "cached":
+                statuses[p.step.output_name] = "cached"
         attempts: dict[str, int] = {}
         node_failures: dict[str, int] = {}
         excluded: set[str] = set()
         in_flight: dict[Any, tuple[PlannedStep, int, str, Resources, tuple[str, float]]] = {}
-        load: dict[str, float] = {}   # balanced placement: in-flight dominant-share load per node
+        load: dict[str, float] = {}  # balanced placement: in-flight dominant-share load per node
         ok = (SUCCESS, "cached")
         n_total, n_done = len(waiting), 0
         while waiting or in_flight:
@@ -354,45 +572,83 @@ class RayBackend:
                 deps = [statuses.get(d.output_name) for d in p.step.inputs if d.output_name in by_name]
                 if any(s is not None and s not in ok for s in deps):
                     statuses[p.step.output_name] = "SKIPPED (dependency failed)"
-                    self._log(f"⊘ skip    {p.step.name}: an input did not succeed"); continue
+                    self._log(f"⊘ skip    {p.step.name}: an input did not succeed")
+                    continue
                 if any(s is None for s in deps) or (self.max_parallel and len(in_flight) >= self.max_parallel):
-                    still.append(p); continue
+                    still.append(p)
+                    continue
                 attempts[p.step.output_name] = a = attempts.get(p.step.output_name, 0) + 1
                 ref, marker, r, placed = self._submit(ray, ex, p, a, outputs, excluded, token, load)
                 in_flight[ref] = (p, a, marker, r, placed)
-                self._log(f"▶ {p.step.name} attempt {a} → ray ({r.request}{f' x{r.hosts} hosts' if r.hosts > 1 else ''})")
+                self._log(
+                    f"▶ {p.step.name} attempt {a} → ray ({r.request}{f' x{r.hosts} hosts' if r.hosts > 1 else ''})"
+                )
             waiting = still
-            if not in_flight: continue
+            if not in_flight:
+                continue
             done, _ = ray.wait(list(in_flight), num_returns=1, timeout=5.0)
             for ref in done:
                 p, a, marker_path, r, (node_placed, share) = in_flight.pop(ref)
-                if node_placed: load[node_placed] -= share
+                if node_placed:
+                    load[node_placed] -= share
                 name = p.step.output_name
                 try:
                     res = ray.get(ref)
                     statuses[name] = res["status"]
-                    rep.attempts.append(Attempt(p.step.name, a, res["status"], res["ray_node_id"], res["ray_node_ip"], res["started"], res["ended"], r.request, r.hosts))
+                    rep.attempts.append(
+                        Attempt(
+                            p.step.name,
+                            a,
+                            res["status"],
+                            res["ray_node_id"],
+                            res["ray_node_ip"],
+                            res["started"],
+                            res["ended"],
+                            r.request,
+                            r.hosts,
+                        )
+                    )
                     n_done += 1
-                    self._log(f"{'✓' if res['status'] in ok else '✗'} [{n_done}/{n_total}] {p.step.name}: {res['status']} on node {res['ray_node_id'][:8]} "
-                              f"({res['ended'] - res['started']:.1f}s, attempt {a})")
+                    self._log(
+                        f"{'✓' if res['status'] in ok else '✗'} [{n_done}/{n_total}] {p.step.name}: {res['status']} on node {res['ray_node_id'][:8]} "
+                        f"({res['ended'] - res['started']:.1f}s, attempt {a})"
+                    )
                 except Exception as e:
                     err = redact(f"{type(e).__name__}: {e}")[:4000]
                     marker = storage.read_json(marker_path, None)
                     node = (marker or {}).get("ray_node_id", "")
                     system = is_system_failure(e)
-                    rep.attempts.append(Attempt(p.step.name, a, "LOST" if system else FAILED, node, (marker or {}).get("ray_node_ip", ""),
-                                                (marker or {}).get("started", time.time()), time.time(), r.request, r.hosts, err))
+                    rep.attempts.append(
+                        Attempt(
+                            p.step.name,
+                            a,
+                            "LOST" if system else FAILED,
+                            node,
+                            (marker or {}).get("ray_node_ip", ""),
+                            (marker or {}).get("started", time.time()),
+                            time.time(),
+                            r.request,
+                            r.hosts,
+                            err,
+                        )
+                    )
                     record_lost_attempt(ex, p, a, marker, err)
                     if system and node:
                         node_failures[node] = node_failures.get(node, 0) + 1
                         if node_failures[node] >= self.exclude_after and node not in excluded:
-                            excluded.add(node); rep.excluded_nodes.append(node)
-                            self._log(f"⚠ node {node[:8]} lost {node_failures[node]} attempts: excluded for the rest of this run")
+                            excluded.add(node)
+                            rep.excluded_nodes.append(node)
+                            self._log(
+                                f"⚠ node {node[:8]} lost {node_failures[node]} attempts: excluded for the rest of this run"
+                            )
                     if system and a < self.max_attempts:
                         alive = {n["NodeID"] for n in self._nodes(ray)} - excluded
                         if alive:
-                            self._log(f"↻ {p.step.name}: attempt {a} lost ({type(e).__name__}) on node {node[:8] or '?'}; retrying")
-                            waiting.append(p); continue
+                            self._log(
+                                f"↻ {p.step.name}: attempt {a} lost ({type(e).__name__}) on node {node[:8] or '?'}; retrying"
+                            )
+                            waiting.append(p)
+                            continue
                         err += " (no usable node left: every alive node is excluded)"
                     statuses[name] = FAILED
                     n_done += 1
@@ -400,7 +656,9 @@ class RayBackend:
         rep.ended = time.time()
         return statuses
 
+
 def backend_from_setting(cluster: str) -> RayBackend:
     "The backend for `cluster=ray` or `ray://ADDRESS` (the executor's plugin entry point), placing steps by the `cluster_placement` setting."
     from marin.core.settings import settings
+
     return RayBackend(address=ray_address(cluster), placement=settings().cluster_placement)

@@ -14,25 +14,37 @@ __all__ = ['VERSIONED', 'ADDED', 'HASH_LEN', 'versioned', 'is_versioned', 'added
 # %% ../../nbs/00_config.ipynb #1c1ad2b4
 VERSIONED = "marin_versioned"
 
+
 def versioned(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, **field_kw) -> Any:
     "A dataclass field whose value is part of the output's identity (it enters `version_hash`)."
     md = dict(field_kw.pop("metadata", None) or {}, **{VERSIONED: True})
     return dataclasses.field(default=default, default_factory=default_factory, metadata=md, **field_kw)
 
+
 def is_versioned(f: dataclasses.Field) -> bool:
     "Was the dataclass field `f` declared with `versioned(...)`?"
     return bool(f.metadata.get(VERSIONED, False))
 
+
 ADDED = "marin_added"
 
-def added(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, versioned: bool = False, **field_kw) -> Any:
+
+def added(
+    default: Any = dataclasses.MISSING,
+    *,
+    default_factory: Any = dataclasses.MISSING,
+    versioned: bool = False,
+    **field_kw,
+) -> Any:
     """A field added to a config after outputs made with it already existed. While it holds its default it is left out of
     the canonical form, so every hash (and every cached output's name) stays what it was before the field existed."""
     md = dict(field_kw.pop("metadata", None) or {}, **{ADDED: True}, **({VERSIONED: True} if versioned else {}))
     return dataclasses.field(default=default, default_factory=default_factory, metadata=md, **field_kw)
 
+
 def _holds_added_default(f: dataclasses.Field, v: Any) -> bool:
-    if not f.metadata.get(ADDED, False): return False
+    if not f.metadata.get(ADDED, False):
+        return False
     default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
     return v is default or (type(v) is type(default) and v == default)
 
@@ -40,67 +52,99 @@ def _holds_added_default(f: dataclasses.Field, v: Any) -> bool:
 class UnhashableConfigError(TypeError):
     "A config holds a value that has no stable canonical form."
 
+
 def _canon_float(x: float) -> Any:
-    if math.isnan(x): return "__nan__"
-    if math.isinf(x): return "__inf__" if x > 0 else "__-inf__"
-    if x == int(x) and abs(x) < 2**53: return int(x)
+    if math.isnan(x):
+        return "__nan__"
+    if math.isinf(x):
+        return "__inf__" if x > 0 else "__-inf__"
+    if x == int(x) and abs(x) < 2**53:
+        return int(x)
     return {"__float__": repr(x)}
+
 
 def canonical(obj: Any, *, versioned_only: bool = False, _path: str = "config") -> Any:
     "A JSON-ready value that represents `obj` in exactly one way (see above)."
     rec = lambda v, p: canonical(v, versioned_only=versioned_only, _path=p)
-    if obj is None or isinstance(obj, (bool, str)): return obj
-    if isinstance(obj, enum.Enum): return rec(obj.value, _path)
-    if isinstance(obj, int): return int(obj)
-    if isinstance(obj, float): return _canon_float(obj)
-    if hasattr(obj, "__marin_canonical__"): return rec(obj.__marin_canonical__(), _path)
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, enum.Enum):
+        return rec(obj.value, _path)
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return _canon_float(obj)
+    if hasattr(obj, "__marin_canonical__"):
+        return rec(obj.__marin_canonical__(), _path)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         out = {}
         for f in dataclasses.fields(obj):
             v = getattr(obj, f.name)
-            if _holds_added_default(f, v): continue
+            if _holds_added_default(f, v):
+                continue
             if versioned_only and not is_versioned(f):
-                if not (dataclasses.is_dataclass(v) and not isinstance(v, type)): continue
+                if not (dataclasses.is_dataclass(v) and not isinstance(v, type)):
+                    continue
                 sub = rec(v, f"{_path}.{f.name}")
-                if sub: out[f.name] = sub
+                if sub:
+                    out[f.name] = sub
                 continue
             out[f.name] = canonical(v, versioned_only=False, _path=f"{_path}.{f.name}")
         return out
     if isinstance(obj, dict):
         keys = [str(k) if not isinstance(k, enum.Enum) else str(k.value) for k in obj]
-        if len(set(keys)) != len(keys): raise UnhashableConfigError(f"{_path}: dict keys collide once turned into strings: {keys}")
+        if len(set(keys)) != len(keys):
+            raise UnhashableConfigError(f"{_path}: dict keys collide once turned into strings: {keys}")
         return {str(k.value if isinstance(k, enum.Enum) else k): rec(v, f"{_path}[{k!r}]") for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)): return [rec(v, f"{_path}[{i}]") for i, v in enumerate(obj)]
+    if isinstance(obj, (list, tuple)):
+        return [rec(v, f"{_path}[{i}]") for i, v in enumerate(obj)]
     if isinstance(obj, (set, frozenset)):
         items = [rec(v, f"{_path}{{}}") for v in obj]
         return {"__set__": sorted(items, key=lambda v: json.dumps(v, sort_keys=True))}
-    if isinstance(obj, pathlib.PurePath): return obj.as_posix()
-    if isinstance(obj, bytes): return {"__bytes__": hashlib.sha256(obj).hexdigest()}
+    if isinstance(obj, pathlib.PurePath):
+        return obj.as_posix()
+    if isinstance(obj, bytes):
+        return {"__bytes__": hashlib.sha256(obj).hexdigest()}
     mod = type(obj).__module__
     if mod.startswith(("numpy", "jax", "jaxlib")):
         import numpy as np
+
         a = np.asarray(obj)
-        if a.ndim == 0: return rec(a.item(), _path)
+        if a.ndim == 0:
+            return rec(a.item(), _path)
         a = np.ascontiguousarray(a)
         return {"__array__": [str(a.dtype), list(a.shape), hashlib.sha256(a.tobytes()).hexdigest()]}
-    if callable(obj) and hasattr(obj, "__qualname__") and "<lambda>" not in obj.__qualname__ and "<locals>" not in obj.__qualname__:
+    if (
+        callable(obj)
+        and hasattr(obj, "__qualname__")
+        and "<lambda>" not in obj.__qualname__
+        and "<locals>" not in obj.__qualname__
+    ):
         return {"__callable__": f"{obj.__module__}:{obj.__qualname__}"}
     raise UnhashableConfigError(
         f"{_path}: cannot hash a value of type {type(obj).__qualname__} stably; use plain values "
-        "(numbers, strings, lists, dicts, frozen dataclasses) or give the class a `__marin_canonical__` method")
+        "(numbers, strings, lists, dicts, frozen dataclasses) or give the class a `__marin_canonical__` method"
+    )
+
 
 def canonical_json(obj: Any, *, versioned_only: bool = False) -> str:
     "`canonical(obj)` as compact JSON with sorted keys: the exact bytes that are hashed."
-    return json.dumps(canonical(obj, versioned_only=versioned_only), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return json.dumps(
+        canonical(obj, versioned_only=versioned_only), sort_keys=True, separators=(",", ":"), ensure_ascii=True
+    )
 
 # %% ../../nbs/00_config.ipynb #9345d71f
 HASH_LEN = 16
 
-def _digest(s: str) -> str: return hashlib.sha256(s.encode()).hexdigest()[:HASH_LEN]
+
+def _digest(s: str) -> str:
+    return hashlib.sha256(s.encode()).hexdigest()[:HASH_LEN]
+
 
 def config_hash(obj: Any) -> str:
     "Hash of the whole config: every field, versioned or not."
     return _digest(canonical_json(obj))
+
 
 def version_hash(obj: Any) -> str:
     "Hash of the versioned fields of `obj` (a dataclass), or of all of `obj` when it is a plain value."
@@ -110,17 +154,32 @@ def version_hash(obj: Any) -> str:
 class ConfigError(ValueError):
     "A config field has a bad value; the message names the field and the fix."
 
+
 def check(cond: bool, field: str, msg: str) -> None:
     "Raise `ConfigError` naming `field` unless `cond` holds."
-    if not cond: raise ConfigError(f"{field}: {msg}")
+    if not cond:
+        raise ConfigError(f"{field}: {msg}")
+
 
 class Config:
     "Mixin for frozen dataclass configs: validation on construction, `replace`, `to_dict`, hashes."
-    def __post_init__(self): self.validate()
-    def validate(self) -> None: pass
-    def replace(self, **changes): return dataclasses.replace(self, **changes)
-    def to_dict(self) -> dict: return canonical(self)
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        pass
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return canonical(self)
+
     @property
-    def config_hash(self) -> str: return config_hash(self)
+    def config_hash(self) -> str:
+        return config_hash(self)
+
     @property
-    def version_hash(self) -> str: return version_hash(self)
+    def version_hash(self) -> str:
+        return version_hash(self)

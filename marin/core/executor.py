@@ -20,6 +20,7 @@ __all__ = ['STATUS_FILE', 'LEASE_FILE', 'INFO_FILE', 'MANIFEST_FILE', 'REPLACED_
 @dataclasses.dataclass(frozen=True, eq=False)
 class Step:
     "A unit of work: `fn(config, output_path)` writes the step's output under `output_path`."
+
     name: str
     fn: Callable[[Any, str], Any]
     config: Any = None
@@ -29,176 +30,276 @@ class Step:
     def __post_init__(self):
         if not re.fullmatch(r"[A-Za-z0-9_.\-/]+", self.name) or self.name.startswith("/") or ".." in self.name:
             raise ValueError(f"step name {self.name!r}: use letters, digits, '_', '-', '.', and '/' for folders")
-        if not callable(self.fn): raise TypeError(f"step {self.name}: fn must be callable, got {type(self.fn).__name__}")
+        if not callable(self.fn):
+            raise TypeError(f"step {self.name}: fn must be callable, got {type(self.fn).__name__}")
 
-    def __truediv__(self, sub: str) -> "StepRef": return StepRef(self, str(sub))
+    def __truediv__(self, sub: str) -> "StepRef":
+        return StepRef(self, str(sub))
 
     @functools.cached_property
     def inputs(self) -> tuple["Step", ...]:
         "The steps this step reads, in the order they appear in its config (deduplicated)."
         seen: dict[int, Step] = {}
-        for s in _find_steps(self.config): seen.setdefault(id(s), s)
+        for s in _find_steps(self.config):
+            seen.setdefault(id(s), s)
         return tuple(seen.values())
 
     @functools.cached_property
     def version(self) -> str:
         "Hash of the name, the versioned config fields and the inputs' identities."
-        return _digest(canonical_json({"name": self.name, "config": canonical(self.config, versioned_only=True),
-                                       "inputs": sorted(s.output_name for s in self.inputs)}))
+        return _digest(
+            canonical_json(
+                {
+                    "name": self.name,
+                    "config": canonical(self.config, versioned_only=True),
+                    "inputs": sorted(s.output_name for s in self.inputs),
+                }
+            )
+        )
 
     @property
-    def output_name(self) -> str: return f"{self.name}-{self.version[:10]}"
+    def output_name(self) -> str:
+        return f"{self.name}-{self.version[:10]}"
 
-    def __marin_canonical__(self): return {"__step__": self.output_name}
-    def __repr__(self): return f"Step({self.output_name})"
+    def __marin_canonical__(self):
+        return {"__step__": self.output_name}
+
+    def __repr__(self):
+        return f"Step({self.output_name})"
+
 
 @dataclasses.dataclass(frozen=True)
 class StepRef:
     "A path inside another step's output (`step / 'tokens'`)."
+
     step: Step
     subpath: str = ""
-    def __marin_canonical__(self): return {"__step__": self.step.output_name, "sub": self.subpath}
+
+    def __marin_canonical__(self):
+        return {"__step__": self.step.output_name, "sub": self.subpath}
+
 
 def _children(obj: Any) -> Iterable[Any]:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type): return (getattr(obj, f.name) for f in dataclasses.fields(obj))
-    if isinstance(obj, dict): return obj.values()
-    if isinstance(obj, (list, tuple, set, frozenset)): return obj
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return (getattr(obj, f.name) for f in dataclasses.fields(obj))
+    if isinstance(obj, dict):
+        return obj.values()
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return obj
     return ()
 
+
 def _find_steps(obj: Any) -> Iterable[Step]:
-    if isinstance(obj, Step): yield obj; return
-    if isinstance(obj, StepRef): yield obj.step; return
-    for c in _children(obj): yield from _find_steps(c)
+    if isinstance(obj, Step):
+        yield obj
+        return
+    if isinstance(obj, StepRef):
+        yield obj.step
+        return
+    for c in _children(obj):
+        yield from _find_steps(c)
+
 
 def resolve_paths(obj: Any, output_path: Callable[[Step], str]) -> Any:
     "A copy of `obj` with every `Step` / `StepRef` replaced by its output path."
-    if isinstance(obj, Step): return output_path(obj)
-    if isinstance(obj, StepRef): return storage.join(output_path(obj.step), obj.subpath)
+    if isinstance(obj, Step):
+        return output_path(obj)
+    if isinstance(obj, StepRef):
+        return storage.join(output_path(obj.step), obj.subpath)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         new = {f.name: resolve_paths(getattr(obj, f.name), output_path) for f in dataclasses.fields(obj)}
-        if all(new[k] is getattr(obj, k) for k in new): return obj
+        if all(new[k] is getattr(obj, k) for k in new):
+            return obj
         out = copy.copy(obj)
-        for k, v in new.items(): object.__setattr__(out, k, v)
+        for k, v in new.items():
+            object.__setattr__(out, k, v)
         return out
-    if isinstance(obj, dict): return {k: resolve_paths(v, output_path) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)): return type(obj)(resolve_paths(v, output_path) for v in obj)
+    if isinstance(obj, dict):
+        return {k: resolve_paths(v, output_path) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(resolve_paths(v, output_path) for v in obj)
     return obj
+
 
 def toposort(targets: Iterable[Step]) -> list[Step]:
     "Every step needed by `targets`, dependencies first (iterative: deep chains do not hit the recursion limit)."
     order, state = [], {}
     for t in targets:
         stack = [(t, iter(t.inputs))]
-        if state.get(id(t)) == 2: continue
+        if state.get(id(t)) == 2:
+            continue
         state[id(t)] = 1
         while stack:
             s, it = stack[-1]
             d = next(it, None)
             if d is None:
-                stack.pop(); state[id(s)] = 2; order.append(s); continue
+                stack.pop()
+                state[id(s)] = 2
+                order.append(s)
+                continue
             st = state.get(id(d))
-            if st == 2: continue
-            if st == 1: raise ValueError(f"cycle in the step graph: {' -> '.join(x.name for x, _ in stack)} -> {d.name}")
-            state[id(d)] = 1; stack.append((d, iter(d.inputs)))
+            if st == 2:
+                continue
+            if st == 1:
+                raise ValueError(f"cycle in the step graph: {' -> '.join(x.name for x, _ in stack)} -> {d.name}")
+            state[id(d)] = 1
+            stack.append((d, iter(d.inputs)))
     # the same output reached through two equal Step objects runs once
     uniq: dict[str, Step] = {}
-    for s in order: uniq.setdefault(s.output_name, s)
+    for s in order:
+        uniq.setdefault(s.output_name, s)
     return list(uniq.values())
 
 # %% ../../nbs/04_executor.ipynb #cf759f8e
-STATUS_FILE, LEASE_FILE, INFO_FILE, MANIFEST_FILE = ".executor_status.json", ".executor_lease.json", ".executor_info.json", ".executor_manifest.json"
+STATUS_FILE, LEASE_FILE, INFO_FILE, MANIFEST_FILE = (
+    ".executor_status.json",
+    ".executor_lease.json",
+    ".executor_info.json",
+    ".executor_manifest.json",
+)
 REPLACED_DIR = ".replaced"  # where --force keeps a step's previous output
 RUNNING, SUCCESS, FAILED = "RUNNING", "SUCCESS", "FAILED"
+
 
 def read_status(output_path: str) -> dict | None:
     "The status record of an output directory, or None if it never ran."
     return storage.read_json(storage.join(output_path, STATUS_FILE), None)
 
+
 def _pid_alive(pid: int) -> bool:
-    try: os.kill(pid, 0); return True
-    except ProcessLookupError: return False
-    except PermissionError: return True
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
 
 class Lease:
     "An exclusive, expiring claim on an output directory, kept alive by a heartbeat thread."
+
     def __init__(self, output_path: str, seconds: float):
         self.url, self.seconds = storage.join(output_path, LEASE_FILE), float(seconds)
         self.owner, self._stop = uuid.uuid4().hex, threading.Event()
         self._thread: threading.Thread | None = None
 
     def _body(self) -> dict:
-        return {"owner": self.owner, "host": socket.gethostname(), "pid": os.getpid(), "expires_at": time.time() + self.seconds}
+        return {
+            "owner": self.owner,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "expires_at": time.time() + self.seconds,
+        }
 
     def acquire(self) -> bool:
         import json
-        if not storage.create_exclusive(self.url, json.dumps(self._body()).encode()): return False
-        self._thread = threading.Thread(target=self._heartbeat, daemon=True); self._thread.start()
+
+        if not storage.create_exclusive(self.url, json.dumps(self._body()).encode()):
+            return False
+        self._thread = threading.Thread(target=self._heartbeat, daemon=True)
+        self._thread.start()
         return True
 
     def _heartbeat(self):
         while not self._stop.wait(self.seconds / 3):
             cur = self.holder()
-            if cur is None or cur.get("owner") != self.owner: return
+            if cur is None or cur.get("owner") != self.owner:
+                return
             storage.write_json(self.url, self._body())
 
     def holder(self) -> dict | None:
-        try: return storage.read_json(self.url, None)
-        except ValueError: return {"owner": "?", "expires_at": 0}  # unreadable lease: treat as expired
+        try:
+            return storage.read_json(self.url, None)
+        except ValueError:
+            return {"owner": "?", "expires_at": 0}  # unreadable lease: treat as expired
 
     def is_stale(self, h: dict) -> bool:
-        if h.get("expires_at", 0) < time.time(): return True
+        if h.get("expires_at", 0) < time.time():
+            return True
         return h.get("host") == socket.gethostname() and isinstance(h.get("pid"), int) and not _pid_alive(h["pid"])
 
     def break_stale(self, h: dict) -> None:
         "Remove a stale lease, restoring it if someone else's fresh lease was caught instead."
         fs, p = storage.fs_path(self.url)
         if not storage.is_local(self.url):
-            fs.rm(p); return
+            fs.rm(p)
+            return
         aside = f"{p}.stale-{uuid.uuid4().hex}"
-        try: os.rename(p, aside)
-        except FileNotFoundError: return
+        try:
+            os.rename(p, aside)
+        except FileNotFoundError:
+            return
         moved = storage.read_json(aside, None) or {}
         if moved.get("owner") != h.get("owner"):
-            try: os.link(aside, p)  # it was a fresh lease: put it back unless a newer one appeared
-            except FileExistsError: pass
+            try:
+                os.link(aside, p)  # it was a fresh lease: put it back unless a newer one appeared
+            except FileExistsError:
+                pass
         os.unlink(aside)
 
     def release(self) -> None:
         self._stop.set()
-        if self._thread: self._thread.join(timeout=5)
+        if self._thread:
+            self._thread.join(timeout=5)
         cur = self.holder()
-        if cur and cur.get("owner") == self.owner: storage.remove(self.url)
+        if cur and cur.get("owner") == self.owner:
+            storage.remove(self.url)
 
 # %% ../../nbs/04_executor.ipynb #449228cf
 class StepFailed(RuntimeError):
     "One or more steps failed; their dependents were not run."
 
+
 class DryRunComplete(Exception):
     "Raised after a dry run when the caller asked to stop there (used by `marin run --dry-run`)."
+
 
 @dataclasses.dataclass
 class PlannedStep:
     step: Step
     output_path: str
-    action: str       # "cached" | "run" | "skip"
+    action: str  # "cached" | "run" | "skip"
     reason: str = ""
+
 
 @dataclasses.dataclass
 class ExecutorResult:
-    outputs: dict[str, str]          # step output name -> output path
-    statuses: dict[str, str]         # step output name -> cached | SUCCESS | FAILED | SKIPPED (dependency failed) | not selected
+    outputs: dict[str, str]  # step output name -> output path
+    statuses: dict[
+        str, str
+    ]  # step output name -> cached | SUCCESS | FAILED | SKIPPED (dependency failed) | not selected
     plan: list[PlannedStep]
-    def __getitem__(self, step: Step) -> str: return self.outputs[step.output_name]
+
+    def __getitem__(self, step: Step) -> str:
+        return self.outputs[step.output_name]
+
     @property
-    def ran(self) -> list[str]: return [k for k, v in self.statuses.items() if v == SUCCESS]
+    def ran(self) -> list[str]:
+        return [k for k, v in self.statuses.items() if v == SUCCESS]
+
     @property
-    def cached(self) -> list[str]: return [k for k, v in self.statuses.items() if v == "cached"]
+    def cached(self) -> list[str]:
+        return [k for k, v in self.statuses.items() if v == "cached"]
+
 
 class Executor:
     "Runs steps under `prefix`, recording every execution in `ledger`."
-    def __init__(self, prefix: str | None = None, ledger: Ledger | None = None, *, experiment: str = "", parent_run_id: str = "",
-                 issue: str = "", lease_seconds: float | None = None, poll_seconds: float = 0.2, verbose: bool = True,
-                 backend: Any = None, record_fields: dict | None = None):
+
+    def __init__(
+        self,
+        prefix: str | None = None,
+        ledger: Ledger | None = None,
+        *,
+        experiment: str = "",
+        parent_run_id: str = "",
+        issue: str = "",
+        lease_seconds: float | None = None,
+        poll_seconds: float = 0.2,
+        verbose: bool = True,
+        backend: Any = None,
+        record_fields: dict | None = None,
+    ):
         s = settings()
         self.prefix = prefix or s.prefix
         self.ledger = ledger or Ledger(storage.join(self.prefix, "ledger"))
@@ -208,12 +309,16 @@ class Executor:
         # where runnable steps execute: None = in this process, one after another (`backend="local"` forces that);
         # default: the `cluster` setting (MARIN_CLUSTER), e.g. "ray" -> marin.cluster's Ray backend
         self.backend = backend_for(s.cluster) if backend is None else (None if backend == "local" else backend)
-        self.record_fields = dict(record_fields or {})  # added to each ledger record (a backend's attempt, retries, node)
+        self.record_fields = dict(
+            record_fields or {}
+        )  # added to each ledger record (a backend's attempt, retries, node)
 
-    def output_path(self, step: Step) -> str: return storage.join(self.prefix, step.output_name)
+    def output_path(self, step: Step) -> str:
+        return storage.join(self.prefix, step.output_name)
 
     def _log(self, msg: str):
-        if self.verbose: print(msg, flush=True)
+        if self.verbose:
+            print(msg, flush=True)
 
     def plan(self, targets: Iterable[Step], *, force: bool = False, run_only: str | None = None) -> list[PlannedStep]:
         "What `run` would do for each step: cached, run (and why) or skip."
@@ -222,8 +327,10 @@ class Executor:
         if run_only:
             rx = re.compile(run_only)
             matched = [s for s in order if rx.search(s.name)]
-            if not matched: raise ValueError(f"--run-only {run_only!r} matches no step; steps: {', '.join(s.name for s in order)}")
-            for m in toposort(matched): selected.add(m.output_name)
+            if not matched:
+                raise ValueError(f"--run-only {run_only!r} matches no step; steps: {', '.join(s.name for s in order)}")
+            for m in toposort(matched):
+                selected.add(m.output_name)
             forced = {m.output_name for m in matched} if force else set()
         else:
             selected = {s.output_name for s in order}
@@ -231,13 +338,23 @@ class Executor:
         plan = []
         for s in order:
             out = self.output_path(s)
-            if s.output_name not in selected: plan.append(PlannedStep(s, out, "skip", "not selected by --run-only")); continue
-            if s.output_name in forced: plan.append(PlannedStep(s, out, "run", "forced")); continue
+            if s.output_name not in selected:
+                plan.append(PlannedStep(s, out, "skip", "not selected by --run-only"))
+                continue
+            if s.output_name in forced:
+                plan.append(PlannedStep(s, out, "run", "forced"))
+                continue
             st = read_status(out)
-            if st is None: plan.append(PlannedStep(s, out, "run", "new"))
-            elif st["status"] == SUCCESS: plan.append(PlannedStep(s, out, "cached", f"done by {st.get('run_id', '?')}"))
-            elif st["status"] == FAILED: plan.append(PlannedStep(s, out, "run", "previous attempt failed"))
-            else: plan.append(PlannedStep(s, out, "run", f"RUNNING by {st.get('run_id', '?')} (will wait or take over its lease)"))
+            if st is None:
+                plan.append(PlannedStep(s, out, "run", "new"))
+            elif st["status"] == SUCCESS:
+                plan.append(PlannedStep(s, out, "cached", f"done by {st.get('run_id', '?')}"))
+            elif st["status"] == FAILED:
+                plan.append(PlannedStep(s, out, "run", "previous attempt failed"))
+            else:
+                plan.append(
+                    PlannedStep(s, out, "run", f"RUNNING by {st.get('run_id', '?')} (will wait or take over its lease)")
+                )
         return plan
 
     @staticmethod
@@ -249,7 +366,9 @@ class Executor:
         lines.append(f"{n['run']} to run, {n['cached']} cached, {n['skip']} skipped")
         return "\n".join(lines)
 
-    def run(self, targets: Iterable[Step], *, force: bool = False, dry_run: bool = False, run_only: str | None = None) -> ExecutorResult:
+    def run(
+        self, targets: Iterable[Step], *, force: bool = False, dry_run: bool = False, run_only: str | None = None
+    ) -> ExecutorResult:
         "Run what is not done yet; raise `StepFailed` at the end if any step failed."
         targets = list(targets)
         plan = self.plan(targets, force=force, run_only=run_only)
@@ -262,51 +381,72 @@ class Executor:
         failures: list[str] = []
         to_run = sum(p.action == "run" for p in plan)
         done = 0
-        if self.backend is not None:  # a cluster backend schedules the runnable steps itself (each one through `_run_step`)
+        if (
+            self.backend is not None
+        ):  # a cluster backend schedules the runnable steps itself (each one through `_run_step`)
             statuses = self.backend.run_plan(self, plan, outputs)
             failures = [p.step.name for p in plan if statuses.get(p.step.output_name) == FAILED]
             plan = []
         for p in plan:
             name = p.step.output_name
-            if p.action == "skip": statuses[name] = "not selected"; continue
+            if p.action == "skip":
+                statuses[name] = "not selected"
+                continue
             bad = [d.output_name for d in p.step.inputs if statuses.get(d.output_name) not in (SUCCESS, "cached")]
             if bad:
                 statuses[name] = "SKIPPED (dependency failed)"
-                self._log(f"⊘ skip    {p.step.name}: input(s) {', '.join(bad)} did not succeed"); continue
-            if p.action == "cached": statuses[name] = "cached"; continue
+                self._log(f"⊘ skip    {p.step.name}: input(s) {', '.join(bad)} did not succeed")
+                continue
+            if p.action == "cached":
+                statuses[name] = "cached"
+                continue
             done += 1
             self._log(f"▶ [{done}/{to_run}] {p.step.name} → {p.output_path}")
             statuses[name] = self._run_step(p.step, p.output_path, force=(p.reason == "forced"), outputs=outputs)
-            if statuses[name] == FAILED: failures.append(p.step.name)
+            if statuses[name] == FAILED:
+                failures.append(p.step.name)
         n_cached = sum(v == "cached" for v in statuses.values())
-        self._log(f"executor: {sum(v == SUCCESS for v in statuses.values())} ran, {n_cached} cached, {len(failures)} failed")
+        self._log(
+            f"executor: {sum(v == SUCCESS for v in statuses.values())} ran, {n_cached} cached, {len(failures)} failed"
+        )
         result = ExecutorResult(outputs, statuses, self._last_plan)
         if failures:
-            raise StepFailed(f"step(s) failed: {', '.join(failures)}; their tracebacks are in the ledger "
-                             f"(`marin runs sql \"select step, error from runs where status='FAILED'\"`) and in each output's {STATUS_FILE}")
+            raise StepFailed(
+                f"step(s) failed: {', '.join(failures)}; their tracebacks are in the ledger "
+                f"(`marin runs sql \"select step, error from runs where status='FAILED'\"`) and in each output's {STATUS_FILE}"
+            )
         return result
 
     def _run_step(self, step: Step, out: str, *, force: bool, outputs: dict[str, str]) -> str:
         waited = False
         while True:
             st = read_status(out)
-            if st and st["status"] == SUCCESS and not force: return "cached"
+            if st and st["status"] == SUCCESS and not force:
+                return "cached"
             lease = Lease(out, self.lease_seconds)
             if lease.acquire():
                 try:
                     st = read_status(out)
                     if st and st["status"] == SUCCESS and not force:
-                        self._log(f"  {step.name}: finished by {st.get('run_id')} while we waited"); return "cached"
-                    if force and st: self._set_aside(out, st)
+                        self._log(f"  {step.name}: finished by {st.get('run_id')} while we waited")
+                        return "cached"
+                    if force and st:
+                        self._set_aside(out, st)
                     return self._execute(step, out, outputs)
-                finally: lease.release()
+                finally:
+                    lease.release()
             h = lease.holder()
-            if h is None: continue
+            if h is None:
+                continue
             if lease.is_stale(h):
                 self._log(f"  {step.name}: taking over a stale lease of {h.get('host')}:{h.get('pid')}")
-                lease.break_stale(h); continue
-            if not waited: self._log(f"  {step.name}: running in {h.get('host')}:{h.get('pid')}; waiting for it"); waited = True
-            if force and st and st["status"] == SUCCESS: force = False  # the other process's fresh run satisfies --force
+                lease.break_stale(h)
+                continue
+            if not waited:
+                self._log(f"  {step.name}: running in {h.get('host')}:{h.get('pid')}; waiting for it")
+                waited = True
+            if force and st and st["status"] == SUCCESS:
+                force = False  # the other process's fresh run satisfies --force
             time.sleep(self.poll_seconds)
 
     def _set_aside(self, out: str, st: dict) -> str:
@@ -318,7 +458,8 @@ class Executor:
         fs.makedirs(dest, exist_ok=True)
         for entry in fs.ls(root, detail=False):
             name = entry.rstrip("/").rsplit("/", 1)[-1]
-            if name in (LEASE_FILE, REPLACED_DIR): continue
+            if name in (LEASE_FILE, REPLACED_DIR):
+                continue
             fs.mv(entry, f"{dest}/{name}", recursive=True)
         self._log(f"  {out}: previous output moved to {REPLACED_DIR}/{st.get('run_id')}")
         return dest
@@ -332,16 +473,46 @@ class Executor:
             m = storage.read_json(storage.join(path_of(d), MANIFEST_FILE), None)
             input_hashes[path_of(d)] = m["hash"] if m else ""
         storage.makedirs(out)
-        storage.write_json(storage.join(out, INFO_FILE), {"name": step.name, "version": step.version, "output_name": step.output_name,
-                            "config": canonical(step.config), "inputs": [d.output_name for d in step.inputs], "description": step.description})
+        storage.write_json(
+            storage.join(out, INFO_FILE),
+            {
+                "name": step.name,
+                "version": step.version,
+                "output_name": step.output_name,
+                "config": canonical(step.config),
+                "inputs": [d.output_name for d in step.inputs],
+                "description": step.description,
+            },
+        )
         started = utcnow()
-        storage.write_json(storage.join(out, STATUS_FILE), {"status": RUNNING, "run_id": run_id, "updated_at": started.isoformat(),
-                                                             "host": socket.gethostname(), "pid": os.getpid()})
-        base = dict(run_id=run_id, kind="step", started_at=started, experiment=self.experiment, step=step.name,
-                    parent_run_id=self.parent_run_id, config_hash=config_hash(step.config), config=canonical(step.config),
-                    version=step.output_name, input_hashes=input_hashes, output_path=out, issue=self.issue, **provenance())
+        storage.write_json(
+            storage.join(out, STATUS_FILE),
+            {
+                "status": RUNNING,
+                "run_id": run_id,
+                "updated_at": started.isoformat(),
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+            },
+        )
+        base = dict(
+            run_id=run_id,
+            kind="step",
+            started_at=started,
+            experiment=self.experiment,
+            step=step.name,
+            parent_run_id=self.parent_run_id,
+            config_hash=config_hash(step.config),
+            config=canonical(step.config),
+            version=step.output_name,
+            input_hashes=input_hashes,
+            output_path=out,
+            issue=self.issue,
+            **provenance(),
+        )
         extra = dict(self.record_fields)
-        if extra.get("hardware"): extra["hardware"] = {**(base["hardware"] or {}), **extra["hardware"]}
+        if extra.get("hardware"):
+            extra["hardware"] = {**(base["hardware"] or {}), **extra["hardware"]}
         base.update(extra)
         self.ledger.append(RunRecord(status=RUNNING, **base))
         with run_annotations() as ann:
@@ -352,44 +523,99 @@ class Executor:
                 mhash = storage.manifest_hash(manifest)
                 storage.write_json(storage.join(out, MANIFEST_FILE), {"hash": mhash, "files": manifest})
                 ended = utcnow()
-                storage.write_json(storage.join(out, STATUS_FILE), {"status": SUCCESS, "run_id": run_id, "updated_at": ended.isoformat(), "output_hash": mhash})
-                self.ledger.append(RunRecord(status=SUCCESS, ended_at=ended, output_hash=mhash, metrics=metrics or None,
-                                             tracker_url=ann.get("tracker_url", ""), notes=ann.get("notes", ""), **base))
+                storage.write_json(
+                    storage.join(out, STATUS_FILE),
+                    {"status": SUCCESS, "run_id": run_id, "updated_at": ended.isoformat(), "output_hash": mhash},
+                )
+                self.ledger.append(
+                    RunRecord(
+                        status=SUCCESS,
+                        ended_at=ended,
+                        output_hash=mhash,
+                        metrics=metrics or None,
+                        tracker_url=ann.get("tracker_url", ""),
+                        notes=ann.get("notes", ""),
+                        **base,
+                    )
+                )
                 self._log(f"✓ {step.name} ({(ended - started).total_seconds():.2f}s)")
                 return SUCCESS
             except BaseException as e:
                 tb = traceback.format_exc()
                 ended = utcnow()
                 err = f"{type(e).__name__}: {e}"
-                storage.write_json(storage.join(out, STATUS_FILE), {"status": FAILED, "run_id": run_id, "updated_at": ended.isoformat(), "error": err, "traceback": tb})
-                self.ledger.append(RunRecord(status=FAILED, ended_at=ended, error=err, traceback=tb, metrics=ann["metrics"] or None,
-                                             tracker_url=ann.get("tracker_url", ""), notes=ann.get("notes", ""), **base))
+                storage.write_json(
+                    storage.join(out, STATUS_FILE),
+                    {
+                        "status": FAILED,
+                        "run_id": run_id,
+                        "updated_at": ended.isoformat(),
+                        "error": err,
+                        "traceback": tb,
+                    },
+                )
+                self.ledger.append(
+                    RunRecord(
+                        status=FAILED,
+                        ended_at=ended,
+                        error=err,
+                        traceback=tb,
+                        metrics=ann["metrics"] or None,
+                        tracker_url=ann.get("tracker_url", ""),
+                        notes=ann.get("notes", ""),
+                        **base,
+                    )
+                )
                 self._log(f"✗ {step.name} failed: {err}")
-                if not isinstance(e, Exception): raise
+                if not isinstance(e, Exception):
+                    raise
                 return FAILED
 
 # %% ../../nbs/04_executor.ipynb #948a0b21
-BACKEND_PLUGINS = {"ray": "marin.cluster.ray_backend"}  # scheme of the `cluster` setting -> module with backend_from_setting(cluster)
+BACKEND_PLUGINS = {
+    "ray": "marin.cluster.ray_backend"
+}  # scheme of the `cluster` setting -> module with backend_from_setting(cluster)
+
 
 def backend_for(cluster: str | None):
     "The backend for a `cluster` setting: None (steps run in this process) for local, else the plugin's backend."
-    if not cluster or cluster == "local": return None
+    if not cluster or cluster == "local":
+        return None
     scheme = cluster.split("://", 1)[0].split(":", 1)[0]
     if scheme not in BACKEND_PLUGINS:
-        raise ValueError(f"cluster={cluster!r}: use local, or one of {[f'{k}[://ADDRESS]' for k in BACKEND_PLUGINS]} (setting MARIN_CLUSTER / marin run --cluster)")
+        raise ValueError(
+            f"cluster={cluster!r}: use local, or one of {[f'{k}[://ADDRESS]' for k in BACKEND_PLUGINS]} (setting MARIN_CLUSTER / marin run --cluster)"
+        )
     return importlib.import_module(BACKEND_PLUGINS[scheme]).backend_from_setting(cluster)
 
 # %% ../../nbs/04_executor.ipynb #fed5a4a6
-def _env_flag(k: str) -> bool: return os.environ.get(k, "").lower() in ("1", "true", "yes")
+def _env_flag(k: str) -> bool:
+    return os.environ.get(k, "").lower() in ("1", "true", "yes")
 
-def executor_main(steps: Iterable[Step], *, force: bool | None = None, dry_run: bool | None = None, run_only: str | None = None,
-                  prefix: str | None = None, experiment: str | None = None, issue: str | None = None, **kw) -> ExecutorResult:
+
+def executor_main(
+    steps: Iterable[Step],
+    *,
+    force: bool | None = None,
+    dry_run: bool | None = None,
+    run_only: str | None = None,
+    prefix: str | None = None,
+    experiment: str | None = None,
+    issue: str | None = None,
+    **kw,
+) -> ExecutorResult:
     "Run `steps` with flags from the arguments, else from the `MARIN_*` environment set by `marin run`."
     force = _env_flag("MARIN_FORCE") if force is None else force
     dry_run = _env_flag("MARIN_DRY_RUN") if dry_run is None else dry_run
     run_only = os.environ.get("MARIN_RUN_ONLY") or None if run_only is None else run_only
-    ex = Executor(prefix, experiment=experiment if experiment is not None else os.environ.get("MARIN_EXPERIMENT", ""),
-                  parent_run_id=os.environ.get("MARIN_RUN_ID", ""), issue=issue if issue is not None else os.environ.get("MARIN_ISSUE", ""), **kw)
+    ex = Executor(
+        prefix,
+        experiment=experiment if experiment is not None else os.environ.get("MARIN_EXPERIMENT", ""),
+        parent_run_id=os.environ.get("MARIN_RUN_ID", ""),
+        issue=issue if issue is not None else os.environ.get("MARIN_ISSUE", ""),
+        **kw,
+    )
     result = ex.run(steps, force=force, dry_run=dry_run, run_only=run_only)
-    if dry_run and _env_flag("MARIN_STOP_AFTER_DRY_RUN"): raise DryRunComplete("dry run: nothing was executed")
+    if dry_run and _env_flag("MARIN_STOP_AFTER_DRY_RUN"):
+        raise DryRunComplete("dry run: nothing was executed")
     return result

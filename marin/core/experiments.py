@@ -21,6 +21,7 @@ __all__ = ['ExperimentError', 'ExperimentParam', 'experiment_parameters', 'check
 class ExperimentError(ValueError):
     "A problem with an experiment or its parameters, found before it runs."
 
+
 @dataclasses.dataclass(frozen=True)
 class ExperimentParam:
     name: str
@@ -28,72 +29,111 @@ class ExperimentParam:
     type_name: str
     help: str = ""
 
+
 def _comment(line: str) -> str:
     "The trailing comment of a line of Python (its help text), or ''."
     import io, tokenize
+
     try:
         for tok in tokenize.generate_tokens(io.StringIO(line).readline):
-            if tok.type == tokenize.COMMENT: return tok.string.lstrip("#").strip()
-    except (tokenize.TokenError, SyntaxError): pass
+            if tok.type == tokenize.COMMENT:
+                return tok.string.lstrip("#").strip()
+    except (tokenize.TokenError, SyntaxError):
+        pass
     return ""
+
 
 def experiment_parameters(notebook: str | Path) -> dict[str, ExperimentParam]:
     "The parameters an experiment notebook declares in its `parameters` cell, with defaults and types."
     import nbformat
+
     nb_path = Path(notebook)
-    if not nb_path.is_file(): raise ExperimentError(f"experiment notebook not found: {nb_path}")
-    if nb_path.suffix != ".ipynb": raise ExperimentError(f"{nb_path}: an experiment is a .ipynb notebook")
+    if not nb_path.is_file():
+        raise ExperimentError(f"experiment notebook not found: {nb_path}")
+    if nb_path.suffix != ".ipynb":
+        raise ExperimentError(f"{nb_path}: an experiment is a .ipynb notebook")
     nb = nbformat.read(str(nb_path), as_version=4)
     cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
-    if not cells: raise ExperimentError(f"{nb_path}: no cell tagged 'parameters'; tag the cell that defines the parameters")
+    if not cells:
+        raise ExperimentError(f"{nb_path}: no cell tagged 'parameters'; tag the cell that defines the parameters")
     out = {}
     for node in ast.parse(cells[0].source).body:
         target = value = None
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name): target, value = node.targets[0].id, node.value
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None: target, value = node.target.id, node.value
-        if target is None: continue
-        try: default = ast.literal_eval(value)
-        except ValueError: default = ast.unparse(value)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            target, value = node.targets[0].id, node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            target, value = node.target.id, node.value
+        if target is None:
+            continue
+        try:
+            default = ast.literal_eval(value)
+        except ValueError:
+            default = ast.unparse(value)
         line = cells[0].source.split("\n")[node.lineno - 1]
         help_ = _comment(line)
         out[target] = ExperimentParam(target, default, type(default).__name__, help_)
     return out
 
+
 def _coerce(p: ExperimentParam, raw: Any) -> Any:
-    if not isinstance(raw, str): return raw
+    if not isinstance(raw, str):
+        return raw
     t = type(p.default)
     try:
         if t is bool:
             low = raw.lower()
-            if low in ("1", "true", "yes", "on"): return True
-            if low in ("0", "false", "no", "off"): return False
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
             raise ValueError(raw)
-        if t is int: return int(raw)
-        if t is float: return float(raw)
-        if t is str: return raw
+        if t is int:
+            return int(raw)
+        if t is float:
+            return float(raw)
+        if t is str:
+            return raw
         if p.default is None:
-            try: return ast.literal_eval(raw)
-            except (ValueError, SyntaxError): return raw
+            try:
+                return ast.literal_eval(raw)
+            except (ValueError, SyntaxError):
+                return raw
         v = ast.literal_eval(raw)
-        if not isinstance(v, t): raise ValueError(raw)
+        if not isinstance(v, t):
+            raise ValueError(raw)
         return v
     except (ValueError, SyntaxError):
-        raise ExperimentError(f"parameter {p.name}={raw!r}: expected a {p.type_name} like the default {p.default!r}") from None
+        raise ExperimentError(
+            f"parameter {p.name}={raw!r}: expected a {p.type_name} like the default {p.default!r}"
+        ) from None
 
-def check_parameters(notebook: str | Path, given: dict[str, Any], declared: dict[str, ExperimentParam] | None = None) -> dict[str, Any]:
+
+def check_parameters(
+    notebook: str | Path, given: dict[str, Any], declared: dict[str, ExperimentParam] | None = None
+) -> dict[str, Any]:
     "Validate and convert `given` against the notebook's declared parameters (read from it unless `declared` is given)."
     declared = experiment_parameters(notebook) if declared is None else declared
-    if "issue" not in declared: raise ExperimentError(f"{notebook}: the parameters cell must declare `issue` (the question this experiment answers, e.g. issue = \"#2\")")
+    if "issue" not in declared:
+        raise ExperimentError(
+            f'{notebook}: the parameters cell must declare `issue` (the question this experiment answers, e.g. issue = "#2")'
+        )
     unknown = [k for k in given if k not in declared]
-    if unknown: raise ExperimentError(f"unknown parameter(s) {', '.join(unknown)} for {Path(notebook).name}; it declares: {', '.join(declared)}")
+    if unknown:
+        raise ExperimentError(
+            f"unknown parameter(s) {', '.join(unknown)} for {Path(notebook).name}; it declares: {', '.join(declared)}"
+        )
     return {k: _coerce(declared[k], v) for k, v in given.items()}
 
 # %% ../../nbs/07_experiments.ipynb #15520c80
 def record_metrics(**metrics: Any) -> None:
     "Report headline numbers of the experiment run (they go to the ledger and the report index)."
     path = os.environ.get("MARIN_RUN_METRICS")
-    clean = {k: (float(v) if hasattr(v, "__float__") and not isinstance(v, (int, bool)) else v) for k, v in metrics.items()}
-    if not path: print("record_metrics (not under `marin run`):", clean); return
+    clean = {
+        k: (float(v) if hasattr(v, "__float__") and not isinstance(v, (int, bool)) else v) for k, v in metrics.items()
+    }
+    if not path:
+        print("record_metrics (not under `marin run`):", clean)
+        return
     cur = storage.read_json(path, {})
     cur.update(clean)
     storage.write_json(path, cur)
@@ -108,23 +148,40 @@ class ExperimentRun:
     error: str = ""
     metrics: dict = dataclasses.field(default_factory=dict)
 
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
 
 @contextlib.contextmanager
 def _env(**kv):
     old = {k: os.environ.get(k) for k in kv}
     os.environ.update({k: str(v) for k, v in kv.items() if v is not None})
-    try: yield
+    try:
+        yield
     finally:
         for k, v in old.items():
-            if v is None: os.environ.pop(k, None)
-            else: os.environ[k] = v
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
-def run_experiment(notebook: str | Path, params: dict[str, Any] | None = None, *, reports_root: str | Path | None = None, force: bool = False,
-                   dry_run: bool = False, run_only: str | None = None, render: bool = True, log_output: bool = False, progress: bool = True) -> ExperimentRun:
+
+def run_experiment(
+    notebook: str | Path,
+    params: dict[str, Any] | None = None,
+    *,
+    reports_root: str | Path | None = None,
+    force: bool = False,
+    dry_run: bool = False,
+    run_only: str | None = None,
+    render: bool = True,
+    log_output: bool = False,
+    progress: bool = True,
+) -> ExperimentRun:
     "Execute an experiment notebook with papermill, record the run and keep the executed notebook as a report."
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
+
     notebook = Path(notebook).resolve()
     declared = experiment_parameters(notebook)
     values = check_parameters(notebook, params or {}, declared)
@@ -135,35 +192,80 @@ def run_experiment(notebook: str | Path, params: dict[str, Any] | None = None, *
     out_nb = root / name / f"{run_id}.ipynb"
     out_nb.parent.mkdir(parents=True, exist_ok=True)
     metrics_file = str(out_nb.with_suffix(".metrics.json"))
-    env = dict(MARIN_RUN_ID=run_id, MARIN_EXPERIMENT=name, MARIN_ISSUE=issue, MARIN_RUN_METRICS=metrics_file,
-               MARIN_FORCE="1" if force else "0", MARIN_DRY_RUN="1" if dry_run else "0", MARIN_STOP_AFTER_DRY_RUN="1" if dry_run else "0",
-               MARIN_RUN_ONLY=run_only or "")
+    env = dict(
+        MARIN_RUN_ID=run_id,
+        MARIN_EXPERIMENT=name,
+        MARIN_ISSUE=issue,
+        MARIN_RUN_METRICS=metrics_file,
+        MARIN_FORCE="1" if force else "0",
+        MARIN_DRY_RUN="1" if dry_run else "0",
+        MARIN_STOP_AFTER_DRY_RUN="1" if dry_run else "0",
+        MARIN_RUN_ONLY=run_only or "",
+    )
     if dry_run:
         with _env(**env):
-            try: pm.execute_notebook(str(notebook), str(out_nb), parameters=values, cwd=str(notebook.parent), progress_bar=False, log_output=True)
+            try:
+                pm.execute_notebook(
+                    str(notebook),
+                    str(out_nb),
+                    parameters=values,
+                    cwd=str(notebook.parent),
+                    progress_bar=False,
+                    log_output=True,
+                )
             except PapermillExecutionError as e:
-                if e.ename != "DryRunComplete": raise ExperimentError(f"dry run of {name} failed in cell {e.exec_count}: {e.ename}: {_ANSI.sub('', str(e.evalue))}") from None
-            finally: out_nb.unlink(missing_ok=True)
+                if e.ename != "DryRunComplete":
+                    raise ExperimentError(
+                        f"dry run of {name} failed in cell {e.exec_count}: {e.ename}: {_ANSI.sub('', str(e.evalue))}"
+                    ) from None
+            finally:
+                out_nb.unlink(missing_ok=True)
         return ExperimentRun(run_id, "DRY_RUN", notebook, None)
     ledger = Ledger()
     all_params = {k: p.default for k, p in declared.items()} | values
     started = utcnow()
-    base = dict(run_id=run_id, kind="experiment", experiment=name, started_at=started, config=all_params, config_hash=config_hash(all_params),
-                issue=issue, report_path=str(out_nb), **provenance())
-    card = dict(run_id=run_id, experiment=name, issue=issue, parameters=all_params, started_at=started.isoformat(), git_commit=base["git_commit"], git_dirty=base["git_dirty"])
+    base = dict(
+        run_id=run_id,
+        kind="experiment",
+        experiment=name,
+        started_at=started,
+        config=all_params,
+        config_hash=config_hash(all_params),
+        issue=issue,
+        report_path=str(out_nb),
+        **provenance(),
+    )
+    card = dict(
+        run_id=run_id,
+        experiment=name,
+        issue=issue,
+        parameters=all_params,
+        started_at=started.isoformat(),
+        git_commit=base["git_commit"],
+        git_dirty=base["git_dirty"],
+    )
     ledger.append(RunRecord(status="RUNNING", **base))
     write_run_card(out_nb, card | {"status": "RUNNING"})
     status, err, tb, failing = "SUCCESS", "", "", ""
     try:
         with _env(**env):
-            pm.execute_notebook(str(notebook), str(out_nb), parameters=values, cwd=str(notebook.parent), progress_bar=progress, log_output=log_output)
+            pm.execute_notebook(
+                str(notebook),
+                str(out_nb),
+                parameters=values,
+                cwd=str(notebook.parent),
+                progress_bar=progress,
+                log_output=log_output,
+            )
     except PapermillExecutionError as e:
         status, err = "FAILED", f"{e.ename}: {_ANSI.sub('', str(e.evalue))}"
         tb = _ANSI.sub("", "\n".join(e.traceback))
         failing = f"cell {e.cell_index} (execution count {e.exec_count}):\n{e.source}"
     except BaseException as e:
         status, err = "FAILED", f"{type(e).__name__}: {e}"
-        import traceback as _tb; tb = _tb.format_exc()
+        import traceback as _tb
+
+        tb = _tb.format_exc()
         if not isinstance(e, Exception):
             _finish(ledger, base, card, out_nb, status, err, tb, failing, metrics_file)
             raise
@@ -173,11 +275,32 @@ def run_experiment(notebook: str | Path, params: dict[str, Any] | None = None, *
         html = render_notebook(out_nb, root / "_site" / name / f"{run_id}.html")
     return ExperimentRun(run_id, status, out_nb, html, err, metrics)
 
+
 def _finish(ledger, base, card, out_nb, status, err, tb, failing, metrics_file) -> dict:
     metrics = storage.read_json(metrics_file, {})
     Path(metrics_file).unlink(missing_ok=True)
     ended = utcnow()
-    ledger.append(RunRecord(status=status, ended_at=ended, error=err, traceback=tb, failing_cell=failing, metrics=metrics or None, **base))
-    write_run_card(out_nb, card | dict(status=status, ended_at=ended.isoformat(), duration_s=(ended - base["started_at"]).total_seconds(),
-                                       metrics=metrics, error=err, failing_cell=failing))
+    ledger.append(
+        RunRecord(
+            status=status,
+            ended_at=ended,
+            error=err,
+            traceback=tb,
+            failing_cell=failing,
+            metrics=metrics or None,
+            **base,
+        )
+    )
+    write_run_card(
+        out_nb,
+        card
+        | dict(
+            status=status,
+            ended_at=ended.isoformat(),
+            duration_s=(ended - base["started_at"]).total_seconds(),
+            metrics=metrics,
+            error=err,
+            failing_cell=failing,
+        ),
+    )
     return metrics

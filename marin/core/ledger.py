@@ -16,28 +16,32 @@ __all__ = ['LEDGER_SCHEMA', 'TRACKED_PACKAGES', 'utcnow', 'new_run_id', 'RunReco
            'provenance', 'run_annotations', 'annotate', 'Ledger']
 
 # %% ../../nbs/03_ledger.ipynb #2f40ae33
-def utcnow() -> dt.datetime: return dt.datetime.now(dt.timezone.utc)
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
 
 def new_run_id(name: str = "run") -> str:
     "A sortable, unique run id: `{name}-{UTC time}-{random}`."
     safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)[:60]
     return f"{safe}-{utcnow().strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
 
+
 @dataclasses.dataclass
 class RunRecord:
     "One ledger record. JSON-valued fields are stored as JSON strings (query them with DuckDB's `->>`)."
+
     run_id: str
-    kind: str                          # "step" | "experiment"
-    status: str                        # RUNNING | SUCCESS | FAILED
+    kind: str  # "step" | "experiment"
+    status: str  # RUNNING | SUCCESS | FAILED
     started_at: dt.datetime
     experiment: str = ""
     step: str = ""
     parent_run_id: str = ""
     ended_at: dt.datetime | None = None
     config_hash: str = ""
-    config: Any = None                 # the full config (canonical JSON)
-    version: str = ""                  # the output identity (name-hash)
-    input_hashes: dict | None = None   # {input output path: content hash}
+    config: Any = None  # the full config (canonical JSON)
+    version: str = ""  # the output identity (name-hash)
+    input_hashes: dict | None = None  # {input output path: content hash}
     output_path: str = ""
     output_hash: str = ""
     git_commit: str = ""
@@ -60,27 +64,69 @@ class RunRecord:
     def duration_s(self) -> float | None:
         return None if self.ended_at is None else (self.ended_at - self.started_at).total_seconds()
 
+
 _JSON_FIELDS = ("config", "input_hashes", "packages", "hardware", "metrics")
 _TS = pa.timestamp("us", tz="UTC")
 LEDGER_SCHEMA = pa.schema(
-    [("record_id", pa.string()), ("run_id", pa.string()), ("parent_run_id", pa.string()), ("kind", pa.string()),
-     ("experiment", pa.string()), ("step", pa.string()), ("status", pa.string()), ("started_at", _TS), ("ended_at", _TS),
-     ("duration_s", pa.float64()), ("written_at", _TS), ("config_hash", pa.string()), ("config", pa.string()),
-     ("version", pa.string()), ("input_hashes", pa.string()), ("output_path", pa.string()), ("output_hash", pa.string()),
-     ("git_commit", pa.string()), ("git_dirty", pa.bool_()), ("packages", pa.string()), ("hardware", pa.string()),
-     ("attempt", pa.int64()), ("retries", pa.int64()), ("issue", pa.string()), ("tracker_url", pa.string()),
-     ("notes", pa.string()), ("error", pa.string()), ("traceback", pa.string()), ("failing_cell", pa.string()),
-     ("metrics", pa.string()), ("report_path", pa.string())])
+    [
+        ("record_id", pa.string()),
+        ("run_id", pa.string()),
+        ("parent_run_id", pa.string()),
+        ("kind", pa.string()),
+        ("experiment", pa.string()),
+        ("step", pa.string()),
+        ("status", pa.string()),
+        ("started_at", _TS),
+        ("ended_at", _TS),
+        ("duration_s", pa.float64()),
+        ("written_at", _TS),
+        ("config_hash", pa.string()),
+        ("config", pa.string()),
+        ("version", pa.string()),
+        ("input_hashes", pa.string()),
+        ("output_path", pa.string()),
+        ("output_hash", pa.string()),
+        ("git_commit", pa.string()),
+        ("git_dirty", pa.bool_()),
+        ("packages", pa.string()),
+        ("hardware", pa.string()),
+        ("attempt", pa.int64()),
+        ("retries", pa.int64()),
+        ("issue", pa.string()),
+        ("tracker_url", pa.string()),
+        ("notes", pa.string()),
+        ("error", pa.string()),
+        ("traceback", pa.string()),
+        ("failing_cell", pa.string()),
+        ("metrics", pa.string()),
+        ("report_path", pa.string()),
+    ]
+)
+
 
 def _row(r: RunRecord) -> dict:
     d = dataclasses.asdict(r)
-    for k in _JSON_FIELDS: d[k] = None if d[k] is None else json.dumps(d[k], sort_keys=True, default=str)
+    for k in _JSON_FIELDS:
+        d[k] = None if d[k] is None else json.dumps(d[k], sort_keys=True, default=str)
     d["duration_s"] = r.duration_s
     d["written_at"] = utcnow()
     return d
 
 # %% ../../nbs/03_ledger.ipynb #28306eb4
-TRACKED_PACKAGES = ("marin", "jax", "jaxlib", "equinox", "optax", "numpy", "pyarrow", "tokenizers", "papermill", "wandb", "ray")
+TRACKED_PACKAGES = (
+    "marin",
+    "jax",
+    "jaxlib",
+    "equinox",
+    "optax",
+    "numpy",
+    "pyarrow",
+    "tokenizers",
+    "papermill",
+    "wandb",
+    "ray",
+)
+
 
 @functools.lru_cache(None)
 def git_state(cwd: str | None = None) -> tuple[str, bool | None]:
@@ -88,18 +134,24 @@ def git_state(cwd: str | None = None) -> tuple[str, bool | None]:
     try:
         run = lambda *a: subprocess.run(["git", *a], cwd=cwd, capture_output=True, text=True, timeout=10)
         c = run("rev-parse", "HEAD")
-        if c.returncode != 0: return "", None
+        if c.returncode != 0:
+            return "", None
         dirty = run("status", "--porcelain", "--untracked-files=no")
         return c.stdout.strip(), bool(dirty.stdout.strip())
-    except (OSError, subprocess.TimeoutExpired): return "", None
+    except (OSError, subprocess.TimeoutExpired):
+        return "", None
+
 
 @functools.lru_cache(None)
 def package_versions() -> dict:
     out = {"python": platform.python_version()}
     for p in TRACKED_PACKAGES:
-        try: out[p] = metadata.version(p)
-        except metadata.PackageNotFoundError: pass
+        try:
+            out[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            pass
     return out
+
 
 def hardware() -> dict:
     "Host, platform and, when JAX is already in use, the device kind and count."
@@ -107,10 +159,18 @@ def hardware() -> dict:
     if "jax" in sys.modules:
         try:
             import jax
+
             devs = jax.devices()
-            hw.update(device_kind=devs[0].device_kind, device_count=len(devs), backend=jax.default_backend(), process_count=jax.process_count())
-        except Exception as e: hw["device_error"] = str(e)
+            hw.update(
+                device_kind=devs[0].device_kind,
+                device_count=len(devs),
+                backend=jax.default_backend(),
+                process_count=jax.process_count(),
+            )
+        except Exception as e:
+            hw["device_error"] = str(e)
     return hw
+
 
 def provenance() -> dict:
     "The fields of a record that describe where and with what code it ran."
@@ -120,26 +180,38 @@ def provenance() -> dict:
 # %% ../../nbs/03_ledger.ipynb #a73a575a
 _annotations: contextvars.ContextVar[dict | None] = contextvars.ContextVar("marin_run_annotations", default=None)
 
+
 class run_annotations:
     "Context in which `annotate` collects fields for the current run's record."
+
     def __enter__(self) -> dict:
-        self.d = {"metrics": {}}; self.tok = _annotations.set(self.d); return self.d
-    def __exit__(self, *exc): _annotations.reset(self.tok)
+        self.d = {"metrics": {}}
+        self.tok = _annotations.set(self.d)
+        return self.d
+
+    def __exit__(self, *exc):
+        _annotations.reset(self.tok)
+
 
 def annotate(*, tracker_url: str | None = None, metrics: dict | None = None, notes: str | None = None) -> None:
     "Attach a tracker URL, metrics or notes to the run being recorded (no-op outside a run)."
     d = _annotations.get()
-    if d is None: return
-    if tracker_url: d["tracker_url"] = tracker_url
-    if metrics: d["metrics"].update(metrics)
-    if notes: d["notes"] = (d.get("notes", "") + "\n" + notes).strip()
+    if d is None:
+        return
+    if tracker_url:
+        d["tracker_url"] = tracker_url
+    if metrics:
+        d["metrics"].update(metrics)
+    if notes:
+        d["notes"] = (d.get("notes", "") + "\n" + notes).strip()
 
 # %% ../../nbs/03_ledger.ipynb #573fd092
 class Ledger:
     "Append-only run records under `{root}/records/`, queried with DuckDB."
+
     COMPACT_AFTER = 128  # loose files before a read compacts them (and appends by one writer between compactions)
-    MERGE_FANIN = 4      # parts of one level that merge into one part of the next level
-    FULL_LEVEL = 99      # a full compaction's part (and parts named before levels existed): merged only by a full one
+    MERGE_FANIN = 4  # parts of one level that merge into one part of the next level
+    FULL_LEVEL = 99  # a full compaction's part (and parts named before levels existed): merged only by a full one
 
     def __init__(self, root: str | None = None):
         self.root = root or storage.join(settings().prefix, "ledger")
@@ -148,60 +220,90 @@ class Ledger:
 
     def append(self, *records: RunRecord) -> None:
         "Write `records` as one new Parquet file (atomic; safe with concurrent writers)."
-        if not records: return
+        if not records:
+            return
         table = pa.Table.from_pylist([_row(r) for r in records], schema=LEDGER_SCHEMA)
         day = utcnow().strftime("%Y-%m-%d")
         name = f"{utcnow().strftime('%H%M%S%f')}-{uuid.uuid4().hex}.parquet"
-        buf = io.BytesIO(); pq.write_table(table, buf)
+        buf = io.BytesIO()
+        pq.write_table(table, buf)
         storage.write_bytes(storage.join(self.records_dir, day, name), buf.getvalue())
         self._appended += 1
-        if self._appended % self.COMPACT_AFTER == 0: self.compact()  # a long-lived writer keeps the file count low
+        if self._appended % self.COMPACT_AFTER == 0:
+            self.compact()  # a long-lived writer keeps the file count low
 
     def _files(self) -> list[str]:
         "Record files: plain paths on a local disk, URLs elsewhere."
         fs, p = storage.fs_path(self.records_dir)
-        if not fs.exists(p): return []
+        if not fs.exists(p):
+            return []
         local = storage.is_local(self.records_dir)
-        return sorted(f if local else fs.unstrip_protocol(f) for f in fs.find(p) if f.endswith(".parquet") and not os.path.basename(f).startswith("."))
+        return sorted(
+            f if local else fs.unstrip_protocol(f)
+            for f in fs.find(p)
+            if f.endswith(".parquet") and not os.path.basename(f).startswith(".")
+        )
 
     @staticmethod
-    def _sql_list(files: list[str]) -> str: return "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "]"
+    def _sql_list(files: list[str]) -> str:
+        return "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "]"
 
     def _duckdb(self):
         import duckdb
+
         con = duckdb.connect()
-        if not storage.is_local(self.records_dir): con.register_filesystem(storage.fs_path(self.records_dir)[0])
+        if not storage.is_local(self.records_dir):
+            con.register_filesystem(storage.fs_path(self.records_dir)[0])
         return con
 
-    def _compacted_dir(self) -> str: return storage.join(self.records_dir, "compacted")
+    def _compacted_dir(self) -> str:
+        return storage.join(self.records_dir, "compacted")
 
     def _level(self, f: str) -> int | None:
         "The level of a compacted part (None: a loose record file)."
-        if "/compacted/" not in f.replace(os.sep, "/"): return None
+        if "/compacted/" not in f.replace(os.sep, "/"):
+            return None
         name = os.path.basename(f)
-        return int(name[1:name.index("-")]) if name.startswith("L") and name[1:name.index("-")].isdigit() else self.FULL_LEVEL
+        return (
+            int(name[1 : name.index("-")])
+            if name.startswith("L") and name[1 : name.index("-")].isdigit()
+            else self.FULL_LEVEL
+        )
 
     def _fold(self, files: list[str], level: int) -> bool:
         """Write the rows of `files` as one part of `level`, then delete `files` (readers dedupe the overlap meanwhile).
         False, with nothing written, when one of `files` is gone: another process is compacting them."""
         import duckdb
+
         con = self._duckdb()
         try:
             # one row per record_id (the first written): two compactors racing over the same files leave duplicates
             try:
                 self._read_all(con, files).create_view("_fold")
-                table = con.sql("SELECT * FROM _fold QUALIFY row_number() OVER (PARTITION BY record_id ORDER BY written_at) = 1").to_arrow_table()
-            except duckdb.IOException: return False
-        finally: con.close()
+                table = con.sql(
+                    "SELECT * FROM _fold QUALIFY row_number() OVER (PARTITION BY record_id ORDER BY written_at) = 1"
+                ).to_arrow_table()
+            except duckdb.IOException:
+                return False
+        finally:
+            con.close()
         cols = [c for c in LEDGER_SCHEMA.names if c in table.column_names]
         extra = [c for c in table.column_names if c not in LEDGER_SCHEMA.names]
         table = table.select(cols + extra)
-        buf = io.BytesIO(); pq.write_table(table, buf)
-        storage.write_bytes(storage.join(self._compacted_dir(), f"L{level}-{utcnow().strftime('%Y%m%d%H%M%S%f')}-{uuid.uuid4().hex}.parquet"), buf.getvalue())
+        buf = io.BytesIO()
+        pq.write_table(table, buf)
+        storage.write_bytes(
+            storage.join(
+                self._compacted_dir(), f"L{level}-{utcnow().strftime('%Y%m%d%H%M%S%f')}-{uuid.uuid4().hex}.parquet"
+            ),
+            buf.getvalue(),
+        )
         fs, local = storage.fs_path(self.records_dir)[0], storage.is_local(self.records_dir)
         for f in files:
-            try: os.unlink(f) if local else fs.rm(storage.fs_path(f)[1])
-            except FileNotFoundError: pass
+            try:
+                os.unlink(f) if local else fs.rm(storage.fs_path(f)[1])
+            except FileNotFoundError:
+                pass
         return True
 
     def compact(self, full: bool = False) -> int:
@@ -209,25 +311,31 @@ class Ledger:
         the next (`full`: fold every file into one). Returns how many files were folded. Safe beside readers and writers."""
         files = self._files()
         if full:
-            if len(files) <= 1: return 0
+            if len(files) <= 1:
+                return 0
             return len(files) if self._fold(files, self.FULL_LEVEL) else 0
         folded = 0
         loose = [f for f in files if self._level(f) is None]
         if len(loose) > 1:
-            if not self._fold(loose, 0): return 0    # another process is compacting: leave it to them
+            if not self._fold(loose, 0):
+                return 0  # another process is compacting: leave it to them
             folded += len(loose)
         while True:
             levels: dict[int, list[str]] = {}
             for f in self._files():
-                if (lv := self._level(f)) is not None and lv < self.FULL_LEVEL: levels.setdefault(lv, []).append(f)
+                if (lv := self._level(f)) is not None and lv < self.FULL_LEVEL:
+                    levels.setdefault(lv, []).append(f)
             full_level = next((lv for lv in sorted(levels) if len(levels[lv]) >= self.MERGE_FANIN), None)
-            if full_level is None: return folded
-            if not self._fold(levels[full_level], full_level + 1): return folded
+            if full_level is None:
+                return folded
+            if not self._fold(levels[full_level], full_level + 1):
+                return folded
             folded += len(levels[full_level])
 
     def _read_all(self, con, files: list[str]):
         "A DuckDB relation over `files`; records written under an older schema are aligned by column name."
         import duckdb
+
         try:
             rel = con.sql(f"SELECT * FROM read_parquet({self._sql_list(files)})")
             rel.limit(1).fetchall()  # schemas are checked on read
@@ -239,26 +347,37 @@ class Ledger:
         "A DuckDB connection with views `records` (every record, deduplicated) and `runs` (latest record per run)."
         files = self._files()
         if sum(self._level(f) is None for f in files) > self.COMPACT_AFTER:
-            self.compact(); files = self._files()
+            self.compact()
+            files = self._files()
         con = self._duckdb()
-        if not files: con.register("_ledger_raw", pa.Table.from_pylist([], schema=LEDGER_SCHEMA))
-        else: self._read_all(con, files).create_view("_ledger_raw")
-        con.execute("CREATE VIEW records AS SELECT * EXCLUDE (_rn) FROM (SELECT *, row_number() OVER (PARTITION BY record_id ORDER BY written_at) AS _rn FROM _ledger_raw) WHERE _rn = 1")
-        con.execute("CREATE VIEW runs AS SELECT * EXCLUDE (_rn) FROM (SELECT *, row_number() OVER (PARTITION BY run_id ORDER BY written_at DESC, status = 'RUNNING') AS _rn FROM records) WHERE _rn = 1")
+        if not files:
+            con.register("_ledger_raw", pa.Table.from_pylist([], schema=LEDGER_SCHEMA))
+        else:
+            self._read_all(con, files).create_view("_ledger_raw")
+        con.execute(
+            "CREATE VIEW records AS SELECT * EXCLUDE (_rn) FROM (SELECT *, row_number() OVER (PARTITION BY record_id ORDER BY written_at) AS _rn FROM _ledger_raw) WHERE _rn = 1"
+        )
+        con.execute(
+            "CREATE VIEW runs AS SELECT * EXCLUDE (_rn) FROM (SELECT *, row_number() OVER (PARTITION BY run_id ORDER BY written_at DESC, status = 'RUNNING') AS _rn FROM records) WHERE _rn = 1"
+        )
         return con
 
     def _query(self, query: str, params: list | None = None):
         """Run `query` on a fresh connection; if a record file vanished between listing and reading (another process
         compacted it away), list the files again and retry."""
         import duckdb, random, time
+
         for attempt in range(10):
             try:
                 con = self.connect()
-                try: return con.execute(query, params or []).df()
-                finally: con.close()
+                try:
+                    return con.execute(query, params or []).df()
+                finally:
+                    con.close()
             except duckdb.IOException:
-                if attempt == 9: raise
-                time.sleep(random.uniform(0.01, 0.02) * 2 ** min(attempt, 6))   # let the compaction finish
+                if attempt == 9:
+                    raise
+                time.sleep(random.uniform(0.01, 0.02) * 2 ** min(attempt, 6))  # let the compaction finish
 
     def sql(self, query: str):
         "Run a DuckDB query over the views `records` and `runs`; returns a pandas DataFrame."
@@ -273,10 +392,13 @@ class Ledger:
     def show(self, run_id: str) -> dict:
         "Every field of the latest record of `run_id` (a unique prefix is enough)."
         rows = self._query("SELECT * FROM runs WHERE starts_with(run_id, ?) ORDER BY started_at", [run_id])
-        if len(rows) == 0: raise KeyError(f"no run with id {run_id!r} in the ledger at {self.root}; `marin runs list` shows the ids")
+        if len(rows) == 0:
+            raise KeyError(f"no run with id {run_id!r} in the ledger at {self.root}; `marin runs list` shows the ids")
         exact = rows[rows.run_id == run_id]
-        if len(exact) == 0 and len(rows) > 1: raise KeyError(f"{run_id!r} matches {len(rows)} runs; give more of the id")
+        if len(exact) == 0 and len(rows) > 1:
+            raise KeyError(f"{run_id!r} matches {len(rows)} runs; give more of the id")
         rec = (exact if len(exact) else rows).iloc[0].to_dict()
         for k in _JSON_FIELDS:
-            if isinstance(rec.get(k), str): rec[k] = json.loads(rec[k])
+            if isinstance(rec.get(k), str):
+                rec[k] = json.loads(rec[k])
         return rec

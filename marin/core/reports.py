@@ -15,23 +15,33 @@ __all__ = ['reports_dir', 'run_card_path', 'write_run_card', 'read_run_cards', '
            'index_markdown', 'build_site']
 
 # %% ../../nbs/06_reports.ipynb #2d0a9bd5
-def reports_dir() -> Path: return Path(settings().reports_dir)
+def reports_dir() -> Path:
+    return Path(settings().reports_dir)
 
-def run_card_path(notebook: str | Path) -> Path: return Path(notebook).with_suffix(".json")
+
+def run_card_path(notebook: str | Path) -> Path:
+    return Path(notebook).with_suffix(".json")
+
 
 def write_run_card(notebook: str | Path, card: dict) -> None:
     "Write the run card that sits beside an executed notebook (atomic)."
     storage.write_json(str(run_card_path(notebook)), card)
+
 
 def read_run_cards(root: str | Path | None = None) -> list[dict]:
     "Every run card under `root` (default: the reports dir), newest first."
     root = Path(root or reports_dir())
     cards = []
     for p in root.glob("*/*.json"):
-        if p.parts[-2].startswith("_"): continue
-        try: c = json.loads(p.read_text())
-        except (ValueError, OSError): continue
-        if "run_id" in c: c["_notebook"] = str(p.with_suffix(".ipynb")); cards.append(c)
+        if p.parts[-2].startswith("_"):
+            continue
+        try:
+            c = json.loads(p.read_text())
+        except (ValueError, OSError):
+            continue
+        if "run_id" in c:
+            c["_notebook"] = str(p.with_suffix(".ipynb"))
+            cards.append(c)
     return sorted(cards, key=lambda c: c.get("started_at", ""), reverse=True)
 
 # %% ../../nbs/06_reports.ipynb #f348a05f
@@ -39,19 +49,23 @@ def render_notebook(notebook: str | Path, html_out: str | Path) -> Path:
     "Render an executed notebook to a standalone HTML page with nbconvert."
     import nbformat
     from nbconvert import HTMLExporter
+
     nb = nbformat.read(str(notebook), as_version=4)
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
     html_out = Path(html_out)
     storage.write_text(str(html_out), body)
     return html_out
 
+
 def render_markdown(md_file: str | Path, html_out: str | Path, title: str) -> Path:
     "Render a Markdown retrospective to an HTML page."
     import mistune
+
     body = mistune.html(Path(md_file).read_text())
     page = f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>{_STYLE}</head><body><p><a href='../index.html'>← all runs</a></p>{body}</body></html>"
     storage.write_text(str(html_out), page)
     return Path(html_out)
+
 
 _STYLE = """<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;width:100%}
 td,th{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}th{background:#f4f4f4}
@@ -60,10 +74,12 @@ code{font-size:90%}.err{color:#c01919;font-size:90%}</style>"""
 
 # %% ../../nbs/06_reports.ipynb #a407ab27
 def _fmt_metrics(m: dict | None, limit: int = 6) -> str:
-    if not m: return ""
+    if not m:
+        return ""
     items = list(m.items())[:limit]
     f = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)
     return "<br>".join(f"<code>{html.escape(str(k))}</code> = {html.escape(f(v))}" for k, v in items)
+
 
 def index_html(cards: list[dict], retrospectives: list[tuple[str, str]]) -> str:
     "The index page: every run (status, date, experiment, issue, key metrics, link) and the retrospectives."
@@ -71,41 +87,56 @@ def index_html(cards: list[dict], retrospectives: list[tuple[str, str]]) -> str:
     for c in cards:
         st = c.get("status", "?")
         err = f"<div class='err'>{html.escape(c.get('error', '')[:300])}</div>" if st == "FAILED" else ""
-        rows.append(f"<tr class='run' data-status='{st}'><td class='{st}'>{st}</td><td>{html.escape(c.get('started_at', '')[:19].replace('T', ' '))}</td>"
-                    f"<td>{html.escape(c.get('experiment', ''))}</td><td>{html.escape(str(c.get('issue', '')))}</td>"
-                    f"<td>{_fmt_metrics(c.get('metrics'))}{err}</td><td><a href='{html.escape(c['_href'])}'>{html.escape(c['run_id'])}</a></td></tr>")
+        rows.append(
+            f"<tr class='run' data-status='{st}'><td class='{st}'>{st}</td><td>{html.escape(c.get('started_at', '')[:19].replace('T', ' '))}</td>"
+            f"<td>{html.escape(c.get('experiment', ''))}</td><td>{html.escape(str(c.get('issue', '')))}</td>"
+            f"<td>{_fmt_metrics(c.get('metrics'))}{err}</td><td><a href='{html.escape(c['_href'])}'>{html.escape(c['run_id'])}</a></td></tr>"
+        )
     retro = "".join(f"<li><a href='{html.escape(h)}'>{html.escape(t)}</a></li>" for t, h in retrospectives)
     n_fail = sum(c.get("status") == "FAILED" for c in cards)
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Marin reports</title>{_STYLE}</head><body>"
-            f"<h1>Marin reports</h1><p>{len(cards)} runs, {n_fail} failed. Built {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC.</p>"
-            "<table id='runs'><thead><tr><th>status</th><th>started (UTC)</th><th>experiment</th><th>issue</th><th>key metrics</th><th>run</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>" + (f"<h2>Retrospectives</h2><ul>{retro}</ul>" if retro else "") + "</body></html>")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>Marin reports</title>{_STYLE}</head><body>"
+        f"<h1>Marin reports</h1><p>{len(cards)} runs, {n_fail} failed. Built {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC.</p>"
+        "<table id='runs'><thead><tr><th>status</th><th>started (UTC)</th><th>experiment</th><th>issue</th><th>key metrics</th><th>run</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+        + (f"<h2>Retrospectives</h2><ul>{retro}</ul>" if retro else "")
+        + "</body></html>"
+    )
+
 
 def index_markdown(cards: list[dict]) -> str:
     "The same index as Markdown, for the Quarto site."
     lines = ["# Marin reports", "", "| status | started | experiment | issue | run |", "|---|---|---|---|---|"]
     for c in cards:
-        lines.append(f"| {c.get('status')} | {c.get('started_at', '')[:19]} | {c.get('experiment')} | {c.get('issue', '')} | [{c['run_id']}]({c['_href_md']}) |")
+        lines.append(
+            f"| {c.get('status')} | {c.get('started_at', '')[:19]} | {c.get('experiment')} | {c.get('issue', '')} | [{c['run_id']}]({c['_href_md']}) |"
+        )
     return "\n".join(lines) + "\n"
 
 # %% ../../nbs/06_reports.ipynb #ee6c4e0f
 def build_site(root: str | Path | None = None, *, use_quarto: bool | None = None, verbose: bool = True) -> Path:
     "Render every executed notebook and retrospective under `root` and write `root/_site/index.html`."
-    root = Path(root or reports_dir()); site = root / "_site"
+    root = Path(root or reports_dir())
+    site = root / "_site"
     site.mkdir(parents=True, exist_ok=True)
     cards = read_run_cards(root)
     use_quarto = bool(shutil.which("quarto")) if use_quarto is None else use_quarto
     from tqdm.auto import tqdm
+
     for c in tqdm(cards, desc="render reports", disable=not verbose or not cards):
-        nb = Path(c["_notebook"]); rel = nb.relative_to(root).with_suffix(".html")
+        nb = Path(c["_notebook"])
+        rel = nb.relative_to(root).with_suffix(".html")
         c["_href"], c["_href_md"] = rel.as_posix(), nb.relative_to(root).as_posix()
         out = site / rel
-        if nb.exists() and not use_quarto and (not out.exists() or out.stat().st_mtime < nb.stat().st_mtime): render_notebook(nb, out)
+        if nb.exists() and not use_quarto and (not out.exists() or out.stat().st_mtime < nb.stat().st_mtime):
+            render_notebook(nb, out)
     retros = []
     for md in sorted(root.glob("*.md")) + sorted(root.glob("*/*.md")):
-        if md.name == "index.md" or md.parts[-2].startswith("_"): continue
+        if md.name == "index.md" or md.parts[-2].startswith("_"):
+            continue
         rel = md.relative_to(root).with_suffix(".html")
-        render_markdown(md, site / rel, md.stem); retros.append((md.relative_to(root).as_posix(), rel.as_posix()))
+        render_markdown(md, site / rel, md.stem)
+        retros.append((md.relative_to(root).as_posix(), rel.as_posix()))
     (root / "index.md").write_text(index_markdown(cards))
     if use_quarto:
         proj = Path(root).resolve().parent

@@ -15,24 +15,45 @@ __all__ = ['SETTINGS', 'SETTINGS_BY_KEY', 'Setting', 'find_settings_file', 'Effe
 @dataclasses.dataclass(frozen=True)
 class Setting:
     "One lab setting: its key, default, environment variable, meaning and allowed values."
+
     key: str
     default: str
     help: str
     choices: tuple[str, ...] = ()
+
     @property
-    def env_var(self) -> str: return f"MARIN_{self.key.upper()}"
+    def env_var(self) -> str:
+        return f"MARIN_{self.key.upper()}"
+
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("prefix", "local_store", "storage root for step outputs and the ledger (a path or fsspec URL, e.g. gs://bucket/marin)"),
-    Setting("tracker", "offline", "experiment tracking: offline (wandb, no login), online (wandb, needs a login) or disabled",
-            ("offline", "online", "disabled")),
+    Setting(
+        "prefix",
+        "local_store",
+        "storage root for step outputs and the ledger (a path or fsspec URL, e.g. gs://bucket/marin)",
+    ),
+    Setting(
+        "tracker",
+        "offline",
+        "experiment tracking: offline (wandb, no login), online (wandb, needs a login) or disabled",
+        ("offline", "online", "disabled"),
+    ),
     Setting("wandb_project", "marin", "wandb project that runs are logged to"),
     Setting("seed", "0", "default random seed for experiments that do not set one"),
     Setting("reports_dir", "reports", "where executed experiment notebooks and the rendered site go"),
     Setting("cluster", "local", "where steps run: local, or ray[://ADDRESS]"),
-    Setting("lease_seconds", "60", "how long a step's lease lives without a heartbeat before another process may take it over"),
-    Setting("cluster_placement", "ray", "how the Ray backend places steps: ray (the first node with a free slot) or balanced "
-            "(the node with the least in-flight load; for sweeps of equal steps)", ("ray", "balanced")),
+    Setting(
+        "lease_seconds",
+        "60",
+        "how long a step's lease lives without a heartbeat before another process may take it over",
+    ),
+    Setting(
+        "cluster_placement",
+        "ray",
+        "how the Ray backend places steps: ray (the first node with a free slot) or balanced "
+        "(the node with the least in-flight load; for sweeps of equal steps)",
+        ("ray", "balanced"),
+    ),
 )
 SETTINGS_BY_KEY = {s.key: s for s in SETTINGS}
 
@@ -41,15 +62,19 @@ def find_settings_file(start: str | Path | None = None) -> Path | None:
     "`$MARIN_SETTINGS`, else the nearest `settings.ini` with a `[marin]` section at or above `start` (default: cwd)."
     if env := os.environ.get("MARIN_SETTINGS"):
         p = Path(env).expanduser()
-        if not p.is_file(): raise FileNotFoundError(f"MARIN_SETTINGS points to {p}, which is not a file; unset it or fix the path")
+        if not p.is_file():
+            raise FileNotFoundError(f"MARIN_SETTINGS points to {p}, which is not a file; unset it or fix the path")
         return p
     d = Path(start or Path.cwd()).resolve()
     for cand in [d, *d.parents]:
         f = cand / "settings.ini"
         if f.is_file():
-            cp = configparser.ConfigParser(); cp.read(f)
-            if cp.has_section("marin"): return f
+            cp = configparser.ConfigParser()
+            cp.read(f)
+            if cp.has_section("marin"):
+                return f
     return None
+
 
 @dataclasses.dataclass(frozen=True)
 class EffectiveSetting:
@@ -57,20 +82,26 @@ class EffectiveSetting:
     value: str
     source: str  # "default", "settings.ini (<path>)" or "env MARIN_…"
 
+
 def effective_settings(start: str | Path | None = None) -> list[EffectiveSetting]:
     "Every setting's effective value and where it came from (env beats settings.ini beats default)."
     f = find_settings_file(start)
     ini: dict[str, str] = {}
     if f is not None:
-        cp = configparser.ConfigParser(); cp.read(f)
+        cp = configparser.ConfigParser()
+        cp.read(f)
         ini = dict(cp["marin"])
         unknown = set(ini) - set(SETTINGS_BY_KEY)
-        if unknown: raise ValueError(f"{f}: unknown setting(s) {sorted(unknown)} in [marin]; known: {sorted(SETTINGS_BY_KEY)}")
+        if unknown:
+            raise ValueError(f"{f}: unknown setting(s) {sorted(unknown)} in [marin]; known: {sorted(SETTINGS_BY_KEY)}")
     out = []
     for s in SETTINGS:
-        if s.env_var in os.environ: v, src = os.environ[s.env_var], f"env {s.env_var}"
-        elif s.key in ini: v, src = ini[s.key], f"settings.ini ({f})"
-        else: v, src = s.default, "default"
+        if s.env_var in os.environ:
+            v, src = os.environ[s.env_var], f"env {s.env_var}"
+        elif s.key in ini:
+            v, src = ini[s.key], f"settings.ini ({f})"
+        else:
+            v, src = s.default, "default"
         if s.key == "prefix" and "://" not in v and not os.path.isabs(v):
             base = f.parent if src.startswith("settings.ini") else Path.cwd()
             v = str((base / v).resolve())
@@ -86,6 +117,7 @@ def effective_settings(start: str | Path | None = None) -> list[EffectiveSetting
 @dataclasses.dataclass(frozen=True)
 class Settings:
     "The effective lab settings, typed."
+
     prefix: str
     tracker: str
     wandb_project: str
@@ -95,13 +127,21 @@ class Settings:
     lease_seconds: float
     cluster_placement: str = "ray"
 
+
 def settings(start: str | Path | None = None) -> Settings:
     "The effective settings as a typed object."
     d = {e.key: e.value for e in effective_settings(start)}
     try:
-        return Settings(prefix=d["prefix"], tracker=d["tracker"], wandb_project=d["wandb_project"], seed=int(d["seed"]),
-                        reports_dir=d["reports_dir"], cluster=d["cluster"], lease_seconds=float(d["lease_seconds"]),
-                        cluster_placement=d["cluster_placement"])
+        return Settings(
+            prefix=d["prefix"],
+            tracker=d["tracker"],
+            wandb_project=d["wandb_project"],
+            seed=int(d["seed"]),
+            reports_dir=d["reports_dir"],
+            cluster=d["cluster"],
+            lease_seconds=float(d["lease_seconds"]),
+            cluster_placement=d["cluster_placement"],
+        )
     except ValueError as e:
         raise ValueError(f"bad setting value ({e}); seed must be an integer and lease_seconds a number") from None
 
@@ -109,12 +149,21 @@ def settings(start: str | Path | None = None) -> Settings:
 def shared_data_dir(required: bool = True) -> Path | None:
     "The directory of the shared data sets, or None (or an error, if `required`) when it is not there."
     cands = []
-    if env := os.environ.get("MARIN_SHARED_DATA"): cands.append(Path(env).expanduser())
+    if env := os.environ.get("MARIN_SHARED_DATA"):
+        cands.append(Path(env).expanduser())
     import marin
+
     pkg_root = Path(marin.__file__).resolve().parents[1]
-    cands += [pkg_root.parent / "shared" / "data", Path.cwd().resolve().parent / "shared" / "data", Path.cwd().resolve() / "shared" / "data"]
+    cands += [
+        pkg_root.parent / "shared" / "data",
+        Path.cwd().resolve().parent / "shared" / "data",
+        Path.cwd().resolve() / "shared" / "data",
+    ]
     for c in cands:
-        if c.is_dir(): return c
+        if c.is_dir():
+            return c
     if required:
-        raise FileNotFoundError(f"shared data not found (looked in {', '.join(map(str, cands))}); set MARIN_SHARED_DATA to its folder")
+        raise FileNotFoundError(
+            f"shared data not found (looked in {', '.join(map(str, cands))}); set MARIN_SHARED_DATA to its folder"
+        )
     return None

@@ -17,28 +17,41 @@ __all__ = ['CHUNK', 'fs_path', 'is_local', 'join', 'exists', 'makedirs', 'remove
 # %% ../../nbs/02_storage.ipynb #0308ec22
 def fs_path(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
     "The filesystem and the path within it for `url` (a local path or any fsspec URL)."
-    try: return fsspec.core.url_to_fs(str(url))
+    try:
+        return fsspec.core.url_to_fs(str(url))
     except ImportError as e:
         proto = str(url).split("://")[0]
-        raise ImportError(f"{url}: no filesystem for '{proto}://' is installed ({e}); install it, e.g. `uv pip install gcsfs` for gs:// or `s3fs` for s3://") from None
+        raise ImportError(
+            f"{url}: no filesystem for '{proto}://' is installed ({e}); install it, e.g. `uv pip install gcsfs` for gs:// or `s3fs` for s3://"
+        ) from None
 
-def is_local(url: str) -> bool: return isinstance(fs_path(url)[0], LocalFileSystem)
+
+def is_local(url: str) -> bool:
+    return isinstance(fs_path(url)[0], LocalFileSystem)
+
 
 def join(base: str, *parts: str) -> str:
     "Join path parts onto a local path or URL."
     out = str(base).rstrip("/")
-    for p in parts: out = f"{out}/{str(p).strip('/')}" if p else out
+    for p in parts:
+        out = f"{out}/{str(p).strip('/')}" if p else out
     return out
 
+
 def exists(url: str) -> bool:
-    fs, p = fs_path(url); return fs.exists(p)
+    fs, p = fs_path(url)
+    return fs.exists(p)
+
 
 def makedirs(url: str) -> None:
-    fs, p = fs_path(url); fs.makedirs(p, exist_ok=True)
+    fs, p = fs_path(url)
+    fs.makedirs(p, exist_ok=True)
+
 
 def remove(url: str, recursive: bool = False) -> None:
     fs, p = fs_path(url)
-    if fs.exists(p): fs.rm(p, recursive=recursive)
+    if fs.exists(p):
+        fs.rm(p, recursive=recursive)
 
 # %% ../../nbs/02_storage.ipynb #64b4607e
 @contextlib.contextmanager
@@ -53,33 +66,48 @@ def atomic_open(url: str, mode: str = "wb") -> Iterator[Any]:
         try:
             with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
                 yield f
-                f.flush(); os.fsync(f.fileno())
+                f.flush()
+                os.fsync(f.fileno())
             os.replace(tmp, p)
         except BaseException:
-            with contextlib.suppress(FileNotFoundError): os.unlink(tmp)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
             raise
     else:
-        with fs.open(p, mode) as f: yield f
+        with fs.open(p, mode) as f:
+            yield f
+
 
 def write_bytes(url: str, data: bytes) -> None:
-    with atomic_open(url, "wb") as f: f.write(data)
+    with atomic_open(url, "wb") as f:
+        f.write(data)
 
-def write_text(url: str, text: str) -> None: write_bytes(url, text.encode("utf-8"))
+
+def write_text(url: str, text: str) -> None:
+    write_bytes(url, text.encode("utf-8"))
+
 
 def write_json(url: str, obj: Any) -> None:
     write_text(url, json.dumps(obj, indent=1, sort_keys=True, default=str))
 
+
 def read_bytes(url: str) -> bytes:
     fs, p = fs_path(url)
-    with fs.open(p, "rb") as f: return f.read()
+    with fs.open(p, "rb") as f:
+        return f.read()
 
-def read_text(url: str) -> str: return read_bytes(url).decode("utf-8")
+
+def read_text(url: str) -> str:
+    return read_bytes(url).decode("utf-8")
+
 
 def read_json(url: str, default: Any = ...) -> Any:
     "Parsed JSON at `url`; `default` when the file is missing (if given)."
-    try: return json.loads(read_text(url))
+    try:
+        return json.loads(read_text(url))
     except FileNotFoundError:
-        if default is ...: raise
+        if default is ...:
+            raise
         return default
 
 # %% ../../nbs/02_storage.ipynb #d086fa88
@@ -92,47 +120,67 @@ def create_exclusive(url: str, data: bytes) -> bool:
         # target is never visible half-written.
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(p) or ".", prefix=".excl.", suffix=".tmp")
         try:
-            with os.fdopen(fd, "wb") as f: f.write(data); f.flush(); os.fsync(f.fileno())
-            try: os.link(tmp, p); return True
-            except FileExistsError: return False
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, p)
+                return True
+            except FileExistsError:
+                return False
         finally:
-            with contextlib.suppress(FileNotFoundError): os.unlink(tmp)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
     try:
-        with fs.open(p, "xb") as f: f.write(data)
+        with fs.open(p, "xb") as f:
+            f.write(data)
         return True
-    except FileExistsError: return False
+    except FileExistsError:
+        return False
     except (NotImplementedError, ValueError, TypeError):
         # the store has no conditional create: write, then read back to see who won (best effort)
-        if fs.exists(p): return False
+        if fs.exists(p):
+            return False
         token = uuid.uuid4().hex.encode()
-        with fs.open(p, "wb") as f: f.write(data + b"\n#" + token)
-        with fs.open(p, "rb") as f: return f.read().endswith(token)
+        with fs.open(p, "wb") as f:
+            f.write(data + b"\n#" + token)
+        with fs.open(p, "rb") as f:
+            return f.read().endswith(token)
 
 # %% ../../nbs/02_storage.ipynb #6333e7de
 CHUNK = 1 << 22
+
 
 def file_checksum(url: str) -> str:
     "xxh3-128 hex digest of the file at `url`, streamed."
     fs, p = fs_path(url)
     h = xxhash.xxh3_128()
     with fs.open(p, "rb") as f:
-        while chunk := f.read(CHUNK): h.update(chunk)
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
     return h.hexdigest()
+
 
 def tree_manifest(url: str) -> list[dict]:
     "Every non-hidden file under `url`: relative path, size and checksum, sorted by path."
     fs, root = fs_path(url)
-    if not fs.exists(root): return []
+    if not fs.exists(root):
+        return []
     out = []
     for p, info in sorted(fs.find(root, detail=True).items()):
-        if info.get("type") != "file" or info.get("islink"): continue
-        rel = os.path.relpath(p, root) if isinstance(fs, LocalFileSystem) else p[len(root.rstrip('/')) + 1:]
-        if any(part.startswith(".") for part in rel.split("/")): continue
+        if info.get("type") != "file" or info.get("islink"):
+            continue
+        rel = os.path.relpath(p, root) if isinstance(fs, LocalFileSystem) else p[len(root.rstrip("/")) + 1 :]
+        if any(part.startswith(".") for part in rel.split("/")):
+            continue
         out.append({"path": rel, "size": int(info.get("size") or 0), "xxh3": file_checksum(fs.unstrip_protocol(p))})
     return out
+
 
 def manifest_hash(manifest: list[dict]) -> str:
     "One content hash for a manifest (order-independent)."
     h = xxhash.xxh3_128()
-    for e in sorted(manifest, key=lambda e: e["path"]): h.update(f"{e['path']}\0{e['size']}\0{e['xxh3']}\n".encode())
+    for e in sorted(manifest, key=lambda e: e["path"]):
+        h.update(f"{e['path']}\0{e['size']}\0{e['xxh3']}\n".encode())
     return h.hexdigest()

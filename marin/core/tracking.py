@@ -17,28 +17,46 @@ __all__ = ['METRIC_NAMESPACES', 'check_metric_names', 'TrackedRun', 'tracking_di
 # %% ../../nbs/05_tracking.ipynb #14cf0b14
 METRIC_NAMESPACES = ("train", "eval", "throughput", "mixture", "data", "optim", "moe", "system", "posttrain", "serve")
 
+
 def check_metric_names(metrics: dict) -> None:
     "Refuse metric names outside the shared namespace, naming the offending key."
     for k in metrics:
         ns = k.split("/", 1)[0]
         if "/" not in k or ns not in METRIC_NAMESPACES:
-            raise ValueError(f"metric {k!r} is outside the lab's namespace; name it '<namespace>/<name>' with namespace one of {list(METRIC_NAMESPACES)}")
+            raise ValueError(
+                f"metric {k!r} is outside the lab's namespace; name it '<namespace>/<name>' with namespace one of {list(METRIC_NAMESPACES)}"
+            )
+
 
 def _plain(v: Any) -> Any:
     try:
         import numpy as np
-        if isinstance(v, np.ndarray) or type(v).__module__.startswith(("jax", "numpy")): v = np.asarray(v).item()
-    except (ImportError, ValueError): pass
+
+        if isinstance(v, np.ndarray) or type(v).__module__.startswith(("jax", "numpy")):
+            v = np.asarray(v).item()
+    except (ImportError, ValueError):
+        pass
     return v
 
 # %% ../../nbs/05_tracking.ipynb #3805b463
 class TrackedRun:
     "One tracked run: `log` metrics, `finish` at the end. Use `start_tracking` to create it."
-    def __init__(self, name: str, config: Any = None, *, group: str | None = None, dir: str | None = None, mode: str | None = None,
-                 project: str | None = None, tags: list[str] | None = None):
+
+    def __init__(
+        self,
+        name: str,
+        config: Any = None,
+        *,
+        group: str | None = None,
+        dir: str | None = None,
+        mode: str | None = None,
+        project: str | None = None,
+        tags: list[str] | None = None,
+    ):
         s = settings()
         self.mode = mode or s.tracker
-        if self.mode not in ("offline", "online", "disabled"): raise ValueError(f"tracker mode {self.mode!r}: use offline, online or disabled")
+        if self.mode not in ("offline", "online", "disabled"):
+            raise ValueError(f"tracker mode {self.mode!r}: use offline, online or disabled")
         # tracker files are hidden inside the output (`.tracking/`): they hold wall-clock times, so they must not
         # enter the output's content hash
         local_dir = tracking_dir(dir if dir and storage.is_local(dir) else os.getcwd())
@@ -48,11 +66,22 @@ class TrackedRun:
         self.url = ""
         if self.mode != "disabled":
             import wandb
+
             if self.mode == "online" and not (os.environ.get("WANDB_API_KEY") or _has_netrc_login()):
-                raise RuntimeError("tracker=online but no wandb login found; run `wandb login`, set WANDB_API_KEY, or use MARIN_TRACKER=offline")
-            self._wandb = wandb.init(project=project or s.wandb_project, name=name, group=group, tags=tags, dir=local_dir,
-                                     config=canonical(config) if config is not None else None, mode=self.mode, reinit="create_new",
-                                     settings=wandb.Settings(console="off", silent=True, x_disable_stats=True))
+                raise RuntimeError(
+                    "tracker=online but no wandb login found; run `wandb login`, set WANDB_API_KEY, or use MARIN_TRACKER=offline"
+                )
+            self._wandb = wandb.init(
+                project=project or s.wandb_project,
+                name=name,
+                group=group,
+                tags=tags,
+                dir=local_dir,
+                config=canonical(config) if config is not None else None,
+                mode=self.mode,
+                reinit="create_new",
+                settings=wandb.Settings(console="off", silent=True, x_disable_stats=True),
+            )
             self.url = self._wandb.url if self.mode == "online" else os.path.dirname(self._wandb.dir)
         else:
             self.url = os.path.abspath(local_dir)
@@ -62,35 +91,55 @@ class TrackedRun:
         "Log namespaced scalar metrics at `step`."
         check_metric_names(metrics)
         row = {k: _plain(v) for k, v in metrics.items()}
-        self._metrics_file.write(json.dumps({"step": step, "time": time.time(), **row}, default=str) + "\n"); self._metrics_file.flush()
-        if self._wandb is not None: self._wandb.log(row, step=step)
+        self._metrics_file.write(json.dumps({"step": step, "time": time.time(), **row}, default=str) + "\n")
+        self._metrics_file.flush()
+        if self._wandb is not None:
+            self._wandb.log(row, step=step)
 
     def summary(self, metrics: dict) -> None:
         "Final numbers of the run: into wandb's summary and the ledger record."
         check_metric_names(metrics)
         row = {k: _plain(v) for k, v in metrics.items()}
-        if self._wandb is not None: self._wandb.summary.update(row)
+        if self._wandb is not None:
+            self._wandb.summary.update(row)
         annotate(metrics={k: v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))})
 
     def finish(self, exit_code: int = 0) -> None:
-        if self._wandb is not None: self._wandb.finish(exit_code=exit_code); self._wandb = None
-        if not self._metrics_file.closed: self._metrics_file.close()
+        if self._wandb is not None:
+            self._wandb.finish(exit_code=exit_code)
+            self._wandb = None
+        if not self._metrics_file.closed:
+            self._metrics_file.close()
 
-    def __enter__(self): return self
-    def __exit__(self, et, ev, tb): self.finish(exit_code=0 if et is None else 1)
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, ev, tb):
+        self.finish(exit_code=0 if et is None else 1)
+
 
 def _has_netrc_login() -> bool:
     import netrc
-    try: return bool(netrc.netrc().authenticators("api.wandb.ai"))
-    except (FileNotFoundError, netrc.NetrcParseError): return False
 
-def tracking_dir(output_dir: str) -> str: return os.path.join(output_dir, ".tracking")
+    try:
+        return bool(netrc.netrc().authenticators("api.wandb.ai"))
+    except (FileNotFoundError, netrc.NetrcParseError):
+        return False
 
-def start_tracking(name: str, config: Any = None, *, group: str | None = None, dir: str | None = None, **kw) -> TrackedRun:
+
+def tracking_dir(output_dir: str) -> str:
+    return os.path.join(output_dir, ".tracking")
+
+
+def start_tracking(
+    name: str, config: Any = None, *, group: str | None = None, dir: str | None = None, **kw
+) -> TrackedRun:
     "Start a tracked run (wandb offline unless the settings say otherwise); metrics also go to `dir/.tracking/metrics.jsonl`."
     return TrackedRun(name, config, group=group, dir=dir, **kw)
+
 
 def read_metrics(dir: str):
     "The metrics a run logged, as a DataFrame (one row per `log` call)."
     import pandas as pd
+
     return pd.read_json(os.path.join(tracking_dir(dir), "metrics.jsonl"), lines=True)

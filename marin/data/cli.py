@@ -6,10 +6,13 @@
 from __future__ import annotations
 import dataclasses
 import typer
+
 app = typer.Typer(help="Data pipeline: import, extract, filter, dedup, tokenize, mix.", no_args_is_help=True)
+
 
 def _run(steps, prefix, dry_run=False):
     from marin.core.executor import Executor
+
     return Executor(prefix).run(steps, dry_run=dry_run)
 
 # %% auto #0
@@ -18,98 +21,177 @@ __all__ = ['app', 'import_cmd', 'tokenize_cmd', 'train_tokenizer_cmd', 'verify_c
 
 # %% ../../nbs/19b_cli.ipynb #9c33906f
 @app.command("import")
-def import_cmd(name: str = typer.Argument(..., help="source name"), paths: list[str] = typer.Argument(..., help="files, folders, globs or URLs"),
-               format: str = typer.Option("auto", help="auto|text|jsonl|parquet|fasta|html|hf"), split: str = "file", max_chars: int = 0,
-               text_field: str = "text", limit: int = 0, prefix: str = typer.Option(None, help="output prefix (default: settings)")):
+def import_cmd(
+    name: str = typer.Argument(..., help="source name"),
+    paths: list[str] = typer.Argument(..., help="files, folders, globs or URLs"),
+    format: str = typer.Option("auto", help="auto|text|jsonl|parquet|fasta|html|hf"),
+    split: str = "file",
+    max_chars: int = 0,
+    text_field: str = "text",
+    limit: int = 0,
+    prefix: str = typer.Option(None, help="output prefix (default: settings)"),
+):
     "Import a source into a Parquet document set."
     from marin.data.sources import SourceConfig, import_step
-    s = import_step(SourceConfig(name, tuple(paths), format=format, split=split, max_chars=max_chars, text_field=text_field, limit=limit))
-    r = _run([s], prefix); typer.echo(r[s])
+
+    s = import_step(
+        SourceConfig(
+            name, tuple(paths), format=format, split=split, max_chars=max_chars, text_field=text_field, limit=limit
+        )
+    )
+    r = _run([s], prefix)
+    typer.echo(r[s])
+
 
 @app.command("tokenize")
-def tokenize_cmd(documents: str = typer.Argument(..., help="a document set folder"), tokenizer: str = typer.Option(..., help="dna|protein|tokenizer.json folder|hub name"),
-                 name: str = "tokens/cli", workers: int = 1, docs_per_shard: int = 4096, prefix: str = typer.Option(None)):
+def tokenize_cmd(
+    documents: str = typer.Argument(..., help="a document set folder"),
+    tokenizer: str = typer.Option(..., help="dna|protein|tokenizer.json folder|hub name"),
+    name: str = "tokens/cli",
+    workers: int = 1,
+    docs_per_shard: int = 4096,
+    prefix: str = typer.Option(None),
+):
     "Tokenize a document set into token shards."
     from marin.data.shards import TokenizeConfig, tokenize_step
+
     s = tokenize_step(TokenizeConfig(documents, tokenizer, workers=workers, docs_per_shard=docs_per_shard), name)
-    r = _run([s], prefix); typer.echo(r[s])
+    r = _run([s], prefix)
+    typer.echo(r[s])
+
 
 @app.command("train-tokenizer")
-def train_tokenizer_cmd(documents: str = typer.Argument(..., help="a document set folder"), vocab_size: int = 8192, max_documents: int = 0,
-                        name: str = "tokenizer/bpe", prefix: str = typer.Option(None)):
+def train_tokenizer_cmd(
+    documents: str = typer.Argument(..., help="a document set folder"),
+    vocab_size: int = 8192,
+    max_documents: int = 0,
+    name: str = "tokenizer/bpe",
+    prefix: str = typer.Option(None),
+):
     "Train a byte-level BPE tokenizer on a document set (writes tokenizer.json)."
     from marin.data.tokenizers import BPETrainConfig, train_bpe_step
+
     s = train_bpe_step(BPETrainConfig(documents, vocab_size=vocab_size, max_documents=max_documents), name)
     typer.echo(_run([s], prefix)[s])
+
 
 @app.command("verify")
 def verify_cmd(token_set: str):
     "Check every shard of a token set against its manifest."
     from marin.data.shards import TokenSet
+
     ts = TokenSet(token_set)
     typer.echo(f"ok: {len(ts)} documents, {ts.n_tokens} tokens, {len(ts.manifest['shards'])} shards, hash {ts.hash}")
 
+
 @app.command("mixture")
-def mixture_cmd(dry_run: bool = typer.Option(False, "--dry-run", help="print the mixture; do not write it"),
-                limit: int = typer.Option(0, help="documents per source (0 = all)"), steps: int = typer.Option(1000, help="planned training steps"),
-                workers: int = 1, prefix: str = typer.Option(None)):
+def mixture_cmd(
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the mixture; do not write it"),
+    limit: int = typer.Option(0, help="documents per source (0 = all)"),
+    steps: int = typer.Option(1000, help="planned training steps"),
+    workers: int = 1,
+    prefix: str = typer.Option(None),
+):
     "Build the local three-source recipe (web/code/math) and print its sources, weights, realised tokens and hashes."
     from marin.data.mixture import describe_mixture, MixtureStepConfig
     from marin.data.recipe import local_recipe
     from marin.core.executor import Executor
+
     rec = local_recipe(limit=limit, workers=workers)
     st = rec.steps()
     ex = Executor(prefix)
     ex.run(list(st["tokens"].values()))
-    mcfg = MixtureStepConfig(dataclasses.replace(st["mixture_config"], components=tuple(
-        dataclasses.replace(c, tokens=ex.output_path(c.tokens)) for c in st["mixture_config"].components)), planned_steps=steps)
+    mcfg = MixtureStepConfig(
+        dataclasses.replace(
+            st["mixture_config"],
+            components=tuple(
+                dataclasses.replace(c, tokens=ex.output_path(c.tokens)) for c in st["mixture_config"].components
+            ),
+        ),
+        planned_steps=steps,
+    )
     d = describe_mixture(mcfg)
     typer.echo(format_mixture(d))
     if not dry_run:
         from marin.data.mixture import mixture_step
+
         m = mixture_step(dataclasses.replace(st["mixture"].config, planned_steps=steps))
         typer.echo(ex.run([m])[m])
 
+
 def format_mixture(d: dict) -> str:
     "A mixture description as a Markdown table."
-    lines = [f"weights in {d['weight_unit']}; seq_len {d['seq_len']}, batch {d['batch_size']}, vocab {d['vocab_size']}; "
-             f"{d['planned_steps']} steps = {d['planned_tokens']:,} tokens",
-             "| source | weight | token share | realised tokens | realised share | epochs | docs | tokens available | token set hash |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"weights in {d['weight_unit']}; seq_len {d['seq_len']}, batch {d['batch_size']}, vocab {d['vocab_size']}; "
+        f"{d['planned_steps']} steps = {d['planned_tokens']:,} tokens",
+        "| source | weight | token share | realised tokens | realised share | epochs | docs | tokens available | token set hash |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for c in d["components"]:
-        lines.append(f"| {c['name']} | {c['weight']:g} | {c['token_share']:.4f} | {c['realised_tokens']:,} | {c['realised_share']:.4f} | "
-                     f"{c['epochs']} | {c['documents']:,} | {c['tokens_available']:,} | {c['token_set_hash'][:16]} |")
+        lines.append(
+            f"| {c['name']} | {c['weight']:g} | {c['token_share']:.4f} | {c['realised_tokens']:,} | {c['realised_share']:.4f} | "
+            f"{c['epochs']} | {c['documents']:,} | {c['tokens_available']:,} | {c['token_set_hash'][:16]} |"
+        )
     lines.append(f"batch hash (first batches): {d['batch_hash']}")
     return "\n".join(lines)
 
 # %% ../../nbs/19b_cli.ipynb #71bc84ea
 @app.command("extract")
-def extract_cmd(documents: str = typer.Argument(..., help="a document set of raw HTML (import with --format html)"),
-                extractor: str = "trafilatura", name: str = "extract/cli", min_chars: int = 200, prefix: str = typer.Option(None)):
+def extract_cmd(
+    documents: str = typer.Argument(..., help="a document set of raw HTML (import with --format html)"),
+    extractor: str = "trafilatura",
+    name: str = "extract/cli",
+    min_chars: int = 200,
+    prefix: str = typer.Option(None),
+):
     "Extract the main text of HTML documents."
     from marin.data.extract import ExtractConfig, extract_step
-    s = extract_step(ExtractConfig(documents, extractor, min_chars), name); typer.echo(_run([s], prefix)[s])
+
+    s = extract_step(ExtractConfig(documents, extractor, min_chars), name)
+    typer.echo(_run([s], prefix)[s])
+
 
 @app.command("extract-eval")
 def extract_eval_cmd(html_dir: str = typer.Option(None, help="folder with expectations.jsonl (default: shared html)")):
     "with-recall / without-rejection of every extractor on an annotated HTML folder."
     from marin.data.extract import EXTRACTORS, evaluate_extractor
+
     typer.echo("| extractor | with-recall | without-rejection |\n|---|---|---|")
     for e in EXTRACTORS:
-        m = evaluate_extractor(e, html_dir); typer.echo(f"| {e} | {m['with_recall']:.3f} | {m['without_rejection']:.3f} |")
+        m = evaluate_extractor(e, html_dir)
+        typer.echo(f"| {e} | {m['with_recall']:.3f} | {m['without_rejection']:.3f} |")
+
 
 @app.command("dedup")
-def dedup_cmd(documents: str, name: str = "dedup/cli", num_perm: int = 128, bands: int = 16, shingle: int = 5, threshold: float = 0.5,
-              prefix: str = typer.Option(None)):
+def dedup_cmd(
+    documents: str,
+    name: str = "dedup/cli",
+    num_perm: int = 128,
+    bands: int = 16,
+    shingle: int = 5,
+    threshold: float = 0.5,
+    prefix: str = typer.Option(None),
+):
     "Exact, paragraph and MinHash-LSH near-duplicate dedup of a document set."
     from marin.data.dedup import DedupConfig, dedup_step
+
     s = dedup_step(DedupConfig(documents, num_perm=num_perm, bands=bands, shingle=shingle, threshold=threshold), name)
     typer.echo(_run([s], prefix)[s])
 
+
 @app.command("filter")
-def filter_cmd(documents: str, name: str = "quality/cli", classifier: str = typer.Option(None, help="a trained classifier folder"),
-               min_score: float = 0.0, keep_top_fraction: float = 1.0, prefix: str = typer.Option(None)):
+def filter_cmd(
+    documents: str,
+    name: str = "quality/cli",
+    classifier: str = typer.Option(None, help="a trained classifier folder"),
+    min_score: float = 0.0,
+    keep_top_fraction: float = 1.0,
+    prefix: str = typer.Option(None),
+):
     "Gopher/C4 quality rules (and optionally a classifier) over a document set."
     from marin.data.filters import QualityConfig, quality_step
-    s = quality_step(QualityConfig(documents, classifier=classifier, min_score=min_score, keep_top_fraction=keep_top_fraction), name)
+
+    s = quality_step(
+        QualityConfig(documents, classifier=classifier, min_score=min_score, keep_top_fraction=keep_top_fraction), name
+    )
     typer.echo(_run([s], prefix)[s])

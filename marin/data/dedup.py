@@ -19,26 +19,34 @@ __all__ = ['shingle_hashes', 'MinHasher', 'lsh_candidate_pairs', 'clusters_from_
 # %% ../../nbs/13_dedup.ipynb #22528fa7
 _P = np.uint64(0x100000001B3)  # FNV prime as the polynomial base
 
+
 def shingle_hashes(texts: Sequence[str], n: int) -> tuple[np.ndarray, np.ndarray]:
     "uint32 hashes of every byte n-gram of every text, and per-text start offsets into them (len(texts)+1)."
     enc = [t.encode("utf-8") for t in texts]
     lens = np.fromiter((len(e) for e in enc), dtype=np.int64, count=len(enc))
     buf = np.frombuffer(b"".join(enc), dtype=np.uint8).astype(np.uint64)
     counts = np.maximum(lens - n + 1, 0)
-    if buf.size < n: return np.zeros(0, np.uint32), np.zeros(len(texts) + 1, np.int64)
+    if buf.size < n:
+        return np.zeros(0, np.uint32), np.zeros(len(texts) + 1, np.int64)
     m = buf.size - n + 1
     h = np.zeros(m, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        for k in range(n): h = h * _P + buf[k:k + m]
+        for k in range(n):
+            h = h * _P + buf[k : k + m]
     starts = np.concatenate([[0], np.cumsum(lens)])[:-1]
     # keep the windows that lie inside one document
-    idx = np.concatenate([np.arange(s, s + c) for s, c in zip(starts, counts)]) if counts.sum() else np.zeros(0, np.int64)
+    idx = (
+        np.concatenate([np.arange(s, s + c) for s, c in zip(starts, counts)]) if counts.sum() else np.zeros(0, np.int64)
+    )
     hv = (_mix(h[idx]) >> np.uint64(32)).astype(np.uint32)
     return hv, np.concatenate([[0], np.cumsum(counts)])
 
+
 class MinHasher:
     "`num_perm` hash functions (a·x + b) mod 2^32 with random odd a; `signatures(texts) -> uint32 [N, num_perm]`."
+
     EMPTY = np.uint32(0xFFFFFFFF)
+
     def __init__(self, num_perm: int = 128, shingle: int = 5, seed: int = 0, chunk: int = 1 << 14):
         rng = np.random.default_rng(seed)
         self.num_perm, self.shingle, self.chunk = num_perm, shingle, chunk
@@ -48,19 +56,23 @@ class MinHasher:
     def signatures(self, texts: Sequence[str]) -> np.ndarray:
         hv, offs = shingle_hashes(texts, self.shingle)
         sig = np.full((len(texts), self.num_perm), self.EMPTY, dtype=np.uint32)
-        if hv.size == 0: return sig
+        if hv.size == 0:
+            return sig
         # process whole documents in chunks of about `chunk` shingles
         d0 = 0
         while d0 < len(texts):
             d1 = int(np.searchsorted(offs, offs[d0] + self.chunk, side="right")) - 1
-            d1 = max(d1, d0 + 1); d1 = min(d1, len(texts))
+            d1 = max(d1, d0 + 1)
+            d1 = min(d1, len(texts))
             lo, hi = offs[d0], offs[d1]
             if hi > lo:
                 x = hv[lo:hi]
-                ph = np.empty((self.num_perm, hi - lo), np.uint32)                      # [num_perm, shingles]
-                with np.errstate(over="ignore"): np.multiply(self.a, x[None, :], out=ph); np.add(ph, self.b, out=ph)
-                nonempty = np.nonzero(offs[d0 + 1:d1 + 1] > offs[d0:d1])[0] + d0
-                mins = np.minimum.reduceat(ph, offs[nonempty] - lo, axis=1)            # [num_perm, nonempty docs]
+                ph = np.empty((self.num_perm, hi - lo), np.uint32)  # [num_perm, shingles]
+                with np.errstate(over="ignore"):
+                    np.multiply(self.a, x[None, :], out=ph)
+                    np.add(ph, self.b, out=ph)
+                nonempty = np.nonzero(offs[d0 + 1 : d1 + 1] > offs[d0:d1])[0] + d0
+                mins = np.minimum.reduceat(ph, offs[nonempty] - lo, axis=1)  # [num_perm, nonempty docs]
                 sig[nonempty] = mins.T
             d0 = d1
         return sig
@@ -74,34 +86,52 @@ def lsh_candidate_pairs(sig: np.ndarray, bands: int) -> np.ndarray:
     valid = np.nonzero(~(sig == MinHasher.EMPTY).all(1))[0]
     pairs = []
     for b in range(bands):
-        keys = np.ascontiguousarray(sig[valid, b * r:(b + 1) * r]).view(np.dtype((np.void, 4 * r))).ravel()
+        keys = np.ascontiguousarray(sig[valid, b * r : (b + 1) * r]).view(np.dtype((np.void, 4 * r))).ravel()
         order = np.argsort(keys, kind="stable")
         sk = keys[order]
         new = np.concatenate([[True], sk[1:] != sk[:-1]])
         group_first = order[np.maximum.accumulate(np.where(new, np.arange(len(sk)), 0))]
         dup = ~new
-        if dup.any(): pairs.append(np.stack([valid[group_first[dup]], valid[order[dup]]], 1))
-    if not pairs: return np.zeros((0, 2), np.int64)
+        if dup.any():
+            pairs.append(np.stack([valid[group_first[dup]], valid[order[dup]]], 1))
+    if not pairs:
+        return np.zeros((0, 2), np.int64)
     p = np.concatenate(pairs)
     p = np.sort(p, axis=1)
     return np.unique(p, axis=0)
+
 
 def clusters_from_pairs(n: int, pairs: np.ndarray) -> np.ndarray:
     "Connected-component label of each of `n` items (label = the smallest member's index)."
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
-    if len(pairs) == 0: return np.arange(n)
+
+    if len(pairs) == 0:
+        return np.arange(n)
     g = coo_matrix((np.ones(len(pairs), np.int8), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
     _, lab = connected_components(g, directed=False)
     first = np.full(lab.max() + 1, n, np.int64)
     np.minimum.at(first, lab, np.arange(n))
     return first[lab]
 
-def near_duplicate_clusters(texts: Sequence[str], *, num_perm: int = 128, bands: int = 16, shingle: int = 5,
-                            threshold: float = 0.0, seed: int = 0, batch: int = 2048) -> np.ndarray:
+
+def near_duplicate_clusters(
+    texts: Sequence[str],
+    *,
+    num_perm: int = 128,
+    bands: int = 16,
+    shingle: int = 5,
+    threshold: float = 0.0,
+    seed: int = 0,
+    batch: int = 2048,
+) -> np.ndarray:
     "For each text, the index of the first text of its near-duplicate cluster (itself if unique)."
     mh = MinHasher(num_perm, shingle, seed)
-    sig = np.concatenate([mh.signatures(texts[i:i + batch]) for i in range(0, len(texts), batch)]) if len(texts) else np.zeros((0, num_perm), np.uint32)
+    sig = (
+        np.concatenate([mh.signatures(texts[i : i + batch]) for i in range(0, len(texts), batch)])
+        if len(texts)
+        else np.zeros((0, num_perm), np.uint32)
+    )
     pairs = lsh_candidate_pairs(sig, bands)
     if threshold > 0 and len(pairs):
         est = (sig[pairs[:, 0]] == sig[pairs[:, 1]]).mean(1)
@@ -119,61 +149,104 @@ class DedupConfig(Config):
     shingle: int = versioned(5)
     num_perm: int = versioned(128)
     bands: int = versioned(16)
-    threshold: float = versioned(0.5)    # verify LSH candidates by estimated Jaccard (0 = accept all candidates)
+    threshold: float = versioned(0.5)  # verify LSH candidates by estimated Jaccard (0 = accept all candidates)
     seed: int = versioned(0)
+
     def validate(self):
-        check(self.num_perm > 0 and self.bands > 0 and self.num_perm % self.bands == 0, "bands", f"num_perm ({self.num_perm}) must be a positive multiple of bands ({self.bands})")
+        check(
+            self.num_perm > 0 and self.bands > 0 and self.num_perm % self.bands == 0,
+            "bands",
+            f"num_perm ({self.num_perm}) must be a positive multiple of bands ({self.bands})",
+        )
         check(1 <= self.shingle <= 64, "shingle", "use 1..64 bytes")
         check(0 <= self.threshold <= 1, "threshold", "a Jaccard similarity in [0, 1]")
 
-def normalized_hash(text: str) -> int: return xxhash.xxh3_64_intdigest(" ".join(text.lower().split()).encode())
+
+def normalized_hash(text: str) -> int:
+    return xxhash.xxh3_64_intdigest(" ".join(text.lower().split()).encode())
+
 
 def dedup_documents(cfg: DedupConfig, output_path: str) -> dict:
     "Executor step: exact, near-duplicate and paragraph dedup of a document set."
     from tqdm.auto import tqdm
     from marin.data.sources import read_documents, write_documents
+
     docs = list(tqdm(read_documents(str(cfg.documents)), desc="dedup: read", unit="doc"))
-    reason = [""] * len(docs); cluster = list(range(len(docs)))
+    reason = [""] * len(docs)
+    cluster = list(range(len(docs)))
     bytes_in = sum(len(d["text"].encode()) for d in docs)
     if cfg.exact:
         seen: dict[int, int] = {}
         for i, d in enumerate(docs):
             h = normalized_hash(d["text"])
-            if h in seen: reason[i] = "exact-duplicate"; cluster[i] = seen[h]
-            else: seen[h] = i
+            if h in seen:
+                reason[i] = "exact-duplicate"
+                cluster[i] = seen[h]
+            else:
+                seen[h] = i
     if cfg.fuzzy:
         alive = [i for i in range(len(docs)) if not reason[i]]
-        lab = near_duplicate_clusters([docs[i]["text"] for i in alive], num_perm=cfg.num_perm, bands=cfg.bands,
-                                      shingle=cfg.shingle, threshold=cfg.threshold, seed=cfg.seed)
+        lab = near_duplicate_clusters(
+            [docs[i]["text"] for i in alive],
+            num_perm=cfg.num_perm,
+            bands=cfg.bands,
+            shingle=cfg.shingle,
+            threshold=cfg.threshold,
+            seed=cfg.seed,
+        )
         for k, i in enumerate(alive):
-            if lab[k] != k: reason[i] = "near-duplicate"; cluster[i] = alive[lab[k]]
+            if lab[k] != k:
+                reason[i] = "near-duplicate"
+                cluster[i] = alive[lab[k]]
     paragraphs_removed = 0
     if cfg.paragraphs:
         seen_p: set[int] = set()
         for i, d in enumerate(docs):
-            if reason[i]: continue
+            if reason[i]:
+                continue
             parts = re.split(r"(\n\s*\n)", d["text"])
             keep = []
             for j in range(0, len(parts), 2):
                 p = parts[j]
                 if len(p.strip()) >= cfg.min_paragraph_chars:
                     h = normalized_hash(p)
-                    if h in seen_p: paragraphs_removed += 1; continue
+                    if h in seen_p:
+                        paragraphs_removed += 1
+                        continue
                     seen_p.add(h)
                 keep.append(p)
             text = "\n\n".join(k for k in keep if k.strip())
-            if not text.strip(): reason[i] = "all-paragraphs-duplicate"
-            elif len(keep) < (len(parts) + 1) // 2: d["text"] = text
+            if not text.strip():
+                reason[i] = "all-paragraphs-duplicate"
+            elif len(keep) < (len(parts) + 1) // 2:
+                d["text"] = text
     kept = [d for d, r in zip(docs, reason) if not r]
     s = write_documents(kept, output_path)
-    attrs = pa.table({"id": [d["id"] for d in docs], "kept": [not r for r in reason], "reason": reason,
-                      "cluster": [docs[c]["id"] for c in cluster]})
-    with storage.atomic_open(storage.join(output_path, "attributes.parquet")) as f: pq.write_table(attrs, f)
+    attrs = pa.table(
+        {
+            "id": [d["id"] for d in docs],
+            "kept": [not r for r in reason],
+            "reason": reason,
+            "cluster": [docs[c]["id"] for c in cluster],
+        }
+    )
+    with storage.atomic_open(storage.join(output_path, "attributes.parquet")) as f:
+        pq.write_table(attrs, f)
     dropped = {r: reason.count(r) for r in sorted(set(reason)) if r}
-    out = {"data/documents_in": len(docs), "data/documents": s["documents"], "data/bytes_in": bytes_in, "data/bytes": s["bytes"],
-           "data/paragraphs_removed": paragraphs_removed, **{f"data/dropped/{k}": v for k, v in dropped.items()}}
-    storage.write_json(storage.join(output_path, "summary.json"), dict(storage.read_json(storage.join(output_path, "summary.json")), stage="dedup", **out))
+    out = {
+        "data/documents_in": len(docs),
+        "data/documents": s["documents"],
+        "data/bytes_in": bytes_in,
+        "data/bytes": s["bytes"],
+        "data/paragraphs_removed": paragraphs_removed,
+        **{f"data/dropped/{k}": v for k, v in dropped.items()},
+    }
+    storage.write_json(
+        storage.join(output_path, "summary.json"),
+        dict(storage.read_json(storage.join(output_path, "summary.json")), stage="dedup", **out),
+    )
     return out
+
 
 def dedup_step(cfg: DedupConfig, name: str) -> Step:
     return Step(name, dedup_documents, cfg, description="exact, paragraph and MinHash near-duplicate dedup")

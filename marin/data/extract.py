@@ -19,14 +19,19 @@ def _naive(page: bytes) -> str:
     s = re.sub(r"(?is)<(script|style|noscript).*?</\1>", " ", s)
     return htmlmod.unescape(re.sub(r"<[^>]+>", " ", s))
 
+
 def _trafilatura(page: bytes, **kw) -> str:
     import trafilatura
+
     return trafilatura.extract(page, include_comments=False, **kw) or ""
+
 
 def _resiliparse(page: bytes) -> str:
     from resiliparse.extract.html2text import extract_plain_text
     from resiliparse.parse.encoding import bytes_to_str, detect_encoding
+
     return extract_plain_text(bytes_to_str(page, detect_encoding(page)), main_content=True)
+
 
 EXTRACTORS: dict[str, Callable[[bytes], str]] = {
     "trafilatura": _trafilatura,
@@ -36,31 +41,48 @@ EXTRACTORS: dict[str, Callable[[bytes], str]] = {
     "naive": _naive,
 }
 
+
 def extract_text(page: bytes | str, extractor: str = "trafilatura") -> str:
     "The main text of an HTML page."
-    if extractor not in EXTRACTORS: raise ValueError(f"extractor {extractor!r}: use one of {sorted(EXTRACTORS)}")
+    if extractor not in EXTRACTORS:
+        raise ValueError(f"extractor {extractor!r}: use one of {sorted(EXTRACTORS)}")
     return EXTRACTORS[extractor](page.encode("utf-8") if isinstance(page, str) else page)
 
 # %% ../../nbs/11_extract.ipynb #2734780d
-def _norm(s: str) -> str: return " ".join(s.split())
+def _norm(s: str) -> str:
+    return " ".join(s.split())
+
 
 def evaluate_extractor(extractor: str, html_dir: str | None = None) -> dict:
     "with-recall and without-rejection of `extractor` over an annotated folder (default: the shared html set)."
     if html_dir is None:
         from marin.core.settings import shared_data_dir
+
         html_dir = str(shared_data_dir() / "html")
-    recs = [json.loads(l) for l in storage.read_text(storage.join(html_dir, "expectations.jsonl")).splitlines() if l.strip()]
+    recs = [
+        json.loads(l) for l in storage.read_text(storage.join(html_dir, "expectations.jsonl")).splitlines() if l.strip()
+    ]
     tp = fn = tn = fp = 0
     for r in recs:
         out = _norm(extract_text(storage.read_bytes(storage.join(html_dir, r["file"])), extractor))
         for w in r["with"]:
-            if _norm(w) in out: tp += 1
-            else: fn += 1
+            if _norm(w) in out:
+                tp += 1
+            else:
+                fn += 1
         for w in r["without"]:
-            if _norm(w) in out: fp += 1
-            else: tn += 1
-    return {"extractor": extractor, "pages": len(recs), "with_recall": tp / max(tp + fn, 1), "without_rejection": tn / max(tn + fp, 1),
-            "with": tp + fn, "without": tn + fp}
+            if _norm(w) in out:
+                fp += 1
+            else:
+                tn += 1
+    return {
+        "extractor": extractor,
+        "pages": len(recs),
+        "with_recall": tp / max(tp + fn, 1),
+        "without_rejection": tn / max(tn + fp, 1),
+        "with": tp + fn,
+        "without": tn + fp,
+    }
 
 # %% ../../nbs/11_extract.ipynb #4838432e
 @dataclasses.dataclass(frozen=True)
@@ -68,22 +90,37 @@ class ExtractConfig(Config):
     documents: Any = versioned()
     extractor: str = versioned("trafilatura")
     min_chars: int = versioned(200)
-    def validate(self): check(self.extractor in EXTRACTORS, "extractor", f"{self.extractor!r}: use one of {sorted(EXTRACTORS)}")
+
+    def validate(self):
+        check(self.extractor in EXTRACTORS, "extractor", f"{self.extractor!r}: use one of {sorted(EXTRACTORS)}")
+
 
 def extract_documents(cfg: ExtractConfig, output_path: str) -> dict:
     "Executor step: HTML document set → text document set."
     from tqdm.auto import tqdm
     from marin.data.sources import read_documents, write_documents
+
     stats = {"in": 0, "bytes_in": 0, "too_short": 0}
+
     def gen():
         for d in tqdm(read_documents(str(cfg.documents)), desc=f"extract ({cfg.extractor})", unit="page"):
-            stats["in"] += 1; stats["bytes_in"] += len(d["text"].encode())
+            stats["in"] += 1
+            stats["bytes_in"] += len(d["text"].encode())
             text = extract_text(d["text"], cfg.extractor).strip()
-            if len(text) < cfg.min_chars: stats["too_short"] += 1; continue
+            if len(text) < cfg.min_chars:
+                stats["too_short"] += 1
+                continue
             yield dict(d, text=text, meta=dict(d["meta"], format="text", extractor=cfg.extractor))
+
     s = write_documents(gen(), output_path)
-    return {"data/documents_in": stats["in"], "data/documents": s["documents"], "data/bytes_in": stats["bytes_in"], "data/bytes": s["bytes"],
-            "data/dropped/too-short": stats["too_short"]}
+    return {
+        "data/documents_in": stats["in"],
+        "data/documents": s["documents"],
+        "data/bytes_in": stats["bytes_in"],
+        "data/bytes": s["bytes"],
+        "data/dropped/too-short": stats["too_short"],
+    }
+
 
 def extract_step(cfg: ExtractConfig, name: str) -> Step:
     return Step(name, extract_documents, cfg, description=f"HTML → text with {cfg.extractor}")

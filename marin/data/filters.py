@@ -20,9 +20,11 @@ __all__ = ['STOP_WORDS', 'N_FEATURES', 'RuleConfig', 'document_stats', 'rule_ver
 STOP_WORDS = frozenset("the be to of and that have with".split())
 _WORD = re.compile(r"\S+")
 
+
 @dataclasses.dataclass(frozen=True)
 class RuleConfig(Config):
     "Thresholds of the Gopher and C4 rules (defaults: the papers')."
+
     min_words: int = versioned(50)
     max_words: int = versioned(100_000)
     min_mean_word_len: float = versioned(3.0)
@@ -35,6 +37,7 @@ class RuleConfig(Config):
     max_dup_line_frac: float = versioned(0.3)
     max_top_2gram_frac: float = versioned(0.2)
     c4_rules: bool = versioned(True)
+
 
 def document_stats(text: str) -> dict[str, float]:
     "The measurements the rules look at."
@@ -55,47 +58,70 @@ def document_stats(text: str) -> dict[str, float]:
         "alpha_words": sum(any(c.isalpha() for c in w) for w in words) / max(n, 1),
         "stop_words": len(STOP_WORDS.intersection(lw)),
         "dup_line_frac": sum(c for c in line_counts.values() if c > 1) / nl,
-        "top_2gram_frac": (top[0][1] * (len(top[0][0][0]) + len(top[0][0][1]))) / max(len(text), 1) if top and top[0][1] > 1 else 0.0,
+        "top_2gram_frac": (top[0][1] * (len(top[0][0][0]) + len(top[0][0][1]))) / max(len(text), 1)
+        if top and top[0][1] > 1
+        else 0.0,
     }
+
 
 def rule_verdict(text: str, r: RuleConfig) -> tuple[str, dict]:
     "('' if the document passes, else the first broken rule's name), and the stats."
     s = document_stats(text)
-    checks = [("too-few-words", s["words"] < r.min_words), ("too-many-words", s["words"] > r.max_words),
-              ("mean-word-length", not r.min_mean_word_len <= s["mean_word_len"] <= r.max_mean_word_len),
-              ("symbol-ratio", s["symbol_ratio"] > r.max_symbol_ratio), ("bullet-lines", s["bullet_lines"] > r.max_bullet_lines),
-              ("ellipsis-lines", s["ellipsis_lines"] > r.max_ellipsis_lines), ("non-alpha-words", s["alpha_words"] < r.min_alpha_words),
-              ("few-stop-words", s["stop_words"] < r.min_stop_words), ("duplicate-lines", s["dup_line_frac"] > r.max_dup_line_frac),
-              ("repeated-2gram", s["top_2gram_frac"] > r.max_top_2gram_frac)]
+    checks = [
+        ("too-few-words", s["words"] < r.min_words),
+        ("too-many-words", s["words"] > r.max_words),
+        ("mean-word-length", not r.min_mean_word_len <= s["mean_word_len"] <= r.max_mean_word_len),
+        ("symbol-ratio", s["symbol_ratio"] > r.max_symbol_ratio),
+        ("bullet-lines", s["bullet_lines"] > r.max_bullet_lines),
+        ("ellipsis-lines", s["ellipsis_lines"] > r.max_ellipsis_lines),
+        ("non-alpha-words", s["alpha_words"] < r.min_alpha_words),
+        ("few-stop-words", s["stop_words"] < r.min_stop_words),
+        ("duplicate-lines", s["dup_line_frac"] > r.max_dup_line_frac),
+        ("repeated-2gram", s["top_2gram_frac"] > r.max_top_2gram_frac),
+    ]
     if r.c4_rules:
         low = text.lower()
-        checks += [("c4-lorem-ipsum", "lorem ipsum" in low), ("c4-curly-brace", "{" in text),
-                   ("c4-javascript", "enable javascript" in low or "javascript must be enabled" in low)]
+        checks += [
+            ("c4-lorem-ipsum", "lorem ipsum" in low),
+            ("c4-curly-brace", "{" in text),
+            ("c4-javascript", "enable javascript" in low or "javascript must be enabled" in low),
+        ]
     return next((name for name, bad in checks if bad), ""), s
 
 # %% ../../nbs/12_filters.ipynb #6f389641
 N_FEATURES = 1 << 18
 
+
 def hashed_features(texts: Sequence[str], n_features: int = N_FEATURES):
     "Sparse CSR [N, n_features]: counts of hashed lower-cased word unigrams and bigrams, L2-normalised per row."
     from scipy.sparse import csr_matrix
+
     rows, cols = [], []
     for i, t in enumerate(texts):
         w = re.findall(r"\w+", t.lower())
         toks = w + [a + " " + b for a, b in zip(w, w[1:])]
-        cols.extend(xxhash.xxh32_intdigest(x.encode()) % n_features for x in toks); rows.extend([i] * len(toks))
+        cols.extend(xxhash.xxh32_intdigest(x.encode()) % n_features for x in toks)
+        rows.extend([i] * len(toks))
     m = csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=(len(texts), n_features))
     m.sum_duplicates()
-    norms = np.sqrt(np.asarray(m.multiply(m).sum(1)).ravel()); norms[norms == 0] = 1
+    norms = np.sqrt(np.asarray(m.multiply(m).sum(1)).ravel())
+    norms[norms == 0] = 1
     return csr_matrix(m.multiply(1 / norms[:, None]))
+
 
 class QualityClassifier:
     "Logistic regression over hashed n-grams; `score(texts)` is P(positive)."
-    def __init__(self, w: np.ndarray, b: float): self.w, self.b = w, b
+
+    def __init__(self, w: np.ndarray, b: float):
+        self.w, self.b = w, b
+
     @classmethod
     def fit(cls, pos: Sequence[str], neg: Sequence[str], l2: float = 1e-4, max_iter: int = 200) -> "QualityClassifier":
         from scipy.optimize import minimize
-        X = hashed_features(list(pos) + list(neg)); y = np.r_[np.ones(len(pos)), np.zeros(len(neg))]
+
+        X = hashed_features(list(pos) + list(neg))
+        y = np.r_[np.ones(len(pos)), np.zeros(len(neg))]
+
         def loss(p):
             w, b = p[:-1], p[-1]
             z = X @ w + b
@@ -103,41 +129,65 @@ class QualityClassifier:
             l = np.logaddexp(0, z) - y * z
             g = pr - y
             return l.mean() + l2 * w @ w, np.r_[X.T @ g / len(y) + 2 * l2 * w, g.mean()]
+
         res = minimize(loss, np.zeros(X.shape[1] + 1), jac=True, method="L-BFGS-B", options={"maxiter": max_iter})
         return cls(res.x[:-1].astype(np.float32), float(res.x[-1]))
+
     def score(self, texts: Sequence[str]) -> np.ndarray:
         return 1 / (1 + np.exp(-(hashed_features(texts) @ self.w + self.b)))
+
     def save(self, path: str) -> None:
-        buf = io.BytesIO(); np.savez(buf, w=self.w, b=np.array([self.b])); storage.write_bytes(storage.join(path, "classifier.npz"), buf.getvalue())
+        buf = io.BytesIO()
+        np.savez(buf, w=self.w, b=np.array([self.b]))
+        storage.write_bytes(storage.join(path, "classifier.npz"), buf.getvalue())
+
     @classmethod
     def load(cls, path: str) -> "QualityClassifier":
         f = storage.join(path, "classifier.npz")
-        if not storage.exists(f): raise FileNotFoundError(f"{f}: no classifier; run train_classifier_step first")
-        d = np.load(io.BytesIO(storage.read_bytes(f))); return cls(d["w"], float(d["b"][0]))
+        if not storage.exists(f):
+            raise FileNotFoundError(f"{f}: no classifier; run train_classifier_step first")
+        d = np.load(io.BytesIO(storage.read_bytes(f)))
+        return cls(d["w"], float(d["b"][0]))
+
 
 @dataclasses.dataclass(frozen=True)
 class ClassifierTrainConfig(Config):
-    positive: tuple = versioned()    # document sets of good text
-    negative: tuple = versioned()    # document sets of text to filter out
+    positive: tuple = versioned()  # document sets of good text
+    negative: tuple = versioned()  # document sets of text to filter out
     l2: float = versioned(1e-4)
     max_documents: int = versioned(5000)  # per class
-    def validate(self): check(len(self.positive) > 0 and len(self.negative) > 0, "positive/negative", "need at least one document set each")
+
+    def validate(self):
+        check(
+            len(self.positive) > 0 and len(self.negative) > 0,
+            "positive/negative",
+            "need at least one document set each",
+        )
+
 
 def train_classifier(cfg: ClassifierTrainConfig, output_path: str) -> dict:
     "Executor step: fit the quality classifier; report its training accuracy."
     from marin.data.sources import read_documents
+
     def texts(sets):
         out = []
         for p in sets:
             for d in read_documents(str(p), columns=["text"]):
-                if len(out) >= cfg.max_documents: return out
+                if len(out) >= cfg.max_documents:
+                    return out
                 out.append(d["text"])
         return out
+
     pos, neg = texts(cfg.positive), texts(cfg.negative)
     clf = QualityClassifier.fit(pos, neg, cfg.l2)
     clf.save(output_path)
     acc = float(((clf.score(pos) > 0.5).sum() + (clf.score(neg) <= 0.5).sum()) / (len(pos) + len(neg)))
-    return {"data/classifier_train_accuracy": acc, "data/classifier_positive": len(pos), "data/classifier_negative": len(neg)}
+    return {
+        "data/classifier_train_accuracy": acc,
+        "data/classifier_positive": len(pos),
+        "data/classifier_negative": len(neg),
+    }
+
 
 def train_classifier_step(cfg: ClassifierTrainConfig, name: str = "quality/classifier") -> Step:
     return Step(name, train_classifier, cfg, description="train the hashed n-gram quality classifier")
@@ -147,41 +197,55 @@ def train_classifier_step(cfg: ClassifierTrainConfig, name: str = "quality/class
 class QualityConfig(Config):
     documents: Any = versioned()
     rules: RuleConfig | None = versioned(default_factory=RuleConfig)  # None: no heuristic rules
-    classifier: Any = versioned(None)        # a trained classifier (step or path), or None
-    min_score: float = versioned(0.0)        # keep documents scoring at least this
+    classifier: Any = versioned(None)  # a trained classifier (step or path), or None
+    min_score: float = versioned(0.0)  # keep documents scoring at least this
     keep_top_fraction: float = versioned(1.0)  # of those passing the rules, keep the best-scoring fraction
+
     def validate(self):
         check(0 < self.keep_top_fraction <= 1, "keep_top_fraction", "a fraction in (0, 1]")
         check(0 <= self.min_score <= 1, "min_score", "a probability in [0, 1]")
+
 
 def quality_filter(cfg: QualityConfig, output_path: str) -> dict:
     "Executor step: apply the rules and the classifier; write kept documents and attributes."
     from tqdm.auto import tqdm
     from marin.data.sources import read_documents, write_documents
+
     docs = list(read_documents(str(cfg.documents)))
     reasons, stats = [], []
     for d in tqdm(docs, desc="quality rules", unit="doc", mininterval=1):
         r, s = rule_verdict(d["text"], cfg.rules) if cfg.rules is not None else ("", {})
-        reasons.append(r); stats.append(s)
+        reasons.append(r)
+        stats.append(s)
     scores = np.full(len(docs), np.nan)
     if cfg.classifier is not None:
         scores = QualityClassifier.load(str(cfg.classifier)).score([d["text"] for d in docs])
         alive = [i for i, r in enumerate(reasons) if not r]
         for i in alive:
-            if scores[i] < cfg.min_score: reasons[i] = "classifier-score"
+            if scores[i] < cfg.min_score:
+                reasons[i] = "classifier-score"
         alive = [i for i in alive if not reasons[i]]
         if cfg.keep_top_fraction < 1 and alive:
             k = int(np.ceil(cfg.keep_top_fraction * len(alive)))
             order = sorted(alive, key=lambda i: (-scores[i], i))
-            for i in order[k:]: reasons[i] = "classifier-top-fraction"
+            for i in order[k:]:
+                reasons[i] = "classifier-top-fraction"
     kept = [d for d, r in zip(docs, reasons) if not r]
     s = write_documents(kept, output_path)
     cols = {"id": [d["id"] for d in docs], "kept": [not r for r in reasons], "reason": reasons, "score": scores}
-    for k in (stats[0] if stats and stats[0] else {}): cols[k] = [float(st[k]) for st in stats]
-    with storage.atomic_open(storage.join(output_path, "attributes.parquet")) as f: pq.write_table(pa.table(cols), f)
+    for k in stats[0] if stats and stats[0] else {}:
+        cols[k] = [float(st[k]) for st in stats]
+    with storage.atomic_open(storage.join(output_path, "attributes.parquet")) as f:
+        pq.write_table(pa.table(cols), f)
     dropped = collections.Counter(r for r in reasons if r)
-    return {"data/documents_in": len(docs), "data/documents": s["documents"], "data/bytes_in": sum(len(d["text"].encode()) for d in docs),
-            "data/bytes": s["bytes"], **{f"data/dropped/{k}": v for k, v in sorted(dropped.items())}}
+    return {
+        "data/documents_in": len(docs),
+        "data/documents": s["documents"],
+        "data/bytes_in": sum(len(d["text"].encode()) for d in docs),
+        "data/bytes": s["bytes"],
+        **{f"data/dropped/{k}": v for k, v in sorted(dropped.items())},
+    }
+
 
 def quality_step(cfg: QualityConfig, name: str) -> Step:
     return Step(name, quality_filter, cfg, description="heuristic and classifier quality filter")

@@ -21,36 +21,60 @@ __all__ = ['WEIGHT_UNITS', 'MixtureComponent', 'MixtureConfig', 'ComponentStream
 # %% ../../nbs/18_mixture.ipynb #3f9dc65d
 WEIGHT_UNITS = ("tokens", "bytes", "documents")
 
+
 @dataclasses.dataclass(frozen=True)
 class MixtureComponent(Config):
     name: str = versioned()
-    tokens: Any = versioned()        # a token set: a tokenize Step or its output path
+    tokens: Any = versioned()  # a token set: a tokenize Step or its output path
     weight: float = versioned(1.0)
+
     def validate(self):
         check(isinstance(self.name, str) and self.name != "", "name", "each component needs a name")
-        check(isinstance(self.weight, (int, float)) and math.isfinite(self.weight) and self.weight >= 0, f"components[{self.name}].weight",
-              f"{self.weight!r} must be a finite number >= 0")
+        check(
+            isinstance(self.weight, (int, float)) and math.isfinite(self.weight) and self.weight >= 0,
+            f"components[{self.name}].weight",
+            f"{self.weight!r} must be a finite number >= 0",
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class MixtureConfig(Config):
     components: tuple[MixtureComponent, ...] = versioned()
-    weight_unit: str = versioned("tokens")   # what the weights measure: tokens | bytes | documents
+    weight_unit: str = versioned("tokens")  # what the weights measure: tokens | bytes | documents
     seq_len: int = versioned(1024)
     batch_size: int = versioned(8)
     seed: int = versioned(0)
     block_rows: int = versioned(256)
-    sample: str = versioned("text")          # text | dna | dna:k=N | protein
-    rc_prob: float = versioned(0.0)          # DNA reverse-complement augmentation probability
+    sample: str = versioned("text")  # text | dna | dna:k=N | protein
+    rc_prob: float = versioned(0.0)  # DNA reverse-complement augmentation probability
 
     def validate(self):
-        check(isinstance(self.components, tuple) and len(self.components) > 0, "components", "a mixture needs at least one component (a tuple)")
+        check(
+            isinstance(self.components, tuple) and len(self.components) > 0,
+            "components",
+            "a mixture needs at least one component (a tuple)",
+        )
         names = [c.name for c in self.components]
         check(len(set(names)) == len(names), "components", f"component names must be unique, got {names}")
         total = sum(c.weight for c in self.components)
-        check(total > 0, "weights", f"weights {dict(zip(names, [c.weight for c in self.components]))} must sum to a positive number")
-        check(self.weight_unit in WEIGHT_UNITS, "weight_unit", f"{self.weight_unit!r}: say what the weights measure, one of {WEIGHT_UNITS}")
-        check(self.seq_len >= 2 and self.batch_size >= 1, "seq_len/batch_size", "seq_len must be >= 2 and batch_size >= 1")
-        check(self.block_rows >= max(len(self.components) ** 2, 1), "block_rows", f"must be >= (number of components)^2 = {len(self.components) ** 2}")
+        check(
+            total > 0,
+            "weights",
+            f"weights {dict(zip(names, [c.weight for c in self.components]))} must sum to a positive number",
+        )
+        check(
+            self.weight_unit in WEIGHT_UNITS,
+            "weight_unit",
+            f"{self.weight_unit!r}: say what the weights measure, one of {WEIGHT_UNITS}",
+        )
+        check(
+            self.seq_len >= 2 and self.batch_size >= 1, "seq_len/batch_size", "seq_len must be >= 2 and batch_size >= 1"
+        )
+        check(
+            self.block_rows >= max(len(self.components) ** 2, 1),
+            "block_rows",
+            f"must be >= (number of components)^2 = {len(self.components) ** 2}",
+        )
 
     @property
     def weights(self) -> dict[str, float]:
@@ -60,16 +84,20 @@ class MixtureConfig(Config):
 # %% ../../nbs/18_mixture.ipynb #f048213a
 class ComponentStream:
     "The infinite, epoch-by-epoch permuted token stream of one token set."
+
     def __init__(self, name: str, tokens: TokenSet, seed: int):
         self.name, self.ts, self.seed = name, tokens, seed
         self.lengths = tokens.doc_lengths
         self.n_tokens = int(self.lengths.sum())
-        if self.n_tokens == 0: raise ValueError(f"component {name!r}: the token set {tokens.path} holds no tokens")
+        if self.n_tokens == 0:
+            raise ValueError(f"component {name!r}: the token set {tokens.path} holds no tokens")
 
     @functools.lru_cache(maxsize=4)
     def epoch(self, e: int) -> tuple[np.ndarray, np.ndarray]:
         "(document order, cumulative end offsets) of epoch `e`."
-        order = FeistelPermutation(len(self.lengths), derive_seed(self.seed, self.name, "epoch", e))(np.arange(len(self.lengths)))
+        order = FeistelPermutation(len(self.lengths), derive_seed(self.seed, self.name, "epoch", e))(
+            np.arange(len(self.lengths))
+        )
         return order, np.cumsum(self.lengths[order])
 
     def window(self, start: int, length: int) -> tuple[np.ndarray, np.ndarray]:
@@ -80,9 +108,10 @@ class ComponentStream:
             order, cum = self.epoch(e)
             j = int(np.searchsorted(cum, t, side="right"))
             doc_start = int(cum[j] - self.lengths[order[j]])
-            piece = self.ts.doc_tokens(int(order[j]))[t - doc_start: t - doc_start + (end - pos)]
+            piece = self.ts.doc_tokens(int(order[j]))[t - doc_start : t - doc_start + (end - pos)]
             seg += 1
-            toks.append(piece); segs.append(np.full(len(piece), seg, np.int32))
+            toks.append(piece)
+            segs.append(np.full(len(piece), seg, np.int32))
             pos += len(piece)
         return np.concatenate(toks), np.concatenate(segs)
 
@@ -94,18 +123,30 @@ def token_shares(weights: dict[str, float], unit: str, manifests: dict[str, dict
     t = sum(raw.values())
     return {n: v / t for n, v in raw.items()}
 
+
 class MixtureLoader:
     "Batches of a mixture by step number: `batch(step) -> {tokens, segment_ids, loss_mask}`."
+
     def __init__(self, cfg: MixtureConfig, *, verify: bool = True, sample: Sample | None = None):
         self.cfg = cfg
-        missing = [f"{c.name}: {c.tokens}" for c in cfg.components if not storage.exists(storage.join(str(c.tokens), "manifest.json"))]
-        if missing: raise FileNotFoundError(f"mixture components without a token set (run their tokenize steps first or fix the paths): {missing}")
+        missing = [
+            f"{c.name}: {c.tokens}"
+            for c in cfg.components
+            if not storage.exists(storage.join(str(c.tokens), "manifest.json"))
+        ]
+        if missing:
+            raise FileNotFoundError(
+                f"mixture components without a token set (run their tokenize steps first or fix the paths): {missing}"
+            )
         self.sets = {c.name: TokenSet(str(c.tokens), verify=verify) for c in cfg.components}
         tok_hashes = {n: s.tokenizer_hash for n, s in self.sets.items()}
         if len(set(tok_hashes.values())) > 1:
-            raise ValueError(f"mixture components were tokenized with different tokenizers: {tok_hashes}; re-tokenize them with one tokenizer")
+            raise ValueError(
+                f"mixture components were tokenized with different tokenizers: {tok_hashes}; re-tokenize them with one tokenizer"
+            )
         empty = [n for n, s in self.sets.items() if s.n_tokens == 0]
-        if empty: raise ValueError(f"mixture components with no tokens: {empty}")
+        if empty:
+            raise ValueError(f"mixture components with no tokens: {empty}")
         self.names = [c.name for c in cfg.components]
         manifests = {n: s.manifest for n, s in self.sets.items()}
         self.shares = token_shares(cfg.weights, cfg.weight_unit, manifests)
@@ -115,12 +156,15 @@ class MixtureLoader:
         first = next(iter(self.sets.values()))
         if sample is None:
             tok = None
-            if cfg.sample == "text": tok = _TokenizerInfo(first.manifest["tokenizer"])
+            if cfg.sample == "text":
+                tok = _TokenizerInfo(first.manifest["tokenizer"])
             sample = sample_for(cfg.sample, tok, rc_prob=cfg.rc_prob, seed=cfg.seed)
         self.sample = sample
         self.vocab_size = int(first.vocab_size)
         if sample.vocab_size != self.vocab_size:
-            raise ValueError(f"sample {cfg.sample!r} has vocab {sample.vocab_size} but the token sets have {self.vocab_size}")
+            raise ValueError(
+                f"sample {cfg.sample!r} has vocab {sample.vocab_size} but the token sets have {self.vocab_size}"
+            )
         self.batch_size, self.seq_len = cfg.batch_size, cfg.seq_len
 
     # rows of each component through the end of block b (exact, closed form)
@@ -151,21 +195,27 @@ class MixtureLoader:
         "Packed (tokens [n, S], segment ids [n, S], component index [n]) for global rows start_row…"
         S = self.seq_len
         comp, within = self.row_sources(np.arange(start_row, start_row + n))
-        toks = np.empty((n, S), np.int32); segs = np.empty((n, S), np.int32)
+        toks = np.empty((n, S), np.int32)
+        segs = np.empty((n, S), np.int32)
         for r in range(n):
             toks[r], segs[r] = self.streams[comp[r]].window(int(within[r]) * S, S)
         return toks, segs, comp
 
     def batch(self, step: int) -> dict[str, np.ndarray]:
         "The batch of step `step`: tokens int32 [B,S], segment_ids int32 [B,S], loss_mask float32 [B,S]."
-        if step < 0: raise IndexError(f"step {step} < 0")
+        if step < 0:
+            raise IndexError(f"step {step} < 0")
         toks, segs, _ = self.rows(step * self.batch_size, self.batch_size)
         return self.sample.collate(toks, segs, step=step)
 
-    def __iter__(self) -> Iterator[dict[str, np.ndarray]]: return self.iter_from(0)
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        return self.iter_from(0)
+
     def iter_from(self, step: int) -> Iterator[dict[str, np.ndarray]]:
         "Batches from `step` on (resume = start here)."
-        while True: yield self.batch(step); step += 1
+        while True:
+            yield self.batch(step)
+            step += 1
 
     def component_tokens(self, n_rows: int) -> dict[str, int]:
         "Tokens each component has delivered in the first `n_rows` global rows."
@@ -194,7 +244,8 @@ class MixtureLoader:
     def metrics(self, step: int) -> dict[str, float]:
         "`mixture/*` metrics after step `step`: realised and target token shares, epochs, tokens."
         n_rows = (step + 1) * self.batch_size
-        toks = self.component_tokens(n_rows); total = sum(toks.values())
+        toks = self.component_tokens(n_rows)
+        total = sum(toks.values())
         ep = self.epochs(n_rows)
         out = {}
         for n in self.names:
@@ -204,16 +255,25 @@ class MixtureLoader:
             out[f"mixture/tokens/{n}"] = toks[n]
         return out
 
+
 class _TokenizerInfo:
     "What a text Sample needs of a tokenizer, from a token set's manifest (no tokenizer file needed to load data)."
-    def __init__(self, m: dict): self.vocab_size, self.eos_id, self.pad_id, self.hash = m["vocab_size"], m.get("eos_id"), m.get("pad_id"), m["hash"]
+
+    def __init__(self, m: dict):
+        self.vocab_size, self.eos_id, self.pad_id, self.hash = (
+            m["vocab_size"],
+            m.get("eos_id"),
+            m.get("pad_id"),
+            m["hash"],
+        )
 
 # %% ../../nbs/18_mixture.ipynb #fd6602e4
 @dataclasses.dataclass(frozen=True)
 class MixtureStepConfig(Config):
     mixture: MixtureConfig = versioned()
-    planned_steps: int = versioned(1000)    # for the realised-token report
-    hash_steps: int = versioned(4)          # batches hashed into the mixture hash
+    planned_steps: int = versioned(1000)  # for the realised-token report
+    hash_steps: int = versioned(4)  # batches hashed into the mixture hash
+
 
 def describe_mixture(cfg: MixtureStepConfig) -> dict:
     "Sources, weights, shares, realised token counts, epochs and hashes (what `marin data mixture --dry-run` prints)."
@@ -222,35 +282,68 @@ def describe_mixture(cfg: MixtureStepConfig) -> dict:
     h = xxhash.xxh3_128()
     for s in range(cfg.hash_steps):
         b = ld.batch(s)
-        for k in ("tokens", "segment_ids", "loss_mask"): h.update(b[k].tobytes())
+        for k in ("tokens", "segment_ids", "loss_mask"):
+            h.update(b[k].tobytes())
     realised = ld.component_tokens(n_rows)
-    return {"weight_unit": cfg.mixture.weight_unit, "seq_len": ld.seq_len, "batch_size": ld.batch_size, "vocab_size": ld.vocab_size,
-            "planned_steps": cfg.planned_steps, "planned_tokens": n_rows * ld.seq_len,
-            "components": [{"name": n, "path": ld.sets[n].path, "weight": c.weight, "token_share": ld.shares[n],
-                            "tokens_available": ld.sets[n].n_tokens, "documents": len(ld.sets[n]), "bytes": ld.sets[n].manifest["bytes"],
-                            "realised_tokens": realised[n], "realised_share": realised[n] / max(sum(realised.values()), 1),
-                            "epochs": ld.epochs(n_rows)[n], "token_set_hash": ld.sets[n].hash}
-                           for n, c in zip(ld.names, cfg.mixture.components)],
-            "batch_hash": h.hexdigest(),
-            "config": {"weight_unit": cfg.mixture.weight_unit, "seq_len": cfg.mixture.seq_len, "batch_size": cfg.mixture.batch_size,
-                       "seed": cfg.mixture.seed, "block_rows": cfg.mixture.block_rows, "sample": cfg.mixture.sample, "rc_prob": cfg.mixture.rc_prob,
-                       "components": [{"name": c.name, "tokens": str(c.tokens), "weight": c.weight} for c in cfg.mixture.components]}}
+    return {
+        "weight_unit": cfg.mixture.weight_unit,
+        "seq_len": ld.seq_len,
+        "batch_size": ld.batch_size,
+        "vocab_size": ld.vocab_size,
+        "planned_steps": cfg.planned_steps,
+        "planned_tokens": n_rows * ld.seq_len,
+        "components": [
+            {
+                "name": n,
+                "path": ld.sets[n].path,
+                "weight": c.weight,
+                "token_share": ld.shares[n],
+                "tokens_available": ld.sets[n].n_tokens,
+                "documents": len(ld.sets[n]),
+                "bytes": ld.sets[n].manifest["bytes"],
+                "realised_tokens": realised[n],
+                "realised_share": realised[n] / max(sum(realised.values()), 1),
+                "epochs": ld.epochs(n_rows)[n],
+                "token_set_hash": ld.sets[n].hash,
+            }
+            for n, c in zip(ld.names, cfg.mixture.components)
+        ],
+        "batch_hash": h.hexdigest(),
+        "config": {
+            "weight_unit": cfg.mixture.weight_unit,
+            "seq_len": cfg.mixture.seq_len,
+            "batch_size": cfg.mixture.batch_size,
+            "seed": cfg.mixture.seed,
+            "block_rows": cfg.mixture.block_rows,
+            "sample": cfg.mixture.sample,
+            "rc_prob": cfg.mixture.rc_prob,
+            "components": [
+                {"name": c.name, "tokens": str(c.tokens), "weight": c.weight} for c in cfg.mixture.components
+            ],
+        },
+    }
+
 
 def build_mixture(cfg: MixtureStepConfig, output_path: str) -> dict:
     "Executor step: validate a mixture and write mixture.json."
     d = describe_mixture(cfg)
     storage.write_json(storage.join(output_path, "mixture.json"), d)
     out = {"data/mixture_batch_hash": d["batch_hash"], "data/planned_tokens": d["planned_tokens"]}
-    for c in d["components"]: out[f"mixture/share/{c['name']}"] = c["realised_share"]; out[f"mixture/epoch/{c['name']}"] = c["epochs"]
+    for c in d["components"]:
+        out[f"mixture/share/{c['name']}"] = c["realised_share"]
+        out[f"mixture/epoch/{c['name']}"] = c["epochs"]
     return out
+
 
 def mixture_step(cfg: MixtureStepConfig, name: str = "mixture") -> Step:
     return Step(name, build_mixture, cfg, description="a weighted token mixture")
 
+
 def load_mixture(path: str, **overrides) -> MixtureLoader:
     "The loader of a mixture step's output folder (its `mixture.json`); `overrides` replace config fields (e.g. batch_size)."
     f = storage.join(str(path), "mixture.json")
-    if not storage.exists(f): raise FileNotFoundError(f"{f}: not a mixture (run mixture_step first, or build a MixtureConfig)")
+    if not storage.exists(f):
+        raise FileNotFoundError(f"{f}: not a mixture (run mixture_step first, or build a MixtureConfig)")
     c = dict(storage.read_json(f)["config"])
     comps = tuple(MixtureComponent(d["name"], d["tokens"], d["weight"]) for d in c.pop("components"))
     return MixtureLoader(MixtureConfig(comps, **{**c, **overrides}))

@@ -12,6 +12,7 @@ __all__ = ['derive_seed', 'FeistelPermutation']
 # %% ../../nbs/16_permutation.ipynb #dd2de191
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
+
 def _mix(x: np.ndarray) -> np.ndarray:
     "splitmix64 finaliser on uint64 arrays."
     with np.errstate(over="ignore"):
@@ -19,14 +20,18 @@ def _mix(x: np.ndarray) -> np.ndarray:
         x = (x ^ (x >> np.uint64(27))) * _M2
         return x ^ (x >> np.uint64(31))
 
+
 def derive_seed(*parts) -> int:
     "A 64-bit seed from any printable parts (e.g. the mixture seed, a source name, an epoch)."
     return xxhash.xxh3_64_intdigest("\0".join(map(str, parts)).encode())
 
+
 class FeistelPermutation:
     "A bijection on range(n) keyed by `seed`; `perm[i]` or `perm(array)` gives where index i goes."
+
     def __init__(self, n: int, seed: int, rounds: int = 4):
-        if n < 1: raise ValueError(f"n={n}: a permutation needs at least one element")
+        if n < 1:
+            raise ValueError(f"n={n}: a permutation needs at least one element")
         self.n, self.seed, self.rounds = int(n), int(seed), rounds
         self.half_bits = max(1, ((int(n) - 1).bit_length() + 1) // 2)
         self.mask = np.uint64((1 << self.half_bits) - 1)
@@ -41,8 +46,10 @@ class FeistelPermutation:
 
     def __call__(self, idx) -> np.ndarray:
         x = np.asarray(idx, dtype=np.int64)
-        if x.size and (x.min() < 0 or x.max() >= self.n): raise IndexError(f"index out of range [0, {self.n})")
-        if self.n == 1: return np.zeros_like(x)
+        if x.size and (x.min() < 0 or x.max() >= self.n):
+            raise IndexError(f"index out of range [0, {self.n})")
+        if self.n == 1:
+            return np.zeros_like(x)
         y = self._round_trip(x.astype(np.uint64).ravel())
         out_of_range = y >= np.uint64(self.n)
         while out_of_range.any():  # cycle-walking
@@ -50,5 +57,8 @@ class FeistelPermutation:
             out_of_range = y >= np.uint64(self.n)
         return y.astype(np.int64).reshape(x.shape)
 
-    def __getitem__(self, i: int) -> int: return int(self(np.array([i]))[0])
-    def __len__(self) -> int: return self.n
+    def __getitem__(self, i: int) -> int:
+        return int(self(np.array([i]))[0])
+
+    def __len__(self) -> int:
+        return self.n

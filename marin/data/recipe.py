@@ -22,22 +22,23 @@ class ThreeSourceRecipe(Config):
     web: SourceConfig = versioned()
     code: SourceConfig = versioned()
     math: SourceConfig = versioned()
-    weights: tuple[float, float, float] = versioned((0.6, 0.25, 0.15))   # web, code, math
+    weights: tuple[float, float, float] = versioned((0.6, 0.25, 0.15))  # web, code, math
     weight_unit: str = versioned("bytes")
     vocab_size: int = versioned(4096)
-    tokenizer_documents: int = versioned(2000)   # documents per source used to train the tokenizer
+    tokenizer_documents: int = versioned(2000)  # documents per source used to train the tokenizer
     seq_len: int = versioned(512)
     batch_size: int = versioned(8)
     seed: int = versioned(0)
-    dedup: bool = versioned(True)                 # exact + MinHash near-duplicate removal per source
-    quality: bool = versioned(True)               # Gopher/C4 heuristic rules on the web source
+    dedup: bool = versioned(True)  # exact + MinHash near-duplicate removal per source
+    quality: bool = versioned(True)  # Gopher/C4 heuristic rules on the web source
     workers: int = 1
 
     def validate(self):
         check(len(self.weights) == 3, "weights", "three weights: web, code, math")
 
     @property
-    def sources(self) -> dict[str, SourceConfig]: return {"web": self.web, "code": self.code, "math": self.math}
+    def sources(self) -> dict[str, SourceConfig]:
+        return {"web": self.web, "code": self.code, "math": self.math}
 
     def steps(self) -> dict[str, Any]:
         "All steps of the chain, by stage; `steps()['mixture']` depends on everything else."
@@ -45,42 +46,71 @@ class ThreeSourceRecipe(Config):
         clean = dict(docs)
         if self.dedup:
             from marin.data.dedup import DedupConfig, dedup_step
+
             clean = {k: dedup_step(DedupConfig(clean[k]), f"dedup/{k}") for k in clean}
         if self.quality:
             from marin.data.filters import QualityConfig, quality_step
-            clean = {k: (quality_step(QualityConfig(clean[k]), f"quality/{k}") if k == "web" else clean[k]) for k in clean}
+
+            clean = {
+                k: (quality_step(QualityConfig(clean[k]), f"quality/{k}") if k == "web" else clean[k]) for k in clean
+            }
         from marin.data.sources import merge_step
-        merged = merge_step(tuple(clean.values()), "documents/tokenizer-train", per_input_limit=self.tokenizer_documents)
+
+        merged = merge_step(
+            tuple(clean.values()), "documents/tokenizer-train", per_input_limit=self.tokenizer_documents
+        )
         tok = train_bpe_step(BPETrainConfig(merged, vocab_size=self.vocab_size))
         tokens = {k: tokenize_step(TokenizeConfig(clean[k], tok, workers=self.workers), f"tokens/{k}") for k in clean}
-        mix = MixtureConfig(tuple(MixtureComponent(k, tokens[k], w) for k, w in zip(self.sources, self.weights)),
-                            weight_unit=self.weight_unit, seq_len=self.seq_len, batch_size=self.batch_size, seed=self.seed)
-        return {"documents": docs, "clean": clean, "tokenizer": tok, "tokens": tokens, "mixture_config": mix,
-                "mixture": mixture_step(MixtureStepConfig(mix))}
+        mix = MixtureConfig(
+            tuple(MixtureComponent(k, tokens[k], w) for k, w in zip(self.sources, self.weights)),
+            weight_unit=self.weight_unit,
+            seq_len=self.seq_len,
+            batch_size=self.batch_size,
+            seed=self.seed,
+        )
+        return {
+            "documents": docs,
+            "clean": clean,
+            "tokenizer": tok,
+            "tokens": tokens,
+            "mixture_config": mix,
+            "mixture": mixture_step(MixtureStepConfig(mix)),
+        }
 
-def python_stdlib_dir() -> str: return sysconfig.get_paths()["stdlib"]
+
+def python_stdlib_dir() -> str:
+    return sysconfig.get_paths()["stdlib"]
+
 
 STDLIB_SKIP = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__"}
+
 
 def python_stdlib_globs(packages: bool = False) -> tuple[str, ...]:
     """Globs over the standard library's own source: its top-level modules, and with `packages` every package folder
     too (asyncio, email, xml, ...), leaving out test suites and installed third-party packages."""
     import os
+
     root = python_stdlib_dir()
     globs = [root + "/*.py"]
     if packages:
         for d, subdirs, files in os.walk(root):
             subdirs[:] = sorted(x for x in subdirs if x not in STDLIB_SKIP)
-            if d != root and any(f.endswith(".py") for f in files): globs.append(d + "/*.py")
+            if d != root and any(f.endswith(".py") for f in files):
+                globs.append(d + "/*.py")
     return tuple(globs)
+
 
 def local_recipe(limit: int = 0, *, stdlib_packages: bool = False, **overrides) -> ThreeSourceRecipe:
     """The recipe on this machine: shared prose, the Python stdlib as code (its top-level modules; with `stdlib_packages`
     its packages too, about 2.5x the code), shared math (each capped at `limit` docs)."""
     from marin.core.settings import shared_data_dir
+
     d = shared_data_dir()
     return ThreeSourceRecipe(
         web=SourceConfig("web", (str(d / "text" / "*.txt"),), split="paragraphs", max_chars=3000, limit=limit),
         code=SourceConfig("code", python_stdlib_globs(stdlib_packages), format="text", split="file", limit=limit),
-        math=SourceConfig("math", (str(d / "math" / "*.tex"),), format="text", split="paragraphs", max_chars=3000, limit=limit),
-        **overrides)
+        math=SourceConfig(
+            "math", (str(d / "math" / "*.tex"),), format="text", split="paragraphs", max_chars=3000, limit=limit
+        ),
+        **overrides,
+    )

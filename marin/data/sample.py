@@ -6,7 +6,14 @@
 from __future__ import annotations
 from typing import Sequence
 import numpy as np
-from .tokenizers import Tokenizer, CharTokenizer, dna_tokenizer, protein_tokenizer, load_tokenizer, DNA_ALPHABET
+from marin.data.tokenizers import (
+    Tokenizer,
+    CharTokenizer,
+    dna_tokenizer,
+    protein_tokenizer,
+    load_tokenizer,
+    DNA_ALPHABET,
+)
 
 # %% auto #0
 __all__ = ['loss_mask_from_segments', 'Sample', 'TextSample', 'ProteinSample', 'complement_table', 'DNASample', 'sample_for']
@@ -19,31 +26,43 @@ def loss_mask_from_segments(segment_ids: np.ndarray) -> np.ndarray:
     mask[..., :-1] = ((seg[..., :-1] == seg[..., 1:]) & (seg[..., :-1] != 0)).astype(np.float32)
     return mask
 
+
 class Sample:
     "A modality: `encode` records to tokens, a `tokenizer` (vocabulary), `collate` packed rows to a batch."
+
     name = "sample"
-    def __init__(self, tokenizer: Tokenizer): self.tokenizer = tokenizer
+
+    def __init__(self, tokenizer: Tokenizer):
+        self.tokenizer = tokenizer
+
     @property
-    def vocab_size(self) -> int: return self.tokenizer.vocab_size
+    def vocab_size(self) -> int:
+        return self.tokenizer.vocab_size
 
     def encode(self, records: Sequence[dict | str]) -> list[np.ndarray]:
         texts = [r["text"] if isinstance(r, dict) else r for r in records]
         out = self.tokenizer.encode_batch(texts)
-        if self.tokenizer.eos_id is None: return out
+        if self.tokenizer.eos_id is None:
+            return out
         eos = np.array([self.tokenizer.eos_id], np.int32)
         return [np.concatenate([a, eos]) for a in out]
 
     def collate(self, tokens: np.ndarray, segment_ids: np.ndarray, *, step: int = 0) -> dict[str, np.ndarray]:
-        tokens = np.ascontiguousarray(tokens, dtype=np.int32); segment_ids = np.ascontiguousarray(segment_ids, dtype=np.int32)
+        tokens = np.ascontiguousarray(tokens, dtype=np.int32)
+        segment_ids = np.ascontiguousarray(segment_ids, dtype=np.int32)
         assert tokens.shape == segment_ids.shape and tokens.ndim == 2, "tokens and segment_ids must both be [B, S]"
         return {"tokens": tokens, "segment_ids": segment_ids, "loss_mask": loss_mask_from_segments(segment_ids)}
+
 
 class TextSample(Sample):
     name = "text"
 
+
 class ProteinSample(Sample):
     name = "protein"
-    def __init__(self, tokenizer: Tokenizer | None = None): super().__init__(tokenizer or protein_tokenizer())
+
+    def __init__(self, tokenizer: Tokenizer | None = None):
+        super().__init__(tokenizer or protein_tokenizer())
 
 # %% ../../nbs/17_sample.ipynb #cda85ff0
 def complement_table(tok: CharTokenizer) -> np.ndarray:
@@ -56,8 +75,10 @@ def complement_table(tok: CharTokenizer) -> np.ndarray:
         table[i] = tok.encode("".join(comp[c] for c in reversed(s)))[0]
     return table
 
+
 class DNASample(Sample):
     name = "dna"
+
     def __init__(self, k: int = 1, rc_prob: float = 0.0, seed: int = 0):
         super().__init__(dna_tokenizer(k))
         self.rc_prob, self.seed = rc_prob, seed
@@ -74,14 +95,16 @@ class DNASample(Sample):
 
     def collate(self, tokens, segment_ids, *, step: int = 0):
         b = super().collate(tokens, segment_ids, step=step)
-        if self.rc_prob <= 0: return b
+        if self.rc_prob <= 0:
+            return b
         toks, seg = b["tokens"].copy(), b["segment_ids"]
         rng = np.random.default_rng([self.seed, step])
         flips = rng.random((toks.shape[0], int(seg.max()) + 1)) < self.rc_prob
         for r in range(toks.shape[0]):
             for s in np.nonzero(flips[r, 1:])[0] + 1:
                 where = np.nonzero(seg[r] == s)[0]
-                if len(where): toks[r, where] = self.reverse_complement(toks[r, where])
+                if len(where):
+                    toks[r, where] = self.reverse_complement(toks[r, where])
         b["tokens"] = toks
         return b
 
@@ -89,9 +112,11 @@ class DNASample(Sample):
 def sample_for(kind: str, tokenizer: Tokenizer | None = None, *, rc_prob: float = 0.0, seed: int = 0) -> Sample:
     "The Sample for a modality name: 'text', 'dna', 'dna:k=N', 'protein'."
     if kind == "text":
-        if tokenizer is None: raise ValueError("a text Sample needs a tokenizer (load_tokenizer(path))")
+        if tokenizer is None:
+            raise ValueError("a text Sample needs a tokenizer (load_tokenizer(path))")
         return TextSample(tokenizer)
-    if kind == "protein": return ProteinSample(tokenizer)
+    if kind == "protein":
+        return ProteinSample(tokenizer)
     if kind == "dna" or kind.startswith("dna:k="):
         return DNASample(int(kind.split("=")[1]) if "=" in kind else 1, rc_prob=rc_prob, seed=seed)
     raise ValueError(f"sample kind {kind!r}: use 'text', 'dna', 'dna:k=N' or 'protein'")

@@ -21,15 +21,18 @@ __all__ = ['SHARD_SCHEMA', 'MANIFEST', 'TokenizeConfig', 'set_hash', 'tokenize_d
 SHARD_SCHEMA = pa.schema([("id", pa.string()), ("tokens", pa.list_(pa.int32()))])
 MANIFEST = "manifest.json"
 
+
 @dataclasses.dataclass(frozen=True)
 class TokenizeConfig(Config):
     "Tokenize a document set into a token set."
-    documents: Any = versioned()             # a document set: a Step (or its output path)
-    tokenizer: Any = versioned()             # a tokenizer spec: 'dna', 'protein', a tokenizer.json folder, a train step
+
+    documents: Any = versioned()  # a document set: a Step (or its output path)
+    tokenizer: Any = versioned()  # a tokenizer spec: 'dna', 'protein', a tokenizer.json folder, a train step
     docs_per_shard: int = versioned(4096)
-    append_eos: bool = versioned(True)       # end every document with the tokenizer's end-of-text token
-    workers: int = 1                         # processes; does not change the output
-    batch_size: int = 512                    # documents per encode_batch call; does not change the output
+    append_eos: bool = versioned(True)  # end every document with the tokenizer's end-of-text token
+    workers: int = 1  # processes; does not change the output
+    batch_size: int = 512  # documents per encode_batch call; does not change the output
+
     def validate(self):
         check(self.docs_per_shard > 0, "docs_per_shard", "must be > 0")
         check(self.workers >= 1, "workers", "must be >= 1")
@@ -37,23 +40,30 @@ class TokenizeConfig(Config):
 # %% ../../nbs/15_shards.ipynb #517f3ae5
 def _shard_bytes(ids: list[str], token_arrays: list[np.ndarray]) -> bytes:
     lengths = np.fromiter((len(a) for a in token_arrays), dtype=np.int64, count=len(token_arrays))
-    offsets = np.zeros(len(token_arrays) + 1, dtype=np.int32); np.cumsum(lengths, out=offsets[1:])
+    offsets = np.zeros(len(token_arrays) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
     flat = np.concatenate(token_arrays).astype(np.int32, copy=False) if token_arrays else np.zeros(0, np.int32)
     tokens = pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat))
     batch = pa.record_batch([pa.array(ids, pa.string()), tokens], schema=SHARD_SCHEMA)
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, SHARD_SCHEMA) as w: w.write_batch(batch)
+    with pa.ipc.new_file(sink, SHARD_SCHEMA) as w:
+        w.write_batch(batch)
     return sink.getvalue().to_pybytes()
+
 
 @functools.lru_cache(maxsize=2)
 def _doc_table(path: str) -> pa.Table:
     from marin.data.sources import read_document_table
+
     return read_document_table(path, columns=["id", "text"])
+
 
 @functools.lru_cache(maxsize=2)
 def _tokenizer(spec: str):
     from marin.data.tokenizers import load_tokenizer
+
     return load_tokenizer(spec)
+
 
 def _encode_shard(args) -> dict:
     docs_path, tok_spec, out_file, start, stop, append_eos, batch_size = args
@@ -61,33 +71,55 @@ def _encode_shard(args) -> dict:
     tok = _tokenizer(tok_spec)
     texts, ids = t.column("text").to_pylist(), t.column("id").to_pylist()
     arrays: list[np.ndarray] = []
-    for i in range(0, len(texts), batch_size): arrays.extend(tok.encode_batch(texts[i:i + batch_size]))
+    for i in range(0, len(texts), batch_size):
+        arrays.extend(tok.encode_batch(texts[i : i + batch_size]))
     if append_eos:
-        if tok.eos_id is None: raise ValueError(f"tokenizer {tok_spec!r} has no end-of-text token; set append_eos=False")
+        if tok.eos_id is None:
+            raise ValueError(f"tokenizer {tok_spec!r} has no end-of-text token; set append_eos=False")
         eos = np.array([tok.eos_id], np.int32)
         arrays = [np.concatenate([a, eos]) for a in arrays]
     data = _shard_bytes(ids, arrays)
     storage.write_bytes(out_file, data)
-    return {"file": os.path.basename(out_file), "documents": len(ids), "tokens": int(sum(len(a) for a in arrays)),
-            "bytes": int(sum(len(s.encode("utf-8")) for s in texts)), "size": len(data), "xxh3": xxhash.xxh3_128_hexdigest(data)}
+    return {
+        "file": os.path.basename(out_file),
+        "documents": len(ids),
+        "tokens": int(sum(len(a) for a in arrays)),
+        "bytes": int(sum(len(s.encode("utf-8")) for s in texts)),
+        "size": len(data),
+        "xxh3": xxhash.xxh3_128_hexdigest(data),
+    }
 
 # %% ../../nbs/15_shards.ipynb #aa948765
 def set_hash(shards: list[dict]) -> str:
     "The whole set's content hash: over the shard hashes, in shard order."
     h = xxhash.xxh3_128()
-    for s in shards: h.update(f"{s['file']}\0{s['xxh3']}\n".encode())
+    for s in shards:
+        h.update(f"{s['file']}\0{s['xxh3']}\n".encode())
     return h.hexdigest()
+
 
 def tokenize_documents(cfg: TokenizeConfig, output_path: str) -> dict:
     "Executor step: tokenize `cfg.documents` into shards under `output_path`."
     from tqdm.auto import tqdm
     from marin.data.sources import document_summary
+
     docs_path, tok_spec = str(cfg.documents), str(cfg.tokenizer)
     tok = _tokenizer(tok_spec)
     n_docs = document_summary(docs_path)["documents"]
-    if n_docs == 0: raise ValueError(f"{docs_path}: the document set is empty; nothing to tokenize")
-    jobs = [(docs_path, tok_spec, storage.join(output_path, f"shard-{k:05d}.arrow"), s, min(s + cfg.docs_per_shard, n_docs),
-             cfg.append_eos, cfg.batch_size) for k, s in enumerate(range(0, n_docs, cfg.docs_per_shard))]
+    if n_docs == 0:
+        raise ValueError(f"{docs_path}: the document set is empty; nothing to tokenize")
+    jobs = [
+        (
+            docs_path,
+            tok_spec,
+            storage.join(output_path, f"shard-{k:05d}.arrow"),
+            s,
+            min(s + cfg.docs_per_shard, n_docs),
+            cfg.append_eos,
+            cfg.batch_size,
+        )
+        for k, s in enumerate(range(0, n_docs, cfg.docs_per_shard))
+    ]
     bar = dict(total=len(jobs), desc="tokenize", unit="shard")
     if cfg.workers == 1 or len(jobs) == 1:
         shards = [_encode_shard(j) for j in tqdm(jobs, **bar)]
@@ -95,14 +127,32 @@ def tokenize_documents(cfg: TokenizeConfig, output_path: str) -> dict:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         with ProcessPoolExecutor(min(cfg.workers, len(jobs)), mp_context=mp.get_context("spawn")) as pool:
             shards = list(tqdm(pool.map(_encode_shard, jobs), **bar))
-    manifest = {"format": "marin-token-shards-v1", "tokenizer": {"spec": os.path.basename(tok_spec.rstrip("/")) if os.path.exists(tok_spec) else tok_spec,
-                "hash": tok.hash, "vocab_size": tok.vocab_size, "eos_id": tok.eos_id, "pad_id": tok.pad_id},
-                "append_eos": cfg.append_eos, "docs_per_shard": cfg.docs_per_shard,
-                "documents": sum(s["documents"] for s in shards), "tokens": sum(s["tokens"] for s in shards),
-                "bytes": sum(s["bytes"] for s in shards), "shards": shards, "hash": set_hash(shards)}
+    manifest = {
+        "format": "marin-token-shards-v1",
+        "tokenizer": {
+            "spec": os.path.basename(tok_spec.rstrip("/")) if os.path.exists(tok_spec) else tok_spec,
+            "hash": tok.hash,
+            "vocab_size": tok.vocab_size,
+            "eos_id": tok.eos_id,
+            "pad_id": tok.pad_id,
+        },
+        "append_eos": cfg.append_eos,
+        "docs_per_shard": cfg.docs_per_shard,
+        "documents": sum(s["documents"] for s in shards),
+        "tokens": sum(s["tokens"] for s in shards),
+        "bytes": sum(s["bytes"] for s in shards),
+        "shards": shards,
+        "hash": set_hash(shards),
+    }
     storage.write_bytes(storage.join(output_path, MANIFEST), json.dumps(manifest, indent=1, sort_keys=True).encode())
-    return {"data/documents": manifest["documents"], "data/tokens": manifest["tokens"], "data/bytes": manifest["bytes"],
-            "data/shards": len(shards), "data/token_set_hash": manifest["hash"]}
+    return {
+        "data/documents": manifest["documents"],
+        "data/tokens": manifest["tokens"],
+        "data/bytes": manifest["bytes"],
+        "data/shards": len(shards),
+        "data/token_set_hash": manifest["hash"],
+    }
+
 
 def tokenize_step(cfg: TokenizeConfig, name: str) -> Step:
     return Step(name, tokenize_documents, cfg, description="tokenize a document set into token shards")
@@ -111,14 +161,18 @@ def tokenize_step(cfg: TokenizeConfig, name: str) -> Step:
 class CorruptShardError(RuntimeError):
     "A shard's size or content hash does not match its manifest."
 
+
 class TokenSet:
     "A token set opened for random access: `doc_tokens(i)`, `len`, per-document lengths, the manifest."
+
     def __init__(self, path: str, verify: bool = True):
         self.path = str(path)
         mpath = storage.join(self.path, MANIFEST)
-        if not storage.exists(mpath): raise FileNotFoundError(f"{self.path}: no {MANIFEST}; is this a token set (the output of tokenize_step)?")
+        if not storage.exists(mpath):
+            raise FileNotFoundError(f"{self.path}: no {MANIFEST}; is this a token set (the output of tokenize_step)?")
         self.manifest = json.loads(storage.read_text(mpath))
-        if verify: self.verify()
+        if verify:
+            self.verify()
         self._shards: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(self.manifest["shards"])
         counts = np.array([s["documents"] for s in self.manifest["shards"]], dtype=np.int64)
         self.doc_starts = np.concatenate([[0], np.cumsum(counts)])
@@ -127,21 +181,38 @@ class TokenSet:
         "Check every shard's size and xxh3 hash; raise `CorruptShardError` naming the first bad file."
         for s in self.manifest["shards"]:
             f = storage.join(self.path, s["file"])
-            if not storage.exists(f): raise CorruptShardError(f"{f}: shard missing (manifest lists it); re-run the tokenize step")
+            if not storage.exists(f):
+                raise CorruptShardError(f"{f}: shard missing (manifest lists it); re-run the tokenize step")
             data = storage.read_bytes(f)
-            if len(data) != s["size"]: raise CorruptShardError(f"{f}: {len(data)} bytes, manifest says {s['size']} (truncated?); re-run the tokenize step with --force")
-            if xxhash.xxh3_128_hexdigest(data) != s["xxh3"]: raise CorruptShardError(f"{f}: content hash differs from the manifest (corrupted); re-run the tokenize step with --force")
-        if set_hash(self.manifest["shards"]) != self.manifest["hash"]: raise CorruptShardError(f"{self.path}/{MANIFEST}: set hash does not match its shards")
+            if len(data) != s["size"]:
+                raise CorruptShardError(
+                    f"{f}: {len(data)} bytes, manifest says {s['size']} (truncated?); re-run the tokenize step with --force"
+                )
+            if xxhash.xxh3_128_hexdigest(data) != s["xxh3"]:
+                raise CorruptShardError(
+                    f"{f}: content hash differs from the manifest (corrupted); re-run the tokenize step with --force"
+                )
+        if set_hash(self.manifest["shards"]) != self.manifest["hash"]:
+            raise CorruptShardError(f"{self.path}/{MANIFEST}: set hash does not match its shards")
 
-    def __len__(self) -> int: return int(self.doc_starts[-1])
+    def __len__(self) -> int:
+        return int(self.doc_starts[-1])
+
     @property
-    def hash(self) -> str: return self.manifest["hash"]
+    def hash(self) -> str:
+        return self.manifest["hash"]
+
     @property
-    def n_tokens(self) -> int: return int(self.manifest["tokens"])
+    def n_tokens(self) -> int:
+        return int(self.manifest["tokens"])
+
     @property
-    def vocab_size(self) -> int: return int(self.manifest["tokenizer"]["vocab_size"])
+    def vocab_size(self) -> int:
+        return int(self.manifest["tokenizer"]["vocab_size"])
+
     @property
-    def tokenizer_hash(self) -> str: return self.manifest["tokenizer"]["hash"]
+    def tokenizer_hash(self) -> str:
+        return self.manifest["tokenizer"]["hash"]
 
     def shard(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         "(flat int32 tokens, int32 offsets) of shard `k`, memory-mapped when local."
@@ -164,7 +235,8 @@ class TokenSet:
 
     def doc_tokens(self, i: int) -> np.ndarray:
         "The tokens of document `i` (a zero-copy view)."
-        if not 0 <= i < len(self): raise IndexError(f"document {i} out of range [0, {len(self)})")
+        if not 0 <= i < len(self):
+            raise IndexError(f"document {i} out of range [0, {len(self)})")
         k, j = self.locate(i)
         vals, offs = self.shard(k)
-        return vals[offs[j]:offs[j + 1]]
+        return vals[offs[j] : offs[j + 1]]

@@ -19,33 +19,60 @@ __all__ = ['FORMATS', 'SPLITS', 'DOC_SCHEMA', 'DOCS_PER_FILE', 'SourceConfig', '
 
 # %% ../../nbs/10_sources.ipynb #f2364457
 FORMATS = ("auto", "text", "jsonl", "parquet", "fasta", "html", "hf")
-_EXT_FORMAT = {".txt": "text", ".md": "text", ".tex": "text", ".py": "text", ".rst": "text", ".jsonl": "jsonl",
-               ".json": "jsonl", ".parquet": "parquet", ".fa": "fasta", ".fasta": "fasta", ".fna": "fasta",
-               ".faa": "fasta", ".html": "html", ".htm": "html"}
+_EXT_FORMAT = {
+    ".txt": "text",
+    ".md": "text",
+    ".tex": "text",
+    ".py": "text",
+    ".rst": "text",
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+    ".parquet": "parquet",
+    ".fa": "fasta",
+    ".fasta": "fasta",
+    ".fna": "fasta",
+    ".faa": "fasta",
+    ".html": "html",
+    ".htm": "html",
+}
 SPLITS = ("file", "paragraphs", "lines")
+
 
 @dataclasses.dataclass(frozen=True)
 class SourceConfig(Config):
     "Where a source's documents live and how to read them."
-    name: str = versioned()                    # the source's name (a mixture component)
-    paths: tuple[str, ...] = versioned(())     # files, folders, globs or fsspec URLs; for format='hf' a dataset name or local dir
-    format: str = versioned("auto")            # auto (by extension) | text | jsonl | parquet | fasta | html | hf
-    text_field: str = versioned("text")        # the field holding the text in jsonl / parquet / hf records
-    split: str = versioned("file")             # text files: one document per file, per paragraph group, or per line
-    max_chars: int = versioned(0)              # with split='paragraphs': group paragraphs into documents of at most this many chars
-    limit: int = versioned(0)                  # keep at most this many documents (0 = all)
-    hf_config: str | None = versioned(None)    # the `name` argument of datasets.load_dataset
+
+    name: str = versioned()  # the source's name (a mixture component)
+    paths: tuple[str, ...] = versioned(
+        ()
+    )  # files, folders, globs or fsspec URLs; for format='hf' a dataset name or local dir
+    format: str = versioned("auto")  # auto (by extension) | text | jsonl | parquet | fasta | html | hf
+    text_field: str = versioned("text")  # the field holding the text in jsonl / parquet / hf records
+    split: str = versioned("file")  # text files: one document per file, per paragraph group, or per line
+    max_chars: int = versioned(0)  # with split='paragraphs': group paragraphs into documents of at most this many chars
+    limit: int = versioned(0)  # keep at most this many documents (0 = all)
+    hf_config: str | None = versioned(None)  # the `name` argument of datasets.load_dataset
     hf_split: str = versioned("train")
 
     def validate(self):
-        check(bool(re.fullmatch(r"[A-Za-z0-9_.\-]+", self.name or "")), "name", f"{self.name!r}: use letters, digits, '_', '-', '.'")
-        check(isinstance(self.paths, tuple) and len(self.paths) > 0, "paths", f"source {self.name!r} needs at least one path (as a tuple)")
+        check(
+            bool(re.fullmatch(r"[A-Za-z0-9_.\-]+", self.name or "")),
+            "name",
+            f"{self.name!r}: use letters, digits, '_', '-', '.'",
+        )
+        check(
+            isinstance(self.paths, tuple) and len(self.paths) > 0,
+            "paths",
+            f"source {self.name!r} needs at least one path (as a tuple)",
+        )
         check(self.format in FORMATS, "format", f"{self.format!r} is not one of {FORMATS}")
         check(self.split in SPLITS, "split", f"{self.split!r} is not one of {SPLITS}")
         check(self.max_chars >= 0 and self.limit >= 0, "max_chars/limit", "must be >= 0")
 
 # %% ../../nbs/10_sources.ipynb #b7223d2a
-def _has_magic(p: str) -> bool: return any(c in p for c in "*?[")
+def _has_magic(p: str) -> bool:
+    return any(c in p for c in "*?[")
+
 
 def expand_paths(paths: Iterable[str], *, source: str = "source") -> list[tuple[str, str]]:
     "Files named by `paths` (files, folders, globs, URLs) as sorted `(url, relative_name)`; error if one matches nothing."
@@ -55,85 +82,123 @@ def expand_paths(paths: Iterable[str], *, source: str = "source") -> list[tuple[
         fs, fp = storage.fs_path(p)
         proto = p.split("://")[0] + "://" if "://" in p else ""
         if _has_magic(fp):
-            root = fp[:min(fp.index(c) for c in "*?[" if c in fp)].rsplit("/", 1)[0]
+            root = fp[: min(fp.index(c) for c in "*?[" if c in fp)].rsplit("/", 1)[0]
             hits = sorted(fs.glob(fp))
             hits = [h for h in hits if fs.isfile(h)]
-            if not hits: raise FileNotFoundError(f"source {source!r}: the glob {p!r} matches no file; check the pattern")
-            for h in hits: out[proto + h if proto else h] = os.path.relpath(h, root) if root else h
+            if not hits:
+                raise FileNotFoundError(f"source {source!r}: the glob {p!r} matches no file; check the pattern")
+            for h in hits:
+                out[proto + h if proto else h] = os.path.relpath(h, root) if root else h
         elif fs.isdir(fp):
-            hits = sorted(h for h in fs.find(fp) if not any(part.startswith(".") for part in os.path.relpath(h, fp).split("/")))
-            if not hits: raise FileNotFoundError(f"source {source!r}: the folder {p!r} holds no files")
-            for h in hits: out[proto + h if proto else h] = os.path.relpath(h, fp)
-        elif fs.isfile(fp): out[p] = os.path.basename(fp)
-        else: raise FileNotFoundError(f"source {source!r}: {p!r} does not exist; fix the path in SourceConfig.paths")
+            hits = sorted(
+                h for h in fs.find(fp) if not any(part.startswith(".") for part in os.path.relpath(h, fp).split("/"))
+            )
+            if not hits:
+                raise FileNotFoundError(f"source {source!r}: the folder {p!r} holds no files")
+            for h in hits:
+                out[proto + h if proto else h] = os.path.relpath(h, fp)
+        elif fs.isfile(fp):
+            out[p] = os.path.basename(fp)
+        else:
+            raise FileNotFoundError(f"source {source!r}: {p!r} does not exist; fix the path in SourceConfig.paths")
     return sorted(out.items(), key=lambda kv: (kv[1], kv[0]))
+
 
 def file_format(url: str, declared: str = "auto") -> str:
     "The reader to use for `url`: the declared format, else one chosen by extension."
-    if declared != "auto": return declared
+    if declared != "auto":
+        return declared
     ext = os.path.splitext(url.removesuffix(".gz"))[1].lower()
-    if ext not in _EXT_FORMAT: raise ValueError(f"{url}: cannot tell the format from {ext!r}; set SourceConfig.format to one of {FORMATS}")
+    if ext not in _EXT_FORMAT:
+        raise ValueError(f"{url}: cannot tell the format from {ext!r}; set SourceConfig.format to one of {FORMATS}")
     return _EXT_FORMAT[ext]
 
 # %% ../../nbs/10_sources.ipynb #bf282feb
 def _open_text(url: str) -> str:
     data = storage.read_bytes(url)
     if url.endswith(".gz"):
-        import gzip; data = gzip.decompress(data)
+        import gzip
+
+        data = gzip.decompress(data)
     return data.decode("utf-8", errors="replace")
+
 
 def split_paragraphs(text: str, max_chars: int = 0) -> list[str]:
     "Paragraphs (separated by blank lines), greedily grouped into pieces of at most `max_chars` (0: one per paragraph)."
     paras = [p.strip("\n") for p in re.split(r"\n\s*\n", text) if p.strip()]
-    if not max_chars: return paras
+    if not max_chars:
+        return paras
     out, cur = [], ""
     for p in paras:
-        if cur and len(cur) + 2 + len(p) > max_chars: out.append(cur); cur = p
-        else: cur = f"{cur}\n\n{p}" if cur else p
-    if cur: out.append(cur)
+        if cur and len(cur) + 2 + len(p) > max_chars:
+            out.append(cur)
+            cur = p
+        else:
+            cur = f"{cur}\n\n{p}" if cur else p
+    if cur:
+        out.append(cur)
     return out
+
 
 def read_fasta(text: str) -> Iterator[tuple[str, str]]:
     "(header, sequence) for each record of a FASTA text."
     header, seq = None, []
     for line in text.splitlines():
         if line.startswith(">"):
-            if header is not None: yield header, "".join(seq).upper()
+            if header is not None:
+                yield header, "".join(seq).upper()
             header, seq = line[1:].strip(), []
-        elif line.strip() and header is not None: seq.append(line.strip())
-    if header is not None: yield header, "".join(seq).upper()
+        elif line.strip() and header is not None:
+            seq.append(line.strip())
+    if header is not None:
+        yield header, "".join(seq).upper()
+
 
 def _read_file(url: str, fmt: str, cfg: SourceConfig) -> Iterator[tuple[str, str, dict]]:
     if fmt == "text":
         text = _open_text(url)
-        if cfg.split == "file": yield "0", text, {"format": "text"}
+        if cfg.split == "file":
+            yield "0", text, {"format": "text"}
         elif cfg.split == "lines":
             for i, line in enumerate(text.splitlines()):
-                if line.strip(): yield str(i), line, {"format": "text"}
+                if line.strip():
+                    yield str(i), line, {"format": "text"}
         else:
-            for i, p in enumerate(split_paragraphs(text, cfg.max_chars)): yield str(i), p, {"format": "text"}
-    elif fmt == "html": yield "0", _open_text(url), {"format": "html"}
+            for i, p in enumerate(split_paragraphs(text, cfg.max_chars)):
+                yield str(i), p, {"format": "text"}
+    elif fmt == "html":
+        yield "0", _open_text(url), {"format": "html"}
     elif fmt == "fasta":
-        for i, (h, s) in enumerate(read_fasta(_open_text(url))): yield str(i), s, {"format": "fasta", "header": h}
+        for i, (h, s) in enumerate(read_fasta(_open_text(url))):
+            yield str(i), s, {"format": "fasta", "header": h}
     elif fmt == "jsonl":
         for i, line in enumerate(_open_text(url).splitlines()):
-            if not line.strip(): continue
+            if not line.strip():
+                continue
             rec = json.loads(line)
             yield _record(rec, i, url, cfg)
     elif fmt == "parquet":
         fs, p = storage.fs_path(url)
-        with fs.open(p, "rb") as f: table = pq.read_table(f)
-        for i, rec in enumerate(table.to_pylist()): yield _record(rec, i, url, cfg)
-    else: raise ValueError(f"{url}: format {fmt!r} cannot be read from a file")
+        with fs.open(p, "rb") as f:
+            table = pq.read_table(f)
+        for i, rec in enumerate(table.to_pylist()):
+            yield _record(rec, i, url, cfg)
+    else:
+        raise ValueError(f"{url}: format {fmt!r} cannot be read from a file")
+
 
 def _record(rec: dict, i: int, url: str, cfg: SourceConfig) -> tuple[str, str, dict]:
     if cfg.text_field not in rec:
-        raise KeyError(f"{url} record {i}: no field {cfg.text_field!r} (fields: {sorted(rec)}); set SourceConfig.text_field")
+        raise KeyError(
+            f"{url} record {i}: no field {cfg.text_field!r} (fields: {sorted(rec)}); set SourceConfig.text_field"
+        )
     meta = {k: v for k, v in rec.items() if k not in (cfg.text_field, "id") and isinstance(v, (str, int, float, bool))}
     return str(rec.get("id", i)), str(rec[cfg.text_field]), meta
 
+
 def _iter_hf(cfg: SourceConfig) -> Iterator[tuple[str, str, dict]]:
     import datasets
+
     for path in cfg.paths:
         ds = datasets.load_dataset(path, cfg.hf_config, split=cfg.hf_split, streaming=True)
         for i, rec in enumerate(ds):
@@ -149,87 +214,131 @@ def iter_documents(cfg: SourceConfig, *, progress: bool = False) -> Iterator[dic
         items = (({"id": f"{cfg.name}/{k}", "text": t, "source": cfg.name, "meta": m}) for k, t, m in it)
     else:
         files = expand_paths(cfg.paths, source=cfg.name)
+
         def gen():
             from tqdm.auto import tqdm
+
             for url, rel in tqdm(files, desc=f"read {cfg.name}", unit="file", disable=not progress or len(files) < 2):
                 for k, t, m in _read_file(url, file_format(url, cfg.format), cfg):
                     yield {"id": f"{cfg.name}/{rel}:{k}", "text": t, "source": cfg.name, "meta": m}
+
         items = gen()
     for d in items:
-        if not d["text"]: continue
+        if not d["text"]:
+            continue
         yield d
         n += 1
-        if cfg.limit and n >= cfg.limit: return
+        if cfg.limit and n >= cfg.limit:
+            return
 
 # %% ../../nbs/10_sources.ipynb #ac581700
-DOC_SCHEMA = pa.schema([("id", pa.string()), ("text", pa.large_string()), ("source", pa.string()), ("meta", pa.string())])
+DOC_SCHEMA = pa.schema(
+    [("id", pa.string()), ("text", pa.large_string()), ("source", pa.string()), ("meta", pa.string())]
+)
 DOCS_PER_FILE = 20_000
 
-def _table(docs: list[dict]) -> pa.Table:
-    return pa.table({"id": [d["id"] for d in docs], "text": [d["text"] for d in docs], "source": [d["source"] for d in docs],
-                     "meta": [d["meta"] if isinstance(d.get("meta"), str) else json.dumps(d.get("meta") or {}, sort_keys=True) for d in docs]},
-                    schema=DOC_SCHEMA)
 
-def write_documents(docs: Iterable[dict], output_path: str, *, docs_per_file: int = DOCS_PER_FILE, summary: dict | None = None) -> dict:
+def _table(docs: list[dict]) -> pa.Table:
+    return pa.table(
+        {
+            "id": [d["id"] for d in docs],
+            "text": [d["text"] for d in docs],
+            "source": [d["source"] for d in docs],
+            "meta": [
+                d["meta"] if isinstance(d.get("meta"), str) else json.dumps(d.get("meta") or {}, sort_keys=True)
+                for d in docs
+            ],
+        },
+        schema=DOC_SCHEMA,
+    )
+
+
+def write_documents(
+    docs: Iterable[dict], output_path: str, *, docs_per_file: int = DOCS_PER_FILE, summary: dict | None = None
+) -> dict:
     "Write documents as a document set under `output_path`; returns the summary (documents, bytes, by source)."
     buf, part, n, nbytes, by_source = [], 0, 0, 0, {}
+
     def flush():
         nonlocal buf, part
-        if not buf: return
+        if not buf:
+            return
         with storage.atomic_open(storage.join(output_path, f"documents-{part:05d}.parquet"), "wb") as f:
             pq.write_table(_table(buf), f, compression="zstd", row_group_size=2048)
-        part += 1; buf = []
+        part += 1
+        buf = []
+
     for d in docs:
-        buf.append(d); n += 1
-        b = len(d["text"].encode("utf-8")); nbytes += b
-        s = by_source.setdefault(d["source"], {"documents": 0, "bytes": 0}); s["documents"] += 1; s["bytes"] += b
-        if len(buf) >= docs_per_file: flush()
+        buf.append(d)
+        n += 1
+        b = len(d["text"].encode("utf-8"))
+        nbytes += b
+        s = by_source.setdefault(d["source"], {"documents": 0, "bytes": 0})
+        s["documents"] += 1
+        s["bytes"] += b
+        if len(buf) >= docs_per_file:
+            flush()
     flush()
     out = {"documents": n, "bytes": nbytes, "by_source": by_source, "files": part, **(summary or {})}
     storage.write_json(storage.join(output_path, "summary.json"), out)
     return out
 
+
 def document_files(path: str) -> list[str]:
     "The Parquet files of a document set, in order."
     fs, p = storage.fs_path(path)
-    if not fs.isdir(p): raise FileNotFoundError(f"{path}: not a document set (no such folder); run the step that makes it first")
+    if not fs.isdir(p):
+        raise FileNotFoundError(f"{path}: not a document set (no such folder); run the step that makes it first")
     files = sorted(f for f in fs.glob(storage.join(p, "documents-*.parquet")))
     return [fs.unstrip_protocol(f) if "://" in path else f for f in files]
+
 
 def read_documents(path: str, columns: list[str] | None = None) -> Iterator[dict]:
     "The documents of a document set, in order (`meta` decoded)."
     for f in document_files(path):
         fs, p = storage.fs_path(f)
-        with fs.open(p, "rb") as fh: t = pq.read_table(fh, columns=columns)
+        with fs.open(p, "rb") as fh:
+            t = pq.read_table(fh, columns=columns)
         for d in t.to_pylist():
-            if "meta" in d: d["meta"] = json.loads(d["meta"] or "{}")
+            if "meta" in d:
+                d["meta"] = json.loads(d["meta"] or "{}")
             yield d
+
 
 def read_document_table(path: str, columns: list[str] | None = None) -> pa.Table:
     "A whole document set as one Arrow table."
     tables = []
     for f in document_files(path):
         fs, p = storage.fs_path(f)
-        with fs.open(p, "rb") as fh: tables.append(pq.read_table(fh, columns=columns))
+        with fs.open(p, "rb") as fh:
+            tables.append(pq.read_table(fh, columns=columns))
     return pa.concat_tables(tables) if tables else DOC_SCHEMA.empty_table()
 
-def document_summary(path: str) -> dict: return storage.read_json(storage.join(path, "summary.json"))
+
+def document_summary(path: str) -> dict:
+    return storage.read_json(storage.join(path, "summary.json"))
 
 # %% ../../nbs/10_sources.ipynb #f4d7824b
 class EmptySourceError(ValueError):
     "A source yielded no documents."
 
+
 def check_source(cfg: SourceConfig) -> None:
     "Fail fast (before any work) when a source's paths are missing; hf sources are checked when read."
-    if cfg.format != "hf": expand_paths(cfg.paths, source=cfg.name)
+    if cfg.format != "hf":
+        expand_paths(cfg.paths, source=cfg.name)
+
 
 def import_documents(cfg: SourceConfig, output_path: str) -> dict:
     "Executor step: read a source into a document set."
     check_source(cfg)
     summary = write_documents(iter_documents(cfg, progress=True), output_path, summary={"source": cfg.name})
     if summary["documents"] == 0:
-        raise EmptySourceError(f"source {cfg.name!r} yielded no documents from {list(cfg.paths)}; check the paths, format and text_field")
+        raise EmptySourceError(
+            f"source {cfg.name!r} yielded no documents from {list(cfg.paths)}; check the paths, format and text_field"
+        )
     return {"data/documents": summary["documents"], "data/bytes": summary["bytes"]}
+
 
 def import_step(cfg: SourceConfig) -> Step:
     "An executor step that imports `cfg` into a document set."
@@ -239,18 +348,23 @@ def import_step(cfg: SourceConfig) -> Step:
 # %% ../../nbs/10_sources.ipynb #e84fde00
 @dataclasses.dataclass(frozen=True)
 class MergeConfig(Config):
-    inputs: tuple = versioned()          # document sets (Steps or paths)
+    inputs: tuple = versioned()  # document sets (Steps or paths)
     per_input_limit: int = versioned(0)  # 0 = all documents of each input
+
 
 def merge_documents(cfg: MergeConfig, output_path: str) -> dict:
     "Executor step: concatenate document sets."
+
     def gen():
         for p in cfg.inputs:
             for i, d in enumerate(read_documents(str(p))):
-                if cfg.per_input_limit and i >= cfg.per_input_limit: break
+                if cfg.per_input_limit and i >= cfg.per_input_limit:
+                    break
                 yield d
+
     s = write_documents(gen(), output_path)
     return {"data/documents": s["documents"], "data/bytes": s["bytes"]}
+
 
 def merge_step(inputs: tuple, name: str, per_input_limit: int = 0) -> Step:
     return Step(name, merge_documents, MergeConfig(tuple(inputs), per_input_limit), description="merge document sets")

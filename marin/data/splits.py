@@ -23,21 +23,32 @@ __all__ = ['SPLITS', 'SplitConfig', 'id_hashes', 'is_validation', 'split_token_s
 @dataclasses.dataclass(frozen=True)
 class SplitConfig(Config):
     "One side of a by-document split of a token set."
-    tokens: Any = versioned()                      # a token set: a tokenize Step or its output path
-    split: str = versioned("train")                # train | validation
-    validation_fraction: float = versioned(0.05)   # share of documents held out for validation
-    seed: int = versioned(0)                       # which documents are held out
+
+    tokens: Any = versioned()  # a token set: a tokenize Step or its output path
+    split: str = versioned("train")  # train | validation
+    validation_fraction: float = versioned(0.05)  # share of documents held out for validation
+    seed: int = versioned(0)  # which documents are held out
+
     def validate(self):
         check(self.split in SPLITS, "split", f"{self.split!r}: one of {SPLITS}")
-        check(0 < self.validation_fraction < 1, "validation_fraction", f"{self.validation_fraction!r} must be in (0, 1), e.g. 0.05")
+        check(
+            0 < self.validation_fraction < 1,
+            "validation_fraction",
+            f"{self.validation_fraction!r} must be in (0, 1), e.g. 0.05",
+        )
+
 
 def id_hashes(ids, seed: int = 0) -> np.ndarray:
     "The 64-bit hash of `(seed, id)` for each document id: the only thing that decides a document's side."
-    return np.fromiter((xxhash.xxh3_64_intdigest(f"{seed}\0{i}".encode()) for i in ids), dtype=np.uint64, count=len(ids))
+    return np.fromiter(
+        (xxhash.xxh3_64_intdigest(f"{seed}\0{i}".encode()) for i in ids), dtype=np.uint64, count=len(ids)
+    )
+
 
 def is_validation(ids, fraction: float, seed: int = 0) -> np.ndarray:
     "For document ids: True where the document belongs to the validation side (hash of (seed, id) below `fraction`)."
-    return id_hashes(ids, seed) < np.uint64(int(fraction * 2.0 ** 64))
+    return id_hashes(ids, seed) < np.uint64(int(fraction * 2.0**64))
+
 
 def split_token_set(cfg: SplitConfig, output_path: str) -> dict:
     "Executor step: write the `cfg.split` side of `cfg.tokens` as a token set under `output_path`."
@@ -49,58 +60,100 @@ def split_token_set(cfg: SplitConfig, output_path: str) -> dict:
         ids = batch.column(0).to_pylist()
         vals, offs = src.shard(k)
         keep = is_validation(ids, cfg.validation_fraction, cfg.seed) == (cfg.split == "validation")
-        arrays = [vals[offs[j]:offs[j + 1]] for j in np.flatnonzero(keep)]
+        arrays = [vals[offs[j] : offs[j + 1]] for j in np.flatnonzero(keep)]
         data = _shard_bytes([ids[j] for j in np.flatnonzero(keep)], arrays)
         storage.write_bytes(storage.join(output_path, meta["file"]), data)
         n_tok = int(sum(len(a) for a in arrays))
-        shards.append({"file": meta["file"], "documents": len(arrays), "tokens": n_tok,
-                       "bytes": int(round(meta["bytes"] * n_tok / max(meta["tokens"], 1))), "size": len(data),
-                       "xxh3": xxhash.xxh3_128_hexdigest(data)})
+        shards.append(
+            {
+                "file": meta["file"],
+                "documents": len(arrays),
+                "tokens": n_tok,
+                "bytes": int(round(meta["bytes"] * n_tok / max(meta["tokens"], 1))),
+                "size": len(data),
+                "xxh3": xxhash.xxh3_128_hexdigest(data),
+            }
+        )
     m = dict(src.manifest)
-    m.update(documents=sum(s["documents"] for s in shards), tokens=sum(s["tokens"] for s in shards),
-             bytes=sum(s["bytes"] for s in shards), shards=shards, hash=set_hash(shards),
-             split={"side": cfg.split, "validation_fraction": cfg.validation_fraction, "seed": cfg.seed, "of": src.hash})
+    m.update(
+        documents=sum(s["documents"] for s in shards),
+        tokens=sum(s["tokens"] for s in shards),
+        bytes=sum(s["bytes"] for s in shards),
+        shards=shards,
+        hash=set_hash(shards),
+        split={"side": cfg.split, "validation_fraction": cfg.validation_fraction, "seed": cfg.seed, "of": src.hash},
+    )
     if m["documents"] == 0:
-        raise ValueError(f"{src.path}: the {cfg.split} side of a {cfg.validation_fraction} split holds no documents "
-                         f"({len(src)} in the set); raise validation_fraction or use a larger source")
+        raise ValueError(
+            f"{src.path}: the {cfg.split} side of a {cfg.validation_fraction} split holds no documents "
+            f"({len(src)} in the set); raise validation_fraction or use a larger source"
+        )
     storage.write_bytes(storage.join(output_path, MANIFEST), json.dumps(m, indent=1, sort_keys=True).encode())
     return {"data/documents": m["documents"], "data/tokens": m["tokens"], "data/token_set_hash": m["hash"]}
+
 
 def split_step(cfg: SplitConfig, name: str) -> Step:
     return Step(name, split_token_set, cfg, description=f"the {cfg.split} side of a by-document split of a token set")
 
-def held_out_split(mix: MixtureConfig, *, validation_fraction: float = 0.05, seed: int = 0) -> tuple[MixtureConfig, MixtureConfig]:
+
+def held_out_split(
+    mix: MixtureConfig, *, validation_fraction: float = 0.05, seed: int = 0
+) -> tuple[MixtureConfig, MixtureConfig]:
     "(training mixture, validation mixture): every component split by document; the two never share a document."
+
     def side(split):
-        return mix.replace(components=tuple(
-            MixtureComponent(c.name, split_step(SplitConfig(c.tokens, split, validation_fraction, seed), f"tokens/{c.name}-{split}"), c.weight)
-            for c in mix.components))
+        return mix.replace(
+            components=tuple(
+                MixtureComponent(
+                    c.name,
+                    split_step(SplitConfig(c.tokens, split, validation_fraction, seed), f"tokens/{c.name}-{split}"),
+                    c.weight,
+                )
+                for c in mix.components
+            )
+        )
+
     return side("train"), side("validation")
 
 # %% ../../nbs/18b_splits.ipynb #750ddeb5
 @dataclasses.dataclass(frozen=True)
 class DocumentSplitConfig(Config):
     "Split a document set into `train/` and `validation/` document sets by document id."
-    documents: Any = versioned()                   # a document set: an import / dedup / filter Step or its output path
-    validation_fraction: float = versioned(0.05)   # share of documents held out
-    seed: int = versioned(0)                       # which documents are held out
+
+    documents: Any = versioned()  # a document set: an import / dedup / filter Step or its output path
+    validation_fraction: float = versioned(0.05)  # share of documents held out
+    seed: int = versioned(0)  # which documents are held out
 
     def validate(self):
-        check(0 < self.validation_fraction < 1, "validation_fraction", f"{self.validation_fraction!r} must be in (0, 1), e.g. 0.05")
+        check(
+            0 < self.validation_fraction < 1,
+            "validation_fraction",
+            f"{self.validation_fraction!r} must be in (0, 1), e.g. 0.05",
+        )
+
 
 def split_documents(cfg: DocumentSplitConfig, output_path: str) -> dict:
     "Executor step: write `train/` and `validation/` document sets under `output_path`."
     from marin.data.sources import read_documents, write_documents
+
     docs = list(read_documents(str(cfg.documents)))
     ids = [d["id"] for d in docs]
     held = is_validation(ids, cfg.validation_fraction, cfg.seed)
-    if len(docs) >= 2 and not held.any(): held[int(np.argmin(id_hashes(ids, cfg.seed)))] = True
+    if len(docs) >= 2 and not held.any():
+        held[int(np.argmin(id_hashes(ids, cfg.seed)))] = True
     tr = write_documents((d for d, h in zip(docs, held) if not h), storage.join(output_path, "train"))
     va = write_documents((d for d, h in zip(docs, held) if h), storage.join(output_path, "validation"))
     if tr["documents"] == 0:
-        raise ValueError(f"{cfg.documents}: {len(docs)} document(s) leave nothing to train on; give the source more documents")
-    return {"data/train_documents": tr["documents"], "data/validation_documents": va["documents"],
-            "data/train_bytes": tr["bytes"], "data/validation_bytes": va["bytes"]}
+        raise ValueError(
+            f"{cfg.documents}: {len(docs)} document(s) leave nothing to train on; give the source more documents"
+        )
+    return {
+        "data/train_documents": tr["documents"],
+        "data/validation_documents": va["documents"],
+        "data/train_bytes": tr["bytes"],
+        "data/validation_bytes": va["bytes"],
+    }
+
 
 def document_split_step(cfg: DocumentSplitConfig, name: str) -> Step:
     return Step(name, split_documents, cfg, description="by-document train / validation split of a document set")

@@ -19,26 +19,41 @@ __all__ = ['EOS', 'PAD', 'UNK', 'DNA_ALPHABET', 'PROTEIN_ALPHABET', 'Tokenizer',
 # %% ../../nbs/14_tokenizers.ipynb #d8a77b39
 EOS, PAD, UNK = "<|endoftext|>", "<|pad|>", "<unk>"
 
+
 class Tokenizer:
     "What the data pipeline needs from a tokenizer."
+
     vocab_size: int
     eos_id: int | None
     pad_id: int | None
-    def encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]: raise NotImplementedError
-    def encode(self, text: str) -> np.ndarray: return self.encode_batch([text])[0]
-    def decode(self, ids: Iterable[int]) -> str: raise NotImplementedError
-    def to_json(self) -> str: raise NotImplementedError
+
+    def encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def encode(self, text: str) -> np.ndarray:
+        return self.encode_batch([text])[0]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        raise NotImplementedError
+
+    def to_json(self) -> str:
+        raise NotImplementedError
+
     @property
     def hash(self) -> str:
         "xxh3-128 of the tokenizer's serialized definition."
         return xxhash.xxh3_128_hexdigest(self.to_json().encode())
+
     def save(self, path: str) -> str:
         "Write `tokenizer.json` under the folder `path`; returns the file's path."
-        f = storage.join(path, "tokenizer.json"); storage.write_text(f, self.to_json()); return f
+        f = storage.join(path, "tokenizer.json")
+        storage.write_text(f, self.to_json())
+        return f
 
 # %% ../../nbs/14_tokenizers.ipynb #50b0655d
 class BPETokenizer(Tokenizer):
     "A Hugging Face `tokenizers.Tokenizer`."
+
     def __init__(self, tok):
         self.tok = tok
         self.vocab_size = tok.get_vocab_size(with_added_tokens=True)
@@ -48,17 +63,29 @@ class BPETokenizer(Tokenizer):
         encs = self.tok.encode_batch_fast(list(texts), add_special_tokens=False)
         return [np.asarray(e.ids, dtype=np.int32) for e in encs]
 
-    def decode(self, ids: Iterable[int]) -> str: return self.tok.decode([int(i) for i in ids], skip_special_tokens=False)
-    def to_json(self) -> str: return self.tok.to_str()
+    def decode(self, ids: Iterable[int]) -> str:
+        return self.tok.decode([int(i) for i in ids], skip_special_tokens=False)
 
-def train_bpe(texts: Iterable[str], vocab_size: int, special_tokens: Sequence[str] = (EOS, PAD), min_frequency: int = 2) -> BPETokenizer:
+    def to_json(self) -> str:
+        return self.tok.to_str()
+
+
+def train_bpe(
+    texts: Iterable[str], vocab_size: int, special_tokens: Sequence[str] = (EOS, PAD), min_frequency: int = 2
+) -> BPETokenizer:
     "Train a byte-level BPE tokenizer on `texts`."
     from tokenizers import Tokenizer as HFTok, decoders, models, pre_tokenizers, trainers
+
     tok = HFTok(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(special_tokens),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=list(special_tokens),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(texts, trainer=trainer)
     return BPETokenizer(tok)
 
@@ -66,8 +93,10 @@ def train_bpe(texts: Iterable[str], vocab_size: int, special_tokens: Sequence[st
 DNA_ALPHABET = "ACGT"
 PROTEIN_ALPHABET = "ACDEFGHIKLMNPQRSTVWY" + "XBZUO*"
 
+
 class CharTokenizer(Tokenizer):
     "Ids: the special tokens, then the alphabet's letters (or all k-mers), then `<unk>`."
+
     def __init__(self, alphabet: str, k: int = 1, special_tokens: Sequence[str] = (EOS, PAD), name: str = "char"):
         assert k >= 1 and (k == 1 or alphabet == DNA_ALPHABET), "k-mers are for the DNA alphabet only"
         self.alphabet, self.k, self.special_tokens, self.name = alphabet, k, tuple(special_tokens), name
@@ -78,83 +107,128 @@ class CharTokenizer(Tokenizer):
         self.eos_id = self.special_tokens.index(EOS) if EOS in self.special_tokens else None
         self.pad_id = self.special_tokens.index(PAD) if PAD in self.special_tokens else None
         self.lut = np.full(256, -1, dtype=np.int64)
-        for i, c in enumerate(alphabet): self.lut[ord(c)] = i; self.lut[ord(c.lower())] = i
+        for i, c in enumerate(alphabet):
+            self.lut[ord(c)] = i
+            self.lut[ord(c.lower())] = i
 
     def _encode(self, text: str) -> np.ndarray:
         b = np.frombuffer(text.encode("ascii", errors="replace"), dtype=np.uint8)
         sym = self.lut[b]
         ns = len(self.special_tokens)
-        if self.k == 1: return np.where(sym < 0, self.unk_id, sym + ns).astype(np.int32)
+        if self.k == 1:
+            return np.where(sym < 0, self.unk_id, sym + ns).astype(np.int32)
         n = len(sym) // self.k
         sym = sym[: n * self.k].reshape(n, self.k)
         code = (sym * (len(self.alphabet) ** np.arange(self.k - 1, -1, -1))).sum(1)
         return np.where((sym < 0).any(1), self.unk_id, code + ns).astype(np.int32)
 
-    def encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]: return [self._encode(t) for t in texts]
+    def encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
+        return [self._encode(t) for t in texts]
 
     def token(self, i: int) -> str:
         ns = len(self.special_tokens)
-        if i < ns: return self.special_tokens[i]
-        if i == self.unk_id: return "N" * self.k if self.name == "dna" else "X"
+        if i < ns:
+            return self.special_tokens[i]
+        if i == self.unk_id:
+            return "N" * self.k if self.name == "dna" else "X"
         j, out = i - ns, []
-        for _ in range(self.k): out.append(self.alphabet[j % len(self.alphabet)]); j //= len(self.alphabet)
+        for _ in range(self.k):
+            out.append(self.alphabet[j % len(self.alphabet)])
+            j //= len(self.alphabet)
         return "".join(reversed(out))
 
-    def decode(self, ids: Iterable[int]) -> str: return "".join(self.token(int(i)) for i in ids)
-    def to_json(self) -> str:
-        return json.dumps({"type": "char", "name": self.name, "alphabet": self.alphabet, "k": self.k,
-                           "special_tokens": list(self.special_tokens)}, sort_keys=True)
+    def decode(self, ids: Iterable[int]) -> str:
+        return "".join(self.token(int(i)) for i in ids)
 
-def dna_tokenizer(k: int = 1) -> CharTokenizer: return CharTokenizer(DNA_ALPHABET, k=k, name="dna")
-def protein_tokenizer() -> CharTokenizer: return CharTokenizer(PROTEIN_ALPHABET, name="protein")
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "type": "char",
+                "name": self.name,
+                "alphabet": self.alphabet,
+                "k": self.k,
+                "special_tokens": list(self.special_tokens),
+            },
+            sort_keys=True,
+        )
+
+
+def dna_tokenizer(k: int = 1) -> CharTokenizer:
+    return CharTokenizer(DNA_ALPHABET, k=k, name="dna")
+
+
+def protein_tokenizer() -> CharTokenizer:
+    return CharTokenizer(PROTEIN_ALPHABET, name="protein")
 
 # %% ../../nbs/14_tokenizers.ipynb #2ff3044c
 def tokenizer_from_json(text: str) -> Tokenizer:
     d = json.loads(text)
-    if d.get("type") == "char": return CharTokenizer(d["alphabet"], k=d["k"], special_tokens=d["special_tokens"], name=d["name"])
+    if d.get("type") == "char":
+        return CharTokenizer(d["alphabet"], k=d["k"], special_tokens=d["special_tokens"], name=d["name"])
     from tokenizers import Tokenizer as HFTok
+
     return BPETokenizer(HFTok.from_str(text))
+
 
 def load_tokenizer(spec: str) -> Tokenizer:
     "`dna`, `dna:k=N`, `protein`, a tokenizer.json (or a folder holding one), or a hub name."
     spec = str(spec)
-    if spec == "protein": return protein_tokenizer()
-    if spec == "dna" or spec.startswith("dna:k="): return dna_tokenizer(int(spec.split("=")[1]) if "=" in spec else 1)
+    if spec == "protein":
+        return protein_tokenizer()
+    if spec == "dna" or spec.startswith("dna:k="):
+        return dna_tokenizer(int(spec.split("=")[1]) if "=" in spec else 1)
     for cand in (spec, storage.join(spec, "tokenizer.json")):
         try:
             fs, p = storage.fs_path(cand)
-            if fs.isfile(p): return tokenizer_from_json(storage.read_text(cand))
-        except (ValueError, ImportError): pass
+            if fs.isfile(p):
+                return tokenizer_from_json(storage.read_text(cand))
+        except (ValueError, ImportError):
+            pass
     if os.path.sep in spec and not spec.count("/") == 1 or spec.startswith((".", "/")):
-        raise FileNotFoundError(f"tokenizer {spec!r}: no tokenizer.json there; train one (train_bpe_step) or fix the path")
+        raise FileNotFoundError(
+            f"tokenizer {spec!r}: no tokenizer.json there; train one (train_bpe_step) or fix the path"
+        )
     try:
         from tokenizers import Tokenizer as HFTok
+
         return BPETokenizer(HFTok.from_pretrained(spec))
     except Exception as e:
-        raise FileNotFoundError(f"tokenizer {spec!r}: not 'dna'/'protein', not a local tokenizer.json, and not loadable from the hub ({e})") from None
+        raise FileNotFoundError(
+            f"tokenizer {spec!r}: not 'dna'/'protein', not a local tokenizer.json, and not loadable from the hub ({e})"
+        ) from None
 
 # %% ../../nbs/14_tokenizers.ipynb #f7b94170
 @dataclasses.dataclass(frozen=True)
 class BPETrainConfig(Config):
-    documents: object = versioned()        # a document set (a Step or its path)
+    documents: object = versioned()  # a document set (a Step or its path)
     vocab_size: int = versioned(8192)
     special_tokens: tuple[str, ...] = versioned((EOS, PAD))
     min_frequency: int = versioned(2)
-    max_documents: int = versioned(0)      # train on the first N documents only (0 = all)
+    max_documents: int = versioned(0)  # train on the first N documents only (0 = all)
+
     def validate(self):
-        check(self.vocab_size >= 256 + len(self.special_tokens), "vocab_size", "must cover the 256 byte symbols and the special tokens")
+        check(
+            self.vocab_size >= 256 + len(self.special_tokens),
+            "vocab_size",
+            "must cover the 256 byte symbols and the special tokens",
+        )
         check(EOS in self.special_tokens, "special_tokens", f"must include {EOS!r} (documents end with it)")
+
 
 def train_bpe_from_documents(cfg: BPETrainConfig, output_path: str) -> dict:
     "Executor step: train BPE on a document set, write tokenizer.json."
     from marin.data.sources import read_documents
+
     def texts():
         for i, d in enumerate(read_documents(cfg.documents, columns=["text"])):
-            if cfg.max_documents and i >= cfg.max_documents: return
+            if cfg.max_documents and i >= cfg.max_documents:
+                return
             yield d["text"]
+
     tok = train_bpe(texts(), cfg.vocab_size, cfg.special_tokens, cfg.min_frequency)
     tok.save(output_path)
     return {"data/vocab_size": tok.vocab_size, "data/tokenizer_hash": tok.hash}
+
 
 def train_bpe_step(cfg: BPETrainConfig, name: str = "tokenizer/bpe") -> Step:
     return Step(name, train_bpe_from_documents, cfg, description=f"train byte-level BPE ({cfg.vocab_size})")

@@ -15,68 +15,100 @@ __all__ = ['app', 'parse_suites', 'eval_cmd']
 # %% ../../nbs/59_eval_cli.ipynb #4ffa2b29
 app = typer.Typer(help="Evaluation: tasks and perplexity suites on checkpoints.", no_args_is_help=True)
 
+
 @app.callback()
 def _group():
     "Evaluation commands (mounted at the top level of `marin`)."
 
+
 def parse_suites(values: list[str], *, max_tokens: int = 65536, seq_len: int = 512, tokenizer: str = ""):
     "(task specs, PerplexitySuite or None) from `--suite` values."
     from marin.eval.perplexity import HeldOutSource, PerplexitySuite
+
     tasks, sources, suite_kw = [], [], {}
     for v in values:
         if "=" in v and not v.endswith((".yaml", ".yml")):
             name, path = v.split("=", 1)
             if not storage.exists(storage.join(path, "manifest.json")):
-                raise FileNotFoundError(f"--suite {v}: {path} has no manifest.json; give a token set (the output of a tokenize step)")
+                raise FileNotFoundError(
+                    f"--suite {v}: {path} has no manifest.json; give a token set (the output of a tokenize step)"
+                )
             sources.append(HeldOutSource(name, path))
         elif v.endswith((".yaml", ".yml")):
             import yaml
-            if not os.path.exists(v): raise FileNotFoundError(f"--suite {v}: no such file")
+
+            if not os.path.exists(v):
+                raise FileNotFoundError(f"--suite {v}: no such file")
             d = yaml.safe_load(open(v)) or {}
             if isinstance(d, dict) and "sources" in d:
                 sources += [HeldOutSource(n, p) for n, p in dict(d.pop("sources")).items()]
                 suite_kw.update(d)
-            else: tasks.append(v)
-        else: tasks.append(v)
+            else:
+                tasks.append(v)
+        else:
+            tasks.append(v)
     suite = None
     if sources:
         kw = {"max_tokens_per_source": max_tokens, "seq_len": seq_len, "tokenizer": tokenizer, **suite_kw}
         suite = PerplexitySuite(tuple(sources), **kw)
     return tuple(tasks), suite
 
+
 @app.command("eval")
-def eval_cmd(checkpoint: str = typer.Option(..., "--checkpoint", "-c", help="training output folder (holds checkpoints/)"),
-             suite: list[str] = typer.Option(..., "--suite", "-s", help="task name, task YAML, suite YAML, or NAME=TOKENS (repeatable)"),
-             step: list[int] = typer.Option([], "--step", help="checkpoint step(s) (default: the newest)"),
-             all_steps: bool = typer.Option(False, "--all-steps", help="every committed checkpoint (an eval curve)"),
-             limit: int = typer.Option(0, help="at most this many items per task (0: all)"),
-             num_fewshot: int = typer.Option(-1, help="few-shot examples (-1: the task's own)"),
-             tokenizer: str = typer.Option("", help="tokenizer spec (default: the run's tokenizer.json / vocab.json)"),
-             max_tokens: int = typer.Option(65536, help="perplexity budget per held-out source (tokens)"),
-             seq_len: int = typer.Option(512, help="perplexity evaluation length"),
-             batch_size: int = typer.Option(16, help="sequences per forward pass"),
-             force: bool = typer.Option(False, help="re-run even if cached"),
-             json_out: bool = typer.Option(False, "--json", help="print the results as JSON")):
+def eval_cmd(
+    checkpoint: str = typer.Option(..., "--checkpoint", "-c", help="training output folder (holds checkpoints/)"),
+    suite: list[str] = typer.Option(
+        ..., "--suite", "-s", help="task name, task YAML, suite YAML, or NAME=TOKENS (repeatable)"
+    ),
+    step: list[int] = typer.Option([], "--step", help="checkpoint step(s) (default: the newest)"),
+    all_steps: bool = typer.Option(False, "--all-steps", help="every committed checkpoint (an eval curve)"),
+    limit: int = typer.Option(0, help="at most this many items per task (0: all)"),
+    num_fewshot: int = typer.Option(-1, help="few-shot examples (-1: the task's own)"),
+    tokenizer: str = typer.Option("", help="tokenizer spec (default: the run's tokenizer.json / vocab.json)"),
+    max_tokens: int = typer.Option(65536, help="perplexity budget per held-out source (tokens)"),
+    seq_len: int = typer.Option(512, help="perplexity evaluation length"),
+    batch_size: int = typer.Option(16, help="sequences per forward pass"),
+    force: bool = typer.Option(False, help="re-run even if cached"),
+    json_out: bool = typer.Option(False, "--json", help="print the results as JSON"),
+):
     "Evaluate a checkpoint on tasks (accuracy, length-normalised accuracy, exact match) and perplexity suites (loss, bits per byte)."
     from marin.core.executor import Executor
     from marin.eval.results import EvalConfig, eval_step, eval_results, results_table, checkpoint_steps
+
     if not storage.exists(storage.join(checkpoint, "checkpoints")):
-        raise FileNotFoundError(f"--checkpoint {checkpoint}: no checkpoints/ folder; give a training output (train, SFT or DPO)")
+        raise FileNotFoundError(
+            f"--checkpoint {checkpoint}: no checkpoints/ folder; give a training output (train, SFT or DPO)"
+        )
     # exact byte counts for bits per byte need the tokenizer: the given one, else the run's own tokenizer.json
-    byte_tok = tokenizer or (os.path.abspath(checkpoint) if storage.exists(storage.join(checkpoint, "tokenizer.json")) else "")
+    byte_tok = tokenizer or (
+        os.path.abspath(checkpoint) if storage.exists(storage.join(checkpoint, "tokenizer.json")) else ""
+    )
     tasks, ps = parse_suites(suite, max_tokens=max_tokens, seq_len=seq_len, tokenizer=byte_tok)
-    cfg = EvalConfig(os.path.abspath(checkpoint) if "://" not in checkpoint else checkpoint, tasks=tasks, suite=ps, steps=tuple(step),
-                     all_steps=all_steps, tokenizer=tokenizer, limit=limit, num_fewshot=num_fewshot, batch_size=batch_size)
-    checkpoint_steps(cfg)                                      # fail on missing steps before any work
-    for t in cfg.resolved_tasks():                             # and on bad task files
+    cfg = EvalConfig(
+        os.path.abspath(checkpoint) if "://" not in checkpoint else checkpoint,
+        tasks=tasks,
+        suite=ps,
+        steps=tuple(step),
+        all_steps=all_steps,
+        tokenizer=tokenizer,
+        limit=limit,
+        num_fewshot=num_fewshot,
+        batch_size=batch_size,
+    )
+    checkpoint_steps(cfg)  # fail on missing steps before any work
+    for t in cfg.resolved_tasks():  # and on bad task files
         from marin.eval.tasks import load_items
+
         load_items(t)
     st = eval_step(cfg, name=f"eval/{os.path.basename(checkpoint.rstrip('/'))}")
     res = Executor().run([st], force=force)
     df = eval_results(res[st])
     tab = df[~df.metric.str.endswith(("/n", "/chance", "/seconds", "/tokens", "/bytes", "/documents"))]
     if json_out:
-        print(json.dumps({"output": res[st], "results": tab.to_dict(orient="records")}, indent=1, default=str)); return
+        print(json.dumps({"output": res[st], "results": tab.to_dict(orient="records")}, indent=1, default=str))
+        return
     print(f"results: {res[st]}")
     for (stp, task), g in tab.groupby(["step", "task"]):
-        print(f"step {stp}  {task}: " + "  ".join(f"{m.removeprefix('eval/')}={v:.4f}" for m, v in zip(g.metric, g.value)))
+        print(
+            f"step {stp}  {task}: " + "  ".join(f"{m.removeprefix('eval/')}={v:.4f}" for m, v in zip(g.metric, g.value))
+        )

@@ -18,59 +18,115 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
     cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=-1)
     return (text[:cut], True) if cut >= 0 else (text, False)
 
+
 def _pick_impl(logits, last, key, temperature):
     import jax, jax.numpy as jnp
-    row = jnp.take_along_axis(logits, last[:, None, None], axis=1)[:, 0]      # [B, V] logits at each row's last token
+
+    row = jnp.take_along_axis(logits, last[:, None, None], axis=1)[:, 0]  # [B, V] logits at each row's last token
     greedy = jnp.argmax(row, axis=-1)
     sampled = jax.random.categorical(key, row / jnp.maximum(temperature, 1e-6), axis=-1)
     return jnp.where(temperature > 0, sampled, greedy)
 
+
 _PICK: dict = {}
-def generate_texts(logits_fn: Callable, tok, prompts: Sequence[str], *, max_len: int, max_new_tokens: int = 32,
-                   stop: Sequence[str] = ("\n",), temperature: float = 0.0, seed: int = 0, batch_size: int = 8,
-                   progress: bool = False) -> list[str]:
+
+
+def generate_texts(
+    logits_fn: Callable,
+    tok,
+    prompts: Sequence[str],
+    *,
+    max_len: int,
+    max_new_tokens: int = 32,
+    stop: Sequence[str] = ("\n",),
+    temperature: float = 0.0,
+    seed: int = 0,
+    batch_size: int = 8,
+    progress: bool = False,
+) -> list[str]:
     "The continuation of each prompt, cut at the first stop sequence (greedy when temperature is 0)."
     import jax, jax.numpy as jnp
-    if "p" not in _PICK: _PICK["p"] = jax.jit(_pick_impl)
+
+    if "p" not in _PICK:
+        _PICK["p"] = jax.jit(_pick_impl)
     eos = getattr(tok, "eos_id", None)
     keep = max_len - max_new_tokens
-    if keep < 1: raise ValueError(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in max_len={max_len}")
+    if keep < 1:
+        raise ValueError(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in max_len={max_len}")
     encoded = [[int(t) for t in tok.encode(p)][-keep:] or [eos or 0] for p in prompts]
     outs: list = [None] * len(prompts)
     from tqdm.auto import tqdm
+
     for b in tqdm(range(0, len(prompts), batch_size), disable=not progress, desc="generate", unit="batch"):
         idx = list(range(b, min(b + batch_size, len(prompts))))
         W = min(max_len, 1 << (max(len(encoded[i]) for i in idx) + max_new_tokens - 1).bit_length())
         toks, segs = np.zeros((batch_size, W), np.int32), np.zeros((batch_size, W), np.int32)
         n = np.ones(batch_size, np.int32)
         for r, i in enumerate(idx):
-            toks[r, :len(encoded[i])], segs[r, :len(encoded[i])], n[r] = encoded[i], 1, len(encoded[i])
-        new = [[] for _ in idx]; done = [False] * len(idx)
+            toks[r, : len(encoded[i])], segs[r, : len(encoded[i])], n[r] = encoded[i], 1, len(encoded[i])
+        new = [[] for _ in idx]
+        done = [False] * len(idx)
         key = jax.random.PRNGKey(seed + b)
         for t in range(max_new_tokens):
             logits = logits_fn(jnp.asarray(toks), jnp.asarray(segs))
-            nxt = np.asarray(_PICK["p"](logits, jnp.asarray(n - 1), jax.random.fold_in(key, t), jnp.float32(temperature)))
+            nxt = np.asarray(
+                _PICK["p"](logits, jnp.asarray(n - 1), jax.random.fold_in(key, t), jnp.float32(temperature))
+            )
             for r in range(len(idx)):
-                if done[r]: continue
+                if done[r]:
+                    continue
                 tid = int(nxt[r])
-                if eos is not None and tid == eos: done[r] = True; continue
-                new[r].append(tid); toks[r, n[r]], segs[r, n[r]] = tid, 1; n[r] += 1
-                if cut_at_stop(tok.decode(new[r]), stop)[1] or n[r] >= W: done[r] = True
-            if all(done): break
-        for r, i in enumerate(idx): outs[i] = cut_at_stop(tok.decode(new[r]), stop)[0]
+                if eos is not None and tid == eos:
+                    done[r] = True
+                    continue
+                new[r].append(tid)
+                toks[r, n[r]], segs[r, n[r]] = tid, 1
+                n[r] += 1
+                if cut_at_stop(tok.decode(new[r]), stop)[1] or n[r] >= W:
+                    done[r] = True
+            if all(done):
+                break
+        for r, i in enumerate(idx):
+            outs[i] = cut_at_stop(tok.decode(new[r]), stop)[0]
     return outs
+
 
 def exact_match(prediction: str, answer: str) -> float:
     return float(prediction.strip() == answer.strip())
 
-def evaluate_generation(logits_fn: Callable, tok, task: Task, *, max_len: int, batch_size: int = 8, progress: bool = False,
-                        items: list[dict] | None = None) -> TaskResult:
+
+def evaluate_generation(
+    logits_fn: Callable,
+    tok,
+    task: Task,
+    *,
+    max_len: int,
+    batch_size: int = 8,
+    progress: bool = False,
+    items: list[dict] | None = None,
+) -> TaskResult:
     "Generate for every item; `{task}/exact_match` with its standard error, and the outputs per item."
     items = items if items is not None else load_items(task)
     prompts = [context_of(task, items, i) for i in range(len(items))]
-    outs = generate_texts(logits_fn, tok, prompts, max_len=max_len, max_new_tokens=task.max_new_tokens, stop=task.stop,
-                          temperature=task.temperature, seed=task.sample_seed, batch_size=batch_size, progress=progress)
-    rows = [{"index": i, "prompt": p, "output": o, "answer": it["answer"], "exact_match": exact_match(o, it["answer"])}
-            for i, (p, o, it) in enumerate(zip(prompts, outs, items))]
+    outs = generate_texts(
+        logits_fn,
+        tok,
+        prompts,
+        max_len=max_len,
+        max_new_tokens=task.max_new_tokens,
+        stop=task.stop,
+        temperature=task.temperature,
+        seed=task.sample_seed,
+        batch_size=batch_size,
+        progress=progress,
+    )
+    rows = [
+        {"index": i, "prompt": p, "output": o, "answer": it["answer"], "exact_match": exact_match(o, it["answer"])}
+        for i, (p, o, it) in enumerate(zip(prompts, outs, items))
+    ]
     em, se = mean_stderr([r["exact_match"] for r in rows])
-    return TaskResult(task.name, {f"{task.name}/exact_match": em, f"{task.name}/exact_match_stderr": se, f"{task.name}/n": float(len(rows))}, rows)
+    return TaskResult(
+        task.name,
+        {f"{task.name}/exact_match": em, f"{task.name}/exact_match_stderr": se, f"{task.name}/n": float(len(rows))},
+        rows,
+    )

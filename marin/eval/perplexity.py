@@ -18,40 +18,60 @@ __all__ = ['HeldOutSource', 'HeldOutConfig', 'PerplexitySuite', 'budget_document
 @dataclasses.dataclass(frozen=True)
 class HeldOutSource(Config):
     "One validation source: a name and a token set (a tokenize Step or its output path)."
+
     name: str = versioned()
     tokens: Any = versioned()
+
     def validate(self):
-        check(isinstance(self.name, str) and self.name and "/" not in self.name, "name", f"{self.name!r}: give each source a name without '/'")
+        check(
+            isinstance(self.name, str) and self.name and "/" not in self.name,
+            "name",
+            f"{self.name!r}: give each source a name without '/'",
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class HeldOutConfig(Config):
     "One source packed for scoring; `build()` gives a trainer-compatible loader (`TrainConfig.eval_data`)."
+
     tokens: Any = versioned()
-    max_tokens: int = versioned(65536)       # the fixed budget: whole documents, in order, until this many tokens
+    max_tokens: int = versioned(65536)  # the fixed budget: whole documents, in order, until this many tokens
     seq_len: int = versioned(512)
-    batch_size: int = 8                      # rows per forward pass (does not change the result)
-    tokenizer: str = versioned("")           # a load_tokenizer spec to count bytes exactly ("" = from the manifest)
+    batch_size: int = 8  # rows per forward pass (does not change the result)
+    tokenizer: str = versioned("")  # a load_tokenizer spec to count bytes exactly ("" = from the manifest)
+
     def validate(self):
         check(self.max_tokens > 0, "max_tokens", "the evaluation budget must be > 0 tokens")
         check(self.seq_len >= 2, "seq_len", "must be >= 2")
         check(self.batch_size >= 1, "batch_size", "must be >= 1")
-    def build(self) -> "HeldOutLoader": return HeldOutLoader(self)
+
+    def build(self) -> "HeldOutLoader":
+        return HeldOutLoader(self)
+
 
 @dataclasses.dataclass(frozen=True)
 class PerplexitySuite(Config):
     "Held-out sources scored with one budget and evaluation length."
+
     sources: tuple[HeldOutSource, ...] = versioned()
     max_tokens_per_source: int = versioned(65536)
     seq_len: int = versioned(512)
     tokenizer: str = versioned("")
     batch_size: int = 8
+
     def validate(self):
-        check(isinstance(self.sources, tuple) and len(self.sources) > 0, "sources", "give at least one HeldOutSource (a tuple)")
+        check(
+            isinstance(self.sources, tuple) and len(self.sources) > 0,
+            "sources",
+            "give at least one HeldOutSource (a tuple)",
+        )
         names = [s.name for s in self.sources]
         check(len(set(names)) == len(names), "sources", f"source names must be unique, got {names}")
         check(self.max_tokens_per_source > 0, "max_tokens_per_source", "must be > 0")
+
     def source_config(self, s: HeldOutSource) -> HeldOutConfig:
         return HeldOutConfig(s.tokens, self.max_tokens_per_source, self.seq_len, self.batch_size, self.tokenizer)
+
     def eval_data(self) -> tuple:
         "`((name, HeldOutConfig), ...)` for `TrainConfig.eval_data` (in-loop evaluation)."
         return tuple((s.name, self.source_config(s)) for s in self.sources)
@@ -62,30 +82,40 @@ def budget_documents(lengths: np.ndarray, max_tokens: int) -> int:
     ends = np.cumsum(np.asarray(lengths, np.int64))
     return max(int(np.searchsorted(ends, max_tokens, side="right")), 1) if len(ends) else 0
 
+
 def document_windows(doc: np.ndarray, seq_len: int, bos_id: int) -> list[np.ndarray]:
     "`[bos] + doc` cut into windows of at most `seq_len` tokens overlapping by one: each token of `doc` is a target once."
     x = np.concatenate([np.array([bos_id], np.int32), np.asarray(doc, np.int32)])
-    return [x[s:s + seq_len] for s in range(0, len(x) - 1, seq_len - 1)]
+    return [x[s : s + seq_len] for s in range(0, len(x) - 1, seq_len - 1)]
+
 
 def pack_windows(windows: Sequence[np.ndarray], seq_len: int) -> tuple[np.ndarray, np.ndarray]:
     "Pack windows in order into rows `[N, seq_len]`; segment ids 1, 2, … within a row, 0 for padding."
     rows, segs, cur_t, cur_s, fill, seg = [], [], np.zeros(seq_len, np.int32), np.zeros(seq_len, np.int32), 0, 0
     for w in windows:
         if fill + len(w) > seq_len:
-            rows.append(cur_t); segs.append(cur_s)
+            rows.append(cur_t)
+            segs.append(cur_s)
             cur_t, cur_s, fill, seg = np.zeros(seq_len, np.int32), np.zeros(seq_len, np.int32), 0, 0
         seg += 1
-        cur_t[fill:fill + len(w)] = w; cur_s[fill:fill + len(w)] = seg; fill += len(w)
-    if fill: rows.append(cur_t); segs.append(cur_s)
-    if not rows: return np.zeros((0, seq_len), np.int32), np.zeros((0, seq_len), np.int32)
+        cur_t[fill : fill + len(w)] = w
+        cur_s[fill : fill + len(w)] = seg
+        fill += len(w)
+    if fill:
+        rows.append(cur_t)
+        segs.append(cur_s)
+    if not rows:
+        return np.zeros((0, seq_len), np.int32), np.zeros((0, seq_len), np.int32)
     return np.stack(rows), np.stack(segs)
 
 # %% ../../nbs/50_perplexity.ipynb #122b2ecf
 class HeldOutLoader:
     "Packed rows of a held-out token set: `batch(i)` for i < `n_batches` (later batches are all padding)."
+
     def __init__(self, cfg: HeldOutConfig):
         from marin.data.shards import TokenSet
         from marin.data.sample import loss_mask_from_segments
+
         self.cfg = cfg
         ts = TokenSet(str(cfg.tokens))
         m = ts.manifest
@@ -94,12 +124,15 @@ class HeldOutLoader:
         self.bos_id = int(eos if eos is not None else 0)
         self.n_documents = budget_documents(ts.doc_lengths, cfg.max_tokens)
         docs = [np.asarray(ts.doc_tokens(i)) for i in range(self.n_documents)]
-        self.n_tokens = int(sum(len(d) for d in docs))        # targets scored
+        self.n_tokens = int(sum(len(d) for d in docs))  # targets scored
         if cfg.tokenizer:
             from marin.data.tokenizers import load_tokenizer
+
             tok = load_tokenizer(cfg.tokenizer)
             specials = {i for i in (tok.eos_id, tok.pad_id) if i is not None}
-            self.n_bytes = sum(len(tok.decode([int(t) for t in d if int(t) not in specials]).encode("utf-8")) for d in docs)
+            self.n_bytes = sum(
+                len(tok.decode([int(t) for t in d if int(t) not in specials]).encode("utf-8")) for d in docs
+            )
             self.bytes_exact = True
         elif self.n_documents == len(ts):
             self.n_bytes, self.bytes_exact = int(m["bytes"]), True
@@ -112,15 +145,24 @@ class HeldOutLoader:
         self.bytes_per_token = self.n_bytes / max(self.n_tokens, 1)
 
     @property
-    def n_batches(self) -> int: return -(-len(self.tokens) // self.batch_size)
+    def n_batches(self) -> int:
+        return -(-len(self.tokens) // self.batch_size)
 
     def batch(self, i: int) -> dict[str, np.ndarray]:
         B, S = self.batch_size, self.seq_len
-        out = {"tokens": np.zeros((B, S), np.int32), "segment_ids": np.zeros((B, S), np.int32), "loss_mask": np.zeros((B, S), np.float32)}
+        out = {
+            "tokens": np.zeros((B, S), np.int32),
+            "segment_ids": np.zeros((B, S), np.int32),
+            "loss_mask": np.zeros((B, S), np.float32),
+        }
         rows = slice(i * B, min((i + 1) * B, len(self.tokens)))
         n = max(rows.stop - rows.start, 0)
         if n:
-            out["tokens"][:n], out["segment_ids"][:n], out["loss_mask"][:n] = self.tokens[rows], self.segment_ids[rows], self.loss_mask[rows]
+            out["tokens"][:n], out["segment_ids"][:n], out["loss_mask"][:n] = (
+                self.tokens[rows],
+                self.segment_ids[rows],
+                self.loss_mask[rows],
+            )
         return out
 
 # %% ../../nbs/50_perplexity.ipynb #fc1fca22
@@ -128,59 +170,96 @@ def model_logits_fn(model, compute_dtype: str = "float32") -> Callable:
     "A jitted `(tokens, segment_ids) -> logits` for a `marin.models.transformer.Transformer`."
     import equinox as eqx, jax.numpy as jnp
     from marin.models.transformer import forward
+
     f = eqx.filter_jit(lambda m, t, s: forward(m, t, s, compute_dtype=jnp.dtype(compute_dtype)))
     return lambda tokens, segment_ids: f(model, tokens, segment_ids)
+
 
 def nll_sums(logits_fn: Callable, batch: dict) -> tuple[float, float]:
     "(sum of target negative log-likelihoods in nats, number of targets) for one batch."
     import jax, jax.numpy as jnp
+
     tokens = jnp.asarray(batch["tokens"])
     logits = logits_fn(tokens, jnp.asarray(batch["segment_ids"]))
     return _nll_sums(logits, tokens, jnp.asarray(batch["loss_mask"]))
 
+
 def _nll_sums_impl(logits, tokens, mask):
     import jax, jax.numpy as jnp
+
     targets = jnp.roll(tokens, -1, axis=1)
     logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
     nll = -jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
     mask = mask.astype(jnp.float32).at[:, -1].set(0.0)
     return (nll * mask).sum(), mask.sum()
 
+
 _JIT: dict = {}
+
+
 def _nll_sums(logits, tokens, mask):
     import jax
-    if "nll" not in _JIT: _JIT["nll"] = jax.jit(_nll_sums_impl)
+
+    if "nll" not in _JIT:
+        _JIT["nll"] = jax.jit(_nll_sums_impl)
     s, n = _JIT["nll"](logits, tokens, mask)
     return float(s), float(n)
+
 
 def bits_per_byte(loss: float, n_tokens: float, n_bytes: float) -> float:
     "Bits per UTF-8 byte from a mean loss in nats per token: loss × tokens / (bytes × ln 2)."
     return loss * n_tokens / (n_bytes * math.log(2))
 
 # %% ../../nbs/50_perplexity.ipynb #b0e3eaf5
-def evaluate_loaders(logits_fn: Callable, loaders: dict[str, HeldOutLoader], *, prefix: str = "eval") -> dict[str, float]:
+def evaluate_loaders(
+    logits_fn: Callable, loaders: dict[str, HeldOutLoader], *, prefix: str = "eval"
+) -> dict[str, float]:
     "`{prefix}/{name}/loss|bpb|tokens|bytes` per loader and `{prefix}/overall/...` pooled over all of them."
     out, tot_nll, tot_tok, tot_bytes = {}, 0.0, 0.0, 0.0
     for name, ld in loaders.items():
         s, n = 0.0, 0.0
         for i in range(ld.n_batches):
-            a, b = nll_sums(logits_fn, ld.batch(i)); s += a; n += b
+            a, b = nll_sums(logits_fn, ld.batch(i))
+            s += a
+            n += b
         assert int(n) == ld.n_tokens, (name, n, ld.n_tokens)
         loss = s / max(n, 1.0)
-        out.update({f"{prefix}/{name}/loss": loss, f"{prefix}/{name}/bpb": bits_per_byte(loss, n, ld.n_bytes),
-                    f"{prefix}/{name}/tokens": n, f"{prefix}/{name}/bytes": float(ld.n_bytes), f"{prefix}/{name}/documents": float(ld.n_documents)})
+        out.update(
+            {
+                f"{prefix}/{name}/loss": loss,
+                f"{prefix}/{name}/bpb": bits_per_byte(loss, n, ld.n_bytes),
+                f"{prefix}/{name}/tokens": n,
+                f"{prefix}/{name}/bytes": float(ld.n_bytes),
+                f"{prefix}/{name}/documents": float(ld.n_documents),
+            }
+        )
         tot_nll, tot_tok, tot_bytes = tot_nll + s, tot_tok + n, tot_bytes + ld.n_bytes
     if loaders:
         loss = tot_nll / max(tot_tok, 1.0)
-        out.update({f"{prefix}/overall/loss": loss, f"{prefix}/overall/bpb": bits_per_byte(loss, tot_tok, tot_bytes),
-                    f"{prefix}/overall/tokens": tot_tok, f"{prefix}/overall/bytes": tot_bytes})
+        out.update(
+            {
+                f"{prefix}/overall/loss": loss,
+                f"{prefix}/overall/bpb": bits_per_byte(loss, tot_tok, tot_bytes),
+                f"{prefix}/overall/tokens": tot_tok,
+                f"{prefix}/overall/bytes": tot_bytes,
+            }
+        )
     return out
 
-def evaluate_perplexity(model_or_logits_fn, suite: PerplexitySuite, *, compute_dtype: str = "float32") -> dict[str, float]:
+
+def evaluate_perplexity(
+    model_or_logits_fn, suite: PerplexitySuite, *, compute_dtype: str = "float32"
+) -> dict[str, float]:
     "The suite's metrics for a model (or a logits function): loss and bits-per-byte per source and overall."
-    fn = model_or_logits_fn if not hasattr(model_or_logits_fn, "cfg") else model_logits_fn(model_or_logits_fn, compute_dtype)
+    fn = (
+        model_or_logits_fn
+        if not hasattr(model_or_logits_fn, "cfg")
+        else model_logits_fn(model_or_logits_fn, compute_dtype)
+    )
     loaders = {s.name: suite.source_config(s).build() for s in suite.sources}
     for name, ld in loaders.items():
         if hasattr(model_or_logits_fn, "cfg") and ld.vocab_size > model_or_logits_fn.cfg.vocab_size:
-            raise ValueError(f"suite source {name!r}: token ids up to {ld.vocab_size} but the model's vocab_size is {model_or_logits_fn.cfg.vocab_size}; use a suite tokenized with the model's tokenizer")
+            raise ValueError(
+                f"suite source {name!r}: token ids up to {ld.vocab_size} but the model's vocab_size is {model_or_logits_fn.cfg.vocab_size}; use a suite tokenized with the model's tokenizer"
+            )
     return evaluate_loaders(fn, loaders)

@@ -21,18 +21,20 @@ __all__ = ['EvalConfig', 'checkpoint_steps', 'run_task', 'evaluate_checkpoints',
 @dataclasses.dataclass(frozen=True)
 class EvalConfig(Config):
     "Which checkpoints of a training output to evaluate, on which tasks and perplexity suite."
-    checkpoint: Any = versioned()                    # a training output (train / SFT / DPO Step, or its path)
-    tasks: tuple = versioned(())                     # task names, task-file paths or Task objects
+
+    checkpoint: Any = versioned()  # a training output (train / SFT / DPO Step, or its path)
+    tasks: tuple = versioned(())  # task names, task-file paths or Task objects
     suite: PerplexitySuite | None = versioned(None)
-    steps: tuple[int, ...] = versioned(())           # () = the newest checkpoint
-    all_steps: bool = versioned(False)               # every committed checkpoint (an eval curve)
-    tokenizer: str = versioned("")                   # "" = the run's tokenizer.json / vocab.json
-    limit: int = versioned(0)                        # cap each task's items (0 = the task's own limit)
-    num_fewshot: int = versioned(-1)                 # -1 = the task's own
+    steps: tuple[int, ...] = versioned(())  # () = the newest checkpoint
+    all_steps: bool = versioned(False)  # every committed checkpoint (an eval curve)
+    tokenizer: str = versioned("")  # "" = the run's tokenizer.json / vocab.json
+    limit: int = versioned(0)  # cap each task's items (0 = the task's own limit)
+    num_fewshot: int = versioned(-1)  # -1 = the task's own
     compute_dtype: str = versioned("float32")
     batch_size: int = 16
-    record: bool = True                              # append one ledger record per task per checkpoint
+    record: bool = True  # append one ledger record per task per checkpoint
     progress: bool = True
+
     def validate(self):
         check(bool(self.tasks) or self.suite is not None, "tasks", "give at least one task or a perplexity suite")
         check(self.limit >= 0, "limit", "must be >= 0")
@@ -41,19 +43,28 @@ class EvalConfig(Config):
         out = []
         for t in self.tasks:
             task = get_task(t)
-            if self.limit: task = dataclasses.replace(task, limit=self.limit if not task.limit else min(task.limit, self.limit))
-            if self.num_fewshot >= 0: task = dataclasses.replace(task, num_fewshot=self.num_fewshot)
+            if self.limit:
+                task = dataclasses.replace(task, limit=self.limit if not task.limit else min(task.limit, self.limit))
+            if self.num_fewshot >= 0:
+                task = dataclasses.replace(task, num_fewshot=self.num_fewshot)
             out.append(task)
         return out
 
+
 def checkpoint_steps(cfg: EvalConfig) -> list[int]:
     from marin.train.checkpoint import list_checkpoints
+
     have = [s for s, _ in list_checkpoints(storage.join(str(cfg.checkpoint), "checkpoints"))]
-    if not have: raise FileNotFoundError(f"checkpoint: {cfg.checkpoint} has no committed checkpoint under checkpoints/; train first or fix the path")
-    if cfg.all_steps: return have
+    if not have:
+        raise FileNotFoundError(
+            f"checkpoint: {cfg.checkpoint} has no committed checkpoint under checkpoints/; train first or fix the path"
+        )
+    if cfg.all_steps:
+        return have
     if cfg.steps:
         missing = sorted(set(cfg.steps) - set(have))
-        if missing: raise ValueError(f"steps: {missing} are not checkpoints of {cfg.checkpoint}; it has {have}")
+        if missing:
+            raise ValueError(f"steps: {missing} are not checkpoints of {cfg.checkpoint}; it has {have}")
         return sorted(cfg.steps)
     return [have[-1]]
 
@@ -61,20 +72,37 @@ def checkpoint_steps(cfg: EvalConfig) -> list[int]:
 def run_task(logits_fn, tok, task: Task, *, max_len: int, batch_size: int = 16, progress: bool = False):
     "Evaluate one task (multiple choice or generation)."
     if task.kind == "generation":
-        return evaluate_generation(logits_fn, tok, task, max_len=max_len, batch_size=max(1, batch_size // 2), progress=progress)
+        return evaluate_generation(
+            logits_fn, tok, task, max_len=max_len, batch_size=max(1, batch_size // 2), progress=progress
+        )
     return evaluate_multiple_choice(logits_fn, tok, task, max_len=max_len, batch_size=batch_size, progress=progress)
 
-def _record(cfg: EvalConfig, step: int, task_name: str, task_cfg: Any, metrics: dict, started, output_path: str) -> None:
+
+def _record(
+    cfg: EvalConfig, step: int, task_name: str, task_cfg: Any, metrics: dict, started, output_path: str
+) -> None:
     from marin.core.ledger import Ledger, RunRecord, new_run_id, provenance, utcnow
-    rec = RunRecord(run_id=new_run_id(f"eval-{task_name}"), kind="eval", status="SUCCESS", started_at=started, ended_at=utcnow(),
-                    step=f"eval/{task_name}", config={"checkpoint": str(cfg.checkpoint), "checkpoint_step": int(step), "task": task_cfg},
-                    output_path=output_path, metrics=metrics, **provenance())
+
+    rec = RunRecord(
+        run_id=new_run_id(f"eval-{task_name}"),
+        kind="eval",
+        status="SUCCESS",
+        started_at=started,
+        ended_at=utcnow(),
+        step=f"eval/{task_name}",
+        config={"checkpoint": str(cfg.checkpoint), "checkpoint_step": int(step), "task": task_cfg},
+        output_path=output_path,
+        metrics=metrics,
+        **provenance(),
+    )
     Ledger().append(rec)
+
 
 def evaluate_checkpoints(cfg: EvalConfig, output_path: str) -> dict:
     "Executor step: every (checkpoint, task) pair; results under `output_path/results/`; summary = the newest checkpoint's metrics."
     from marin.core.ledger import utcnow
     from marin.train.trainer import load_model
+
     tasks = cfg.resolved_tasks()
     steps = checkpoint_steps(cfg)
     tok = eval_tokenizer(str(cfg.checkpoint), cfg.tokenizer) if tasks else None
@@ -83,7 +111,9 @@ def evaluate_checkpoints(cfg: EvalConfig, output_path: str) -> dict:
         model, _ = load_model(str(cfg.checkpoint), step)
         fn = model_logits_fn(model, cfg.compute_dtype)
         if tok is not None and tok.vocab_size > model.cfg.vocab_size:
-            raise ValueError(f"tokenizer has {tok.vocab_size} tokens but the model's vocab_size is {model.cfg.vocab_size}; pass the run's tokenizer")
+            raise ValueError(
+                f"tokenizer has {tok.vocab_size} tokens but the model's vocab_size is {model.cfg.vocab_size}; pass the run's tokenizer"
+            )
         jobs = [(t.name, t) for t in tasks] + ([("perplexity", cfg.suite)] if cfg.suite is not None else [])
         for name, t in jobs:
             started, t0 = utcnow(), time.perf_counter()
@@ -93,44 +123,77 @@ def evaluate_checkpoints(cfg: EvalConfig, output_path: str) -> dict:
                 res = run_task(fn, tok, t, max_len=model.cfg.seq_len, batch_size=cfg.batch_size, progress=cfg.progress)
                 metrics, items = {f"eval/{k}": v for k, v in res.metrics.items()}, res.items
             metrics["eval/seconds"] = time.perf_counter() - t0
-            storage.write_json(storage.join(output_path, "results", f"step_{step:08d}", f"{name}.json"),
-                               {"checkpoint": str(cfg.checkpoint), "step": step, "task": name, "metrics": metrics, "items": items})
-            if cfg.record: _record(cfg, step, name, canonical(t), metrics, started, output_path)
-            rows += [{"checkpoint": str(cfg.checkpoint), "step": step, "task": name, "metric": k, "value": v} for k, v in metrics.items()]
-            if step == steps[-1]: summary.update({k: v for k, v in metrics.items() if k != "eval/seconds"})
+            storage.write_json(
+                storage.join(output_path, "results", f"step_{step:08d}", f"{name}.json"),
+                {"checkpoint": str(cfg.checkpoint), "step": step, "task": name, "metrics": metrics, "items": items},
+            )
+            if cfg.record:
+                _record(cfg, step, name, canonical(t), metrics, started, output_path)
+            rows += [
+                {"checkpoint": str(cfg.checkpoint), "step": step, "task": name, "metric": k, "value": v}
+                for k, v in metrics.items()
+            ]
+            if step == steps[-1]:
+                summary.update({k: v for k, v in metrics.items() if k != "eval/seconds"})
     storage.write_text(storage.join(output_path, "results.jsonl"), "".join(json.dumps(r) + "\n" for r in rows))
     return summary
 
+
 def eval_step(cfg: EvalConfig, name: str = "eval") -> Step:
-    return Step(name, evaluate_checkpoints, cfg, description=f"evaluate {len(cfg.tasks)} task(s){' + perplexity' if cfg.suite else ''}")
+    return Step(
+        name,
+        evaluate_checkpoints,
+        cfg,
+        description=f"evaluate {len(cfg.tasks)} task(s){' + perplexity' if cfg.suite else ''}",
+    )
 
 # %% ../../nbs/53_results.ipynb #f0d0d40c
 def eval_results(source: Any = None):
     "A long DataFrame (checkpoint, step, task, metric, value) from a ledger (default: the settings' ledger) or an eval output folder."
     import pandas as pd
+
     if isinstance(source, str) and storage.exists(storage.join(source, "results.jsonl")):
-        return pd.DataFrame([json.loads(l) for l in storage.read_text(storage.join(source, "results.jsonl")).splitlines() if l.strip()])
+        return pd.DataFrame(
+            [json.loads(l) for l in storage.read_text(storage.join(source, "results.jsonl")).splitlines() if l.strip()]
+        )
     from marin.core.ledger import Ledger
+
     led = source if source is not None and hasattr(source, "sql") else Ledger(source)
-    df = led.sql("select run_id, config, metrics, started_at from runs where kind = 'eval' and status = 'SUCCESS' order by started_at")
+    df = led.sql(
+        "select run_id, config, metrics, started_at from runs where kind = 'eval' and status = 'SUCCESS' order by started_at"
+    )
     rows = []
     for _, r in df.iterrows():
         c, m = json.loads(r["config"] or "{}"), json.loads(r["metrics"] or "{}")
         for k, v in m.items():
             if isinstance(v, (int, float)):
-                rows.append({"checkpoint": c.get("checkpoint", ""), "step": c.get("checkpoint_step", -1),
-                             "task": (c.get("task") or {}).get("name", "perplexity") if isinstance(c.get("task"), dict) else "perplexity",
-                             "metric": k, "value": float(v), "run_id": r["run_id"]})
+                rows.append(
+                    {
+                        "checkpoint": c.get("checkpoint", ""),
+                        "step": c.get("checkpoint_step", -1),
+                        "task": (c.get("task") or {}).get("name", "perplexity")
+                        if isinstance(c.get("task"), dict)
+                        else "perplexity",
+                        "metric": k,
+                        "value": float(v),
+                        "run_id": r["run_id"],
+                    }
+                )
     return pd.DataFrame(rows, columns=["checkpoint", "step", "task", "metric", "value", "run_id"])
+
 
 def results_table(df, metrics: Sequence[str] = ("acc", "acc_norm", "exact_match", "bpb")):
     "One row per (checkpoint, step), one column per task metric whose name ends in one of `metrics` (latest record wins)."
     keep = df[df.metric.map(lambda m: m.split("/")[-1] in metrics)]
-    return keep.pivot_table(index=["checkpoint", "step"], columns="metric", values="value", aggfunc="last").reset_index()
+    return keep.pivot_table(
+        index=["checkpoint", "step"], columns="metric", values="value", aggfunc="last"
+    ).reset_index()
+
 
 def plot_eval_curves(df, metrics: Sequence[str] = ("acc", "acc_norm", "exact_match", "bpb"), title: str = ""):
     "Each selected metric against checkpoint step, one panel per metric kind, one line per task/source."
     import matplotlib.pyplot as plt
+
     keep = df[df.metric.map(lambda m: m.split("/")[-1] in metrics)]
     kinds = [m for m in metrics if keep.metric.str.endswith("/" + m).any()]
     fig, axes = plt.subplots(1, max(len(kinds), 1), figsize=(4.2 * max(len(kinds), 1), 3.2), squeeze=False)
@@ -139,7 +202,10 @@ def plot_eval_curves(df, metrics: Sequence[str] = ("acc", "acc_norm", "exact_mat
         for (ck, metric), g in sub.groupby(["checkpoint", "metric"]):
             g = g.groupby("step").value.last()
             ax.plot(g.index, g.values, marker="o", label=metric.removeprefix("eval/").removesuffix("/" + kind))
-        ax.set_xlabel("checkpoint step"); ax.set_title(kind); ax.legend(fontsize=7)
-    if title: fig.suptitle(title)
+        ax.set_xlabel("checkpoint step")
+        ax.set_title(kind)
+        ax.legend(fontsize=7)
+    if title:
+        fig.suptitle(title)
     fig.tight_layout()
     return fig

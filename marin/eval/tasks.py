@@ -20,25 +20,31 @@ __all__ = ['TASK_KINDS', 'BUILTIN_TASKS', 'Task', 'task_from_dict', 'load_task_f
 # %% ../../nbs/51_tasks.ipynb #95941cd0
 TASK_KINDS = ("multiple_choice", "generation")
 
+
 @dataclasses.dataclass(frozen=True)
 class Task(Config):
     "An evaluation task over a JSONL file: multiple choice (`{query, choices, gold}`) or generation (`{query, answer}`)."
+
     name: str = versioned()
-    path: str = versioned()                          # JSONL; relative: beside the task file, then shared eval/
-    kind: str = versioned("multiple_choice")         # multiple_choice | generation
-    delimiter: str = versioned("\nAnswer: ")         # between the query and the answer
+    path: str = versioned()  # JSONL; relative: beside the task file, then shared eval/
+    kind: str = versioned("multiple_choice")  # multiple_choice | generation
+    delimiter: str = versioned("\nAnswer: ")  # between the query and the answer
     num_fewshot: int = versioned(0)
     fewshot_seed: int = versioned(1234)
     fewshot_separator: str = versioned("\n\n")
-    limit: int = versioned(0)                        # first N items only (0 = all)
-    stop: tuple[str, ...] = versioned(("\n",))       # generation: stop sequences (cut from the output)
-    max_new_tokens: int = versioned(32)              # generation
-    temperature: float = versioned(0.0)              # generation: 0 = greedy
-    sample_seed: int = versioned(0)                  # generation: sampling seed
-    base_dir: str = ""                               # where a task file lives (for relative paths)
+    limit: int = versioned(0)  # first N items only (0 = all)
+    stop: tuple[str, ...] = versioned(("\n",))  # generation: stop sequences (cut from the output)
+    max_new_tokens: int = versioned(32)  # generation
+    temperature: float = versioned(0.0)  # generation: 0 = greedy
+    sample_seed: int = versioned(0)  # generation: sampling seed
+    base_dir: str = ""  # where a task file lives (for relative paths)
 
     def validate(self):
-        check(isinstance(self.name, str) and self.name and "/" not in self.name, "name", f"{self.name!r}: a task needs a name without '/'")
+        check(
+            isinstance(self.name, str) and self.name and "/" not in self.name,
+            "name",
+            f"{self.name!r}: a task needs a name without '/'",
+        )
         check(isinstance(self.path, str) and self.path, "path", "give the JSONL file of the task")
         check(self.kind in TASK_KINDS, "kind", f"{self.kind!r}: use one of {TASK_KINDS}")
         check(self.num_fewshot >= 0, "num_fewshot", "must be >= 0")
@@ -50,27 +56,39 @@ class Task(Config):
     @property
     def resolved_path(self) -> str:
         p = self.path
-        if os.path.isabs(p) or "://" in p: return p
-        if self.base_dir and storage.exists(os.path.join(self.base_dir, p)): return os.path.join(self.base_dir, p)
+        if os.path.isabs(p) or "://" in p:
+            return p
+        if self.base_dir and storage.exists(os.path.join(self.base_dir, p)):
+            return os.path.join(self.base_dir, p)
         from marin.core.settings import shared_data_dir
+
         return str(shared_data_dir() / "eval" / p)
+
 
 def task_from_dict(d: dict, *, source: str = "task", base_dir: str = "") -> Task:
     "A Task from a dict (a parsed YAML file); unknown fields are an error naming them."
     fields = {f.name for f in dataclasses.fields(Task)}
     unknown = sorted(set(d) - fields)
-    if unknown: raise ConfigError(f"{source}: unknown field(s) {unknown}; a task has {sorted(fields - {'base_dir'})}")
+    if unknown:
+        raise ConfigError(f"{source}: unknown field(s) {unknown}; a task has {sorted(fields - {'base_dir'})}")
     d = dict(d)
-    if isinstance(d.get("stop"), (list, str)): d["stop"] = tuple([d["stop"]] if isinstance(d["stop"], str) else d["stop"])
-    try: return Task(**d, **({"base_dir": base_dir} if base_dir and "base_dir" not in d else {}))
-    except TypeError as e: raise ConfigError(f"{source}: {e}") from None
-    except ConfigError as e: raise ConfigError(f"{source}: {e}") from None
+    if isinstance(d.get("stop"), (list, str)):
+        d["stop"] = tuple([d["stop"]] if isinstance(d["stop"], str) else d["stop"])
+    try:
+        return Task(**d, **({"base_dir": base_dir} if base_dir and "base_dir" not in d else {}))
+    except TypeError as e:
+        raise ConfigError(f"{source}: {e}") from None
+    except ConfigError as e:
+        raise ConfigError(f"{source}: {e}") from None
+
 
 def load_task_file(path: str) -> Task:
     "A Task from a YAML (or JSON) file; `name` defaults to the file's stem."
     import yaml
+
     d = yaml.safe_load(storage.read_text(str(path))) or {}
-    if not isinstance(d, dict): raise ConfigError(f"{path}: a task file is a mapping of Task fields")
+    if not isinstance(d, dict):
+        raise ConfigError(f"{path}: a task file is a mapping of Task fields")
     d.setdefault("name", Path(str(path)).stem)
     return task_from_dict(d, source=str(path), base_dir=os.path.dirname(os.path.abspath(str(path))))
 
@@ -82,71 +100,106 @@ BUILTIN_TASKS: dict[str, Task] = {
     "arc_easy_gen": Task("arc_easy_gen", "arc_easy_test.jsonl", kind="generation", max_new_tokens=48),
 }
 
+
 def tasks_from_dir(path: str) -> dict[str, Task]:
     "Every `*.yaml` / `*.yml` task file in a folder, by task name."
     out = {}
     for f in sorted(Path(path).glob("*.y*ml")):
-        t = load_task_file(str(f)); out[t.name] = t
+        t = load_task_file(str(f))
+        out[t.name] = t
     return out
+
 
 def task_registry(extra_dirs: Sequence[str] = ()) -> dict[str, Task]:
     "Built-in tasks, then the task files of `MARIN_TASK_DIRS` (os.pathsep-separated) and `extra_dirs`."
     reg = dict(BUILTIN_TASKS)
     dirs = [d for d in os.environ.get("MARIN_TASK_DIRS", "").split(os.pathsep) if d] + list(extra_dirs)
-    for d in dirs: reg.update(tasks_from_dir(d))
+    for d in dirs:
+        reg.update(tasks_from_dir(d))
     return reg
+
 
 def get_task(spec: str | Task, extra_dirs: Sequence[str] = ()) -> Task:
     "A task by name (registry) or by path to a task file."
-    if isinstance(spec, Task): return spec
-    if spec.endswith((".yaml", ".yml", ".json")): return load_task_file(spec)
+    if isinstance(spec, Task):
+        return spec
+    if spec.endswith((".yaml", ".yml", ".json")):
+        return load_task_file(spec)
     reg = task_registry(extra_dirs)
-    if spec not in reg: raise KeyError(f"task {spec!r} is not registered; known: {sorted(reg)}. Add a YAML file to a folder in MARIN_TASK_DIRS or pass its path")
+    if spec not in reg:
+        raise KeyError(
+            f"task {spec!r} is not registered; known: {sorted(reg)}. Add a YAML file to a folder in MARIN_TASK_DIRS or pass its path"
+        )
     return reg[spec]
 
 # %% ../../nbs/51_tasks.ipynb #be23da49
 class TaskFileError(ValueError):
     "A task's JSONL has a bad line; the message names the file, the line and the fix."
 
+
 def load_items(task: Task) -> list[dict]:
     "The task's items, validated: `{query, choices, gold}` (multiple choice) or `{query, answer}` (generation)."
     path = task.resolved_path
-    if not storage.exists(path): raise FileNotFoundError(f"task {task.name}: {path} does not exist; fix `path` in the task")
+    if not storage.exists(path):
+        raise FileNotFoundError(f"task {task.name}: {path} does not exist; fix `path` in the task")
     items = []
     for ln, line in enumerate(storage.read_text(path).splitlines(), 1):
-        if not line.strip(): continue
+        if not line.strip():
+            continue
         where = f"{path}:{ln}"
-        try: r = json.loads(line)
-        except json.JSONDecodeError as e: raise TaskFileError(f"{where}: not valid JSON ({e.msg})") from None
-        if not isinstance(r, dict): raise TaskFileError(f"{where}: each line must be a JSON object")
-        if not isinstance(r.get("query"), str): raise TaskFileError(f"{where}: missing field 'query' (a string)")
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise TaskFileError(f"{where}: not valid JSON ({e.msg})") from None
+        if not isinstance(r, dict):
+            raise TaskFileError(f"{where}: each line must be a JSON object")
+        if not isinstance(r.get("query"), str):
+            raise TaskFileError(f"{where}: missing field 'query' (a string)")
         if task.kind == "multiple_choice" or "answer" not in r:
             for f in ("choices", "gold"):
-                if f not in r: raise TaskFileError(f"{where}: missing field {f!r}" + ("" if task.kind == "multiple_choice" else " (or give 'answer')"))
+                if f not in r:
+                    raise TaskFileError(
+                        f"{where}: missing field {f!r}"
+                        + ("" if task.kind == "multiple_choice" else " (or give 'answer')")
+                    )
             ch, g = r["choices"], r["gold"]
-            if not isinstance(ch, list) or len(ch) < (2 if task.kind == "multiple_choice" else 1) or not all(isinstance(c, str) for c in ch):
+            if (
+                not isinstance(ch, list)
+                or len(ch) < (2 if task.kind == "multiple_choice" else 1)
+                or not all(isinstance(c, str) for c in ch)
+            ):
                 raise TaskFileError(f"{where}: 'choices' must be a list of at least 2 strings")
             if isinstance(g, bool) or not isinstance(g, int) or not 0 <= g < len(ch):
-                raise TaskFileError(f"{where}: gold={g!r} is out of range for {len(ch)} choices (0-based index 0..{len(ch) - 1})")
+                raise TaskFileError(
+                    f"{where}: gold={g!r} is out of range for {len(ch)} choices (0-based index 0..{len(ch) - 1})"
+                )
             item = {"query": r["query"], "choices": ch, "gold": g}
-            if task.kind == "generation": item["answer"] = ch[g]
+            if task.kind == "generation":
+                item["answer"] = ch[g]
         else:
-            if not isinstance(r["answer"], str): raise TaskFileError(f"{where}: 'answer' must be a string")
+            if not isinstance(r["answer"], str):
+                raise TaskFileError(f"{where}: 'answer' must be a string")
             item = {"query": r["query"], "answer": r["answer"]}
         items.append(item)
-        if task.limit and len(items) >= task.limit: break
-    if not items: raise TaskFileError(f"{path}: no items")
+        if task.limit and len(items) >= task.limit:
+            break
+    if not items:
+        raise TaskFileError(f"{path}: no items")
     return items
+
 
 def fewshot_prefix(task: Task, items: list[dict], i: int) -> str:
     "The seeded few-shot examples for item `i` (other items, with their gold answers), each followed by the separator."
-    if task.num_fewshot == 0: return ""
-    if len(items) <= task.num_fewshot: raise ValueError(f"task {task.name}: num_fewshot={task.num_fewshot} needs more than {len(items)} items")
+    if task.num_fewshot == 0:
+        return ""
+    if len(items) <= task.num_fewshot:
+        raise ValueError(f"task {task.name}: num_fewshot={task.num_fewshot} needs more than {len(items)} items")
     rng = np.random.default_rng([task.fewshot_seed, i])
     pool = rng.choice(len(items) - 1, task.num_fewshot, replace=False)
-    shots = [items[j + (j >= i)] for j in pool]                         # skip item i itself
+    shots = [items[j + (j >= i)] for j in pool]  # skip item i itself
     ans = lambda it: it["answer"] if "answer" in it else it["choices"][it["gold"]]
     return "".join(s["query"] + task.delimiter + ans(s) + task.fewshot_separator for s in shots)
+
 
 def context_of(task: Task, items: list[dict], i: int) -> str:
     return fewshot_prefix(task, items, i) + items[i]["query"] + task.delimiter
@@ -154,63 +207,94 @@ def context_of(task: Task, items: list[dict], i: int) -> str:
 # %% ../../nbs/51_tasks.ipynb #6dd7b9eb
 class VocabTokenizer:
     "Characters of a fixed vocabulary (`vocab.json` of a character-level run); unknown characters map to `fallback_id`."
+
     def __init__(self, vocab: Sequence[str]):
         self.vocab = list(vocab)
         self.table = {c: i for i, c in enumerate(self.vocab)}
         self.vocab_size, self.eos_id, self.pad_id = len(self.vocab), None, None
         self.fallback_id = self.table.get(" ", 0)
         self.n_unknown = 0
+
     def encode(self, text: str) -> np.ndarray:
         ids = [self.table.get(c, -1) for c in text]
         self.n_unknown += sum(i < 0 for i in ids)
         return np.array([i if i >= 0 else self.fallback_id for i in ids], np.int32)
-    def encode_batch(self, texts): return [self.encode(t) for t in texts]
-    def decode(self, ids) -> str: return "".join(self.vocab[int(i)] for i in ids if 0 <= int(i) < len(self.vocab))
+
+    def encode_batch(self, texts):
+        return [self.encode(t) for t in texts]
+
+    def decode(self, ids) -> str:
+        return "".join(self.vocab[int(i)] for i in ids if 0 <= int(i) < len(self.vocab))
+
 
 def eval_tokenizer(checkpoint: str = "", spec: str = ""):
     "The tokenizer for evaluating a training output: `spec` if given, else its tokenizer.json, else its vocab.json."
     from marin.data.tokenizers import load_tokenizer
-    if spec: return load_tokenizer(spec)
-    if checkpoint and storage.exists(storage.join(checkpoint, "tokenizer.json")): return load_tokenizer(checkpoint)
-    if checkpoint and storage.exists(storage.join(checkpoint, "vocab.json")): return VocabTokenizer(storage.read_json(storage.join(checkpoint, "vocab.json")))
-    raise FileNotFoundError(f"no tokenizer for {checkpoint or 'the model'}: it has no tokenizer.json or vocab.json; pass --tokenizer (a tokenizer.json folder or spec)")
+
+    if spec:
+        return load_tokenizer(spec)
+    if checkpoint and storage.exists(storage.join(checkpoint, "tokenizer.json")):
+        return load_tokenizer(checkpoint)
+    if checkpoint and storage.exists(storage.join(checkpoint, "vocab.json")):
+        return VocabTokenizer(storage.read_json(storage.join(checkpoint, "vocab.json")))
+    raise FileNotFoundError(
+        f"no tokenizer for {checkpoint or 'the model'}: it has no tokenizer.json or vocab.json; pass --tokenizer (a tokenizer.json folder or spec)"
+    )
+
 
 def encode_pair(tok, context: str, continuation: str) -> tuple[list[int], list[int]]:
     "lm-eval-harness's split: trailing context spaces join the continuation; continuation = encode(ctx+cont) after encode(ctx)."
     n = len(context) - len(context.rstrip())
-    if n: continuation, context = context[-n:] + continuation, context[:-n]
+    if n:
+        continuation, context = context[-n:] + continuation, context[:-n]
     whole = [int(t) for t in tok.encode(context + continuation)]
     ctx = [int(t) for t in tok.encode(context)] if context else []
-    return whole[:len(ctx)], whole[len(ctx):]
+    return whole[: len(ctx)], whole[len(ctx) :]
 
 # %% ../../nbs/51_tasks.ipynb #ecd4dd73
 def _bucket(n: int, cap: int, minimum: int = 16) -> int:
     return min(max(minimum, 1 << (max(n, 1) - 1).bit_length()), cap)
 
+
 def _gather_impl(logits, targets, mask):
     import jax, jax.numpy as jnp
+
     logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
     tl = jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
     greedy = (jnp.argmax(logp, axis=-1) == targets) | (mask == 0)
     return jnp.where(mask > 0, tl, 0.0).sum(-1), greedy.all(-1)
 
+
 _GATHER: dict = {}
-def score_requests(logits_fn: Callable, requests: Sequence[tuple[list[int], list[int]]], *, max_len: int,
-                   batch_size: int = 16, bos_id: int = 0, progress: bool = False) -> list[tuple[float, bool]]:
+
+
+def score_requests(
+    logits_fn: Callable,
+    requests: Sequence[tuple[list[int], list[int]]],
+    *,
+    max_len: int,
+    batch_size: int = 16,
+    bos_id: int = 0,
+    progress: bool = False,
+) -> list[tuple[float, bool]]:
     "(log P(continuation | context), greedy) per request, computed in padded batches of similar lengths."
     import jax, jax.numpy as jnp
-    if "g" not in _GATHER: _GATHER["g"] = jax.jit(_gather_impl)
+
+    if "g" not in _GATHER:
+        _GATHER["g"] = jax.jit(_gather_impl)
     seqs = []
     for ctx, cont in requests:
-        if not cont: raise ValueError("a continuation encoded to no tokens; check the choices and the delimiter")
-        ctx = list(ctx) or [bos_id]                                     # an empty context is conditioned on bos
-        full = (ctx + list(cont))[-(max_len + 1):]                      # cut the context on the left
+        if not cont:
+            raise ValueError("a continuation encoded to no tokens; check the choices and the delimiter")
+        ctx = list(ctx) or [bos_id]  # an empty context is conditioned on bos
+        full = (ctx + list(cont))[-(max_len + 1) :]  # cut the context on the left
         seqs.append((full[:-1], full[1:], len(cont)))
     order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i][0]))
     out: list = [None] * len(seqs)
     from tqdm.auto import tqdm
+
     for b in tqdm(range(0, len(order), batch_size), disable=not progress, desc="score", unit="batch"):
-        idx = order[b:b + batch_size]
+        idx = order[b : b + batch_size]
         L = _bucket(max(len(seqs[i][0]) for i in idx), max_len)
         B = batch_size
         toks, segs = np.zeros((B, L), np.int32), np.zeros((B, L), np.int32)
@@ -219,52 +303,84 @@ def score_requests(logits_fn: Callable, requests: Sequence[tuple[list[int], list
             inp, tgt, nc = seqs[i]
             n = len(inp)
             toks[r, :n], segs[r, :n], tgts[r, :n] = inp, 1, tgt
-            mask[r, n - nc:n] = 1.0
+            mask[r, n - nc : n] = 1.0
         logits = logits_fn(jnp.asarray(toks), jnp.asarray(segs))
         ll, greedy = _GATHER["g"](logits, jnp.asarray(tgts), jnp.asarray(mask))
         ll, greedy = np.asarray(ll), np.asarray(greedy)
-        for r, i in enumerate(idx): out[i] = (float(ll[r]), bool(greedy[r]))
+        for r, i in enumerate(idx):
+            out[i] = (float(ll[r]), bool(greedy[r]))
     return out
 
 # %% ../../nbs/51_tasks.ipynb #4b5f41f4
 def mean_stderr(x: Sequence[float]) -> tuple[float, float]:
     "Mean and its standard error (sample standard deviation / sqrt(n))."
     x = np.asarray(x, np.float64)
-    if len(x) < 2: return float(x.mean()) if len(x) else float("nan"), float("nan")
+    if len(x) < 2:
+        return float(x.mean()) if len(x) else float("nan"), float("nan")
     return float(x.mean()), float(x.std(ddof=1) / math.sqrt(len(x)))
 
+
 def choice_credit(scores: Sequence[float], gold: int) -> float:
-    s = np.asarray(scores); best = np.flatnonzero(s == s.max())
+    s = np.asarray(scores)
+    best = np.flatnonzero(s == s.max())
     return float(gold in best) / len(best)
+
 
 @dataclasses.dataclass
 class TaskResult:
     "Metrics of one task (`{task}/acc` …) and one row per item (prediction, gold, scores)."
+
     task: str
     metrics: dict[str, float]
     items: list[dict]
 
-def evaluate_multiple_choice(logits_fn: Callable, tok, task: Task, *, max_len: int, batch_size: int = 16,
-                             progress: bool = False, items: list[dict] | None = None) -> TaskResult:
+
+def evaluate_multiple_choice(
+    logits_fn: Callable,
+    tok,
+    task: Task,
+    *,
+    max_len: int,
+    batch_size: int = 16,
+    progress: bool = False,
+    items: list[dict] | None = None,
+) -> TaskResult:
     "Score every choice of every item; accuracy and length-normalised accuracy with standard errors."
     items = items if items is not None else load_items(task)
     reqs, owner = [], []
     for i, it in enumerate(items):
         ctx = context_of(task, items, i)
         for c in it["choices"]:
-            reqs.append(encode_pair(tok, ctx, c)); owner.append(i)
+            reqs.append(encode_pair(tok, ctx, c))
+            owner.append(i)
     bos = getattr(tok, "eos_id", None) or 0
     scored = score_requests(logits_fn, reqs, max_len=max_len, batch_size=batch_size, bos_id=bos, progress=progress)
     rows, k = [], 0
     for i, it in enumerate(items):
         n = len(it["choices"])
-        ll = [s for s, _ in scored[k:k + n]]; k += n
+        ll = [s for s, _ in scored[k : k + n]]
+        k += n
         norm = [l / max(len(c), 1) for l, c in zip(ll, it["choices"])]
-        rows.append({"index": i, "gold": it["gold"], "pred": int(np.argmax(ll)), "pred_norm": int(np.argmax(norm)),
-                     "acc": choice_credit(ll, it["gold"]), "acc_norm": choice_credit(norm, it["gold"]), "loglik": ll})
+        rows.append(
+            {
+                "index": i,
+                "gold": it["gold"],
+                "pred": int(np.argmax(ll)),
+                "pred_norm": int(np.argmax(norm)),
+                "acc": choice_credit(ll, it["gold"]),
+                "acc_norm": choice_credit(norm, it["gold"]),
+                "loglik": ll,
+            }
+        )
     acc, acc_se = mean_stderr([r["acc"] for r in rows])
     accn, accn_se = mean_stderr([r["acc_norm"] for r in rows])
     chance = float(np.mean([1 / len(it["choices"]) for it in items]))
-    m = {f"{task.name}/acc": acc, f"{task.name}/acc_stderr": acc_se, f"{task.name}/acc_norm": accn,
-         f"{task.name}/acc_norm_stderr": accn_se, f"{task.name}/n": float(len(rows)), f"{task.name}/chance": chance}
+    m = {
+        f"{task.name}/acc": acc,
+        f"{task.name}/acc_stderr": acc_se,
+        f"{task.name}/acc_norm": accn,
+        f"{task.name}/acc_norm_stderr": accn_se,
+        f"{task.name}/n": float(len(rows)),
+        f"{task.name}/chance": chance,
+    }
     return TaskResult(task.name, m, rows)

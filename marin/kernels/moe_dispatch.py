@@ -18,71 +18,121 @@ __all__ = ['make_dispatch_combine']
 def _gather_prefetch(x: Float[Array, "N D"], src: Int[Array, "M"], *, interpret: bool) -> Float[Array, "M D"]:
     "out[i] = x[src[i]]: one row per grid step, the source row chosen by the prefetched index (TPU shape)."
     from jax.experimental.pallas import tpu as pltpu
-    M, D = src.shape[0], x.shape[1]
-    def kernel(src_ref, x_ref, o_ref): o_ref[...] = x_ref[...]
-    spec = pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=(M,),
-                                        in_specs=[pl.BlockSpec((1, D), lambda i, s: (s[i], 0))],
-                                        out_specs=pl.BlockSpec((1, D), lambda i, s: (i, 0)))
-    return pl.pallas_call(kernel, grid_spec=spec, out_shape=jax.ShapeDtypeStruct((M, D), x.dtype), interpret=interpret)(src, x)
 
-def _gather_blocked(x: Float[Array, "N D"], src: Int[Array, "M"], *, interpret: bool, block_rows: int = 8) -> Float[Array, "M D"]:
+    M, D = src.shape[0], x.shape[1]
+
+    def kernel(src_ref, x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=1,
+        grid=(M,),
+        in_specs=[pl.BlockSpec((1, D), lambda i, s: (s[i], 0))],
+        out_specs=pl.BlockSpec((1, D), lambda i, s: (i, 0)),
+    )
+    return pl.pallas_call(kernel, grid_spec=spec, out_shape=jax.ShapeDtypeStruct((M, D), x.dtype), interpret=interpret)(
+        src, x
+    )
+
+
+def _gather_blocked(
+    x: Float[Array, "N D"], src: Int[Array, "M"], *, interpret: bool, block_rows: int = 8
+) -> Float[Array, "M D"]:
     "out[i] = x[src[i]]: `block_rows` rows per program, dynamic row loads (GPU shape)."
     M, D = src.shape[0], x.shape[1]
     Mp = -(-M // block_rows) * block_rows
     srcp = jnp.pad(src, (0, Mp - M))
+
     def kernel(src_ref, x_ref, o_ref):
         def row(r, _):
             o_ref[pl.ds(r, 1), :] = x_ref[pl.ds(src_ref[r], 1), :]
+
         jax.lax.fori_loop(0, block_rows, row, None)
-    out = pl.pallas_call(kernel, grid=(Mp // block_rows,),
-                         in_specs=[pl.BlockSpec((block_rows,), lambda i: (i,)), pl.BlockSpec(x.shape, lambda i: (0, 0))],
-                         out_specs=pl.BlockSpec((block_rows, D), lambda i: (i, 0)),
-                         out_shape=jax.ShapeDtypeStruct((Mp, D), x.dtype), interpret=interpret)(srcp, x)
+
+    out = pl.pallas_call(
+        kernel,
+        grid=(Mp // block_rows,),
+        in_specs=[pl.BlockSpec((block_rows,), lambda i: (i,)), pl.BlockSpec(x.shape, lambda i: (0, 0))],
+        out_specs=pl.BlockSpec((block_rows, D), lambda i: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct((Mp, D), x.dtype),
+        interpret=interpret,
+    )(srcp, x)
     return out[:M]
 
 # %% ../../nbs/22_moe_kernels.ipynb #d4ea8f08
-def _combine_prefetch(ys: Float[Array, "Tk D"], inverse: Int[Array, "Tk"], weights: Float[Array, "T k"], *, interpret: bool) -> Float[Array, "T D"]:
+def _combine_prefetch(
+    ys: Float[Array, "Tk D"], inverse: Int[Array, "Tk"], weights: Float[Array, "T k"], *, interpret: bool
+) -> Float[Array, "T D"]:
     "out[t] = Σ_j w[t, j] ys[inverse[t k + j]]: grid (T, k), the output block accumulates over j (TPU shape)."
     from jax.experimental.pallas import tpu as pltpu
+
     T, k = weights.shape
     D = ys.shape[1]
     wflat = weights.reshape(-1).astype(jnp.float32)
+
     def kernel(inv_ref, w_ref, y_ref, o_ref):
         t, j = pl.program_id(0), pl.program_id(1)
+
         @pl.when(j == 0)
-        def _(): o_ref[...] = jnp.zeros_like(o_ref)
+        def _():
+            o_ref[...] = jnp.zeros_like(o_ref)
+
         o_ref[...] += (w_ref[t * k + j] * y_ref[...].astype(jnp.float32)).astype(o_ref.dtype)
-    spec = pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=2, grid=(T, k),
-                                        in_specs=[pl.BlockSpec((1, D), lambda t, j, inv, w: (inv[t * k + j], 0))],
-                                        out_specs=pl.BlockSpec((1, D), lambda t, j, inv, w: (t, 0)))
-    out = pl.pallas_call(kernel, grid_spec=spec, out_shape=jax.ShapeDtypeStruct((T, D), jnp.float32), interpret=interpret)(inverse, wflat, ys)
+
+    spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=2,
+        grid=(T, k),
+        in_specs=[pl.BlockSpec((1, D), lambda t, j, inv, w: (inv[t * k + j], 0))],
+        out_specs=pl.BlockSpec((1, D), lambda t, j, inv, w: (t, 0)),
+    )
+    out = pl.pallas_call(
+        kernel, grid_spec=spec, out_shape=jax.ShapeDtypeStruct((T, D), jnp.float32), interpret=interpret
+    )(inverse, wflat, ys)
     return out.astype(ys.dtype)
 
-def _combine_blocked(ys: Float[Array, "Tk D"], inverse: Int[Array, "Tk"], weights: Float[Array, "T k"], *, interpret: bool,
-                     block_rows: int = 8) -> Float[Array, "T D"]:
+
+def _combine_blocked(
+    ys: Float[Array, "Tk D"],
+    inverse: Int[Array, "Tk"],
+    weights: Float[Array, "T k"],
+    *,
+    interpret: bool,
+    block_rows: int = 8,
+) -> Float[Array, "T D"]:
     "out[t] = Σ_j w[t, j] ys[inverse[t k + j]]: `block_rows` tokens per program (GPU shape)."
     T, k = weights.shape
     D = ys.shape[1]
     Tp = -(-T // block_rows) * block_rows
     inv = jnp.pad(inverse.reshape(T, k), ((0, Tp - T), (0, 0)))
     w = jnp.pad(weights.astype(jnp.float32), ((0, Tp - T), (0, 0)))
+
     def kernel(inv_ref, w_ref, y_ref, o_ref):
         def row(r, _):
             acc = jnp.zeros((1, D), jnp.float32)
             for j in range(k):
                 acc += w_ref[r, j] * y_ref[pl.ds(inv_ref[r, j], 1), :].astype(jnp.float32)
             o_ref[pl.ds(r, 1), :] = acc
+
         jax.lax.fori_loop(0, block_rows, row, None)
-    out = pl.pallas_call(kernel, grid=(Tp // block_rows,),
-                         in_specs=[pl.BlockSpec((block_rows, k), lambda i: (i, 0)), pl.BlockSpec((block_rows, k), lambda i: (i, 0)),
-                                   pl.BlockSpec(ys.shape, lambda i: (0, 0))],
-                         out_specs=pl.BlockSpec((block_rows, D), lambda i: (i, 0)),
-                         out_shape=jax.ShapeDtypeStruct((Tp, D), jnp.float32), interpret=interpret)(inv, w, ys)
+
+    out = pl.pallas_call(
+        kernel,
+        grid=(Tp // block_rows,),
+        in_specs=[
+            pl.BlockSpec((block_rows, k), lambda i: (i, 0)),
+            pl.BlockSpec((block_rows, k), lambda i: (i, 0)),
+            pl.BlockSpec(ys.shape, lambda i: (0, 0)),
+        ],
+        out_specs=pl.BlockSpec((block_rows, D), lambda i: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct((Tp, D), jnp.float32),
+        interpret=interpret,
+    )(inv, w, ys)
     return out[:T].astype(ys.dtype)
 
 # %% ../../nbs/22_moe_kernels.ipynb #b5c4016e
 def _inverse_of(perm: Int[Array, "N"]) -> Int[Array, "N"]:
     return jnp.zeros_like(perm).at[perm].set(jnp.arange(perm.shape[0], dtype=perm.dtype))
+
 
 def make_dispatch_combine(shape: str = "prefetch", interpret: bool = True):
     "(dispatch, combine) built from the `prefetch` (TPU) or `blocked` (GPU) kernels, with custom VJPs."
@@ -92,30 +142,41 @@ def make_dispatch_combine(shape: str = "prefetch", interpret: bool = True):
     @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
     def dispatch(x, order, k):
         return gather(x, (order // k).astype(jnp.int32))
-    def dispatch_fwd(x, order, k): return dispatch(x, order, k), order
-    def dispatch_bwd(k, order, g):                     # dx[t] = Σ_j g[inverse[t k + j]]
+
+    def dispatch_fwd(x, order, k):
+        return dispatch(x, order, k), order
+
+    def dispatch_bwd(k, order, g):  # dx[t] = Σ_j g[inverse[t k + j]]
         T = order.shape[0] // k
         return comb(g, _inverse_of(order), jnp.ones((T, k), jnp.float32)), None
+
     dispatch.defvjp(dispatch_fwd, dispatch_bwd)
 
     @jax.custom_vjp
     def combine(ys, inverse, weights):
         return comb(ys, inverse, weights)
-    def combine_fwd(ys, inverse, weights): return comb(ys, inverse, weights), (ys, inverse, weights)
+
+    def combine_fwd(ys, inverse, weights):
+        return comb(ys, inverse, weights), (ys, inverse, weights)
+
     def combine_bwd(res, g):
         ys, inverse, weights = res
         T, k = weights.shape
         order = _inverse_of(inverse)
         wflat = weights.reshape(-1)
         d_ys = gather(g, (order // k).astype(jnp.int32)) * wflat[order][:, None].astype(g.dtype)
-        back = gather(ys, inverse.astype(jnp.int32)).reshape(T, k, -1)          # ys in token order
+        back = gather(ys, inverse.astype(jnp.int32)).reshape(T, k, -1)  # ys in token order
         d_w = jnp.einsum("tkd,td->tk", back.astype(jnp.float32), g.astype(jnp.float32)).astype(weights.dtype)
         return d_ys.astype(ys.dtype), None, d_w
+
     combine.defvjp(combine_fwd, combine_bwd)
     return dispatch, combine
 
+
 def _from_config(m: MoEConfig):
-    if m.pallas_backend == "gpu": return make_dispatch_combine("blocked", interpret=False)
+    if m.pallas_backend == "gpu":
+        return make_dispatch_combine("blocked", interpret=False)
     return make_dispatch_combine("prefetch", interpret=(m.pallas_backend == "interpret"))
+
 
 register_dispatch_impl("pallas", _from_config)

@@ -31,53 +31,76 @@ KERNELS = ("xla", "pallas")
 PALLAS_BACKENDS = ("interpret", "tpu", "gpu")
 GROUPED_MATMULS = ("auto", "ragged", "blocked")
 
+
 @dataclasses.dataclass(frozen=True)
 class MoEConfig(Config):
     "An MoE MLP: experts, router, balancing and dispatch. Set it as `LlamaConfig(moe=MoEConfig(...))`."
+
     n_experts: int = versioned(8)
     top_k: int = versioned(2)
-    d_expert: int = versioned(0)             # SwiGLU width of one expert; 0 = the model's d_ff
-    n_shared_experts: int = versioned(0)     # dense experts every token uses (one SwiGLU of width n_shared * d_expert)
-    router: str = versioned("softmax")       # softmax | sigmoid
-    balance: str = versioned("quantile")     # none | switch | aux_free | quantile
-    aux_loss_coef: float = versioned(0.01)   # switch
+    d_expert: int = versioned(0)  # SwiGLU width of one expert; 0 = the model's d_ff
+    n_shared_experts: int = versioned(0)  # dense experts every token uses (one SwiGLU of width n_shared * d_expert)
+    router: str = versioned("softmax")  # softmax | sigmoid
+    balance: str = versioned("quantile")  # none | switch | aux_free | quantile
+    aux_loss_coef: float = versioned(0.01)  # switch
     router_z_loss_coef: float = versioned(0.001)
-    bias_step: float = versioned(0.001)      # aux_free: bias change per step
-    qb_iters: int = versioned(1)             # quantile: fixed-point iterations of the bias update per step
-    balance_groups: int = versioned(1)       # quantile: per-group (per-device) quantiles, averaged
-    dispatch: str = versioned("dropless")    # dropless | capacity
-    capacity_factor: float = versioned(1.25) # capacity mode: slots per expert = ceil(cf * T * k / E)
-    every: int = versioned(1)                # an MoE MLP in the last layer of every group of `every` layers ...
-    first_dense_layers: int = versioned(0)   # ... after this many dense layers (defaults: MoE in every layer)
-    grouped_matmul: str = "auto"             # auto | ragged (jax.lax.ragged_dot) | blocked (padded blocks, fast on CPU)
-    block_rows: int = 0                      # blocked: rows per block (0 = chosen from the token count)
-    kernel: str = "xla"                      # xla (pure-JAX gather/scatter) | pallas (marin.kernels.moe_dispatch)
-    pallas_backend: str = "interpret"        # interpret (CPU) | tpu (Mosaic) | gpu (Triton)
-    dead_load: float = 0.1                   # an expert is dead in a step when its load < dead_load * fair share
-    log_expert_load: bool = True             # log moe/load/l{layer}/e{expert} (for the heatmap)
+    bias_step: float = versioned(0.001)  # aux_free: bias change per step
+    qb_iters: int = versioned(1)  # quantile: fixed-point iterations of the bias update per step
+    balance_groups: int = versioned(1)  # quantile: per-group (per-device) quantiles, averaged
+    dispatch: str = versioned("dropless")  # dropless | capacity
+    capacity_factor: float = versioned(1.25)  # capacity mode: slots per expert = ceil(cf * T * k / E)
+    every: int = versioned(1)  # an MoE MLP in the last layer of every group of `every` layers ...
+    first_dense_layers: int = versioned(0)  # ... after this many dense layers (defaults: MoE in every layer)
+    grouped_matmul: str = "auto"  # auto | ragged (jax.lax.ragged_dot) | blocked (padded blocks, fast on CPU)
+    block_rows: int = 0  # blocked: rows per block (0 = chosen from the token count)
+    kernel: str = "xla"  # xla (pure-JAX gather/scatter) | pallas (marin.kernels.moe_dispatch)
+    pallas_backend: str = "interpret"  # interpret (CPU) | tpu (Mosaic) | gpu (Triton)
+    dead_load: float = 0.1  # an expert is dead in a step when its load < dead_load * fair share
+    log_expert_load: bool = True  # log moe/load/l{layer}/e{expert} (for the heatmap)
 
     def validate(self):
         check(self.n_experts >= 1, "n_experts", "must be >= 1")
-        check(1 <= self.top_k <= self.n_experts, "top_k", f"must be in [1, n_experts={self.n_experts}], got {self.top_k}")
-        check(self.balance != "quantile" or self.top_k < self.n_experts, "top_k",
-              "quantile balancing needs top_k < n_experts (alpha is the (k+1)-th score)")
-        check(self.d_expert >= 0 and self.n_shared_experts >= 0, "d_expert", "d_expert and n_shared_experts must be >= 0")
+        check(
+            1 <= self.top_k <= self.n_experts, "top_k", f"must be in [1, n_experts={self.n_experts}], got {self.top_k}"
+        )
+        check(
+            self.balance != "quantile" or self.top_k < self.n_experts,
+            "top_k",
+            "quantile balancing needs top_k < n_experts (alpha is the (k+1)-th score)",
+        )
+        check(
+            self.d_expert >= 0 and self.n_shared_experts >= 0, "d_expert", "d_expert and n_shared_experts must be >= 0"
+        )
         check(self.router in ROUTERS, "router", f"{self.router!r} is not one of {ROUTERS}")
         check(self.balance in BALANCERS, "balance", f"{self.balance!r} is not one of {BALANCERS}")
         check(self.dispatch in DISPATCH_MODES, "dispatch", f"{self.dispatch!r} is not one of {DISPATCH_MODES}")
         check(self.kernel in KERNELS, "kernel", f"{self.kernel!r} is not one of {KERNELS}")
-        check(self.pallas_backend in PALLAS_BACKENDS, "pallas_backend", f"{self.pallas_backend!r} is not one of {PALLAS_BACKENDS}")
+        check(
+            self.pallas_backend in PALLAS_BACKENDS,
+            "pallas_backend",
+            f"{self.pallas_backend!r} is not one of {PALLAS_BACKENDS}",
+        )
         check(self.capacity_factor > 0, "capacity_factor", "must be > 0")
         check(self.every >= 1, "every", f"must be >= 1 (1 = an MoE MLP in every layer), got {self.every}")
         check(self.first_dense_layers >= 0, "first_dense_layers", f"must be >= 0, got {self.first_dense_layers}")
-        check(self.grouped_matmul in GROUPED_MATMULS, "grouped_matmul", f"{self.grouped_matmul!r} is not one of {GROUPED_MATMULS}")
+        check(
+            self.grouped_matmul in GROUPED_MATMULS,
+            "grouped_matmul",
+            f"{self.grouped_matmul!r} is not one of {GROUPED_MATMULS}",
+        )
         check(self.block_rows >= 0, "block_rows", "must be >= 0 (0 = automatic)")
         check(self.qb_iters >= 1 and self.balance_groups >= 1, "qb_iters", "qb_iters and balance_groups must be >= 1")
-        check(self.aux_loss_coef >= 0 and self.router_z_loss_coef >= 0 and self.bias_step >= 0, "aux_loss_coef",
-              "aux_loss_coef, router_z_loss_coef and bias_step must be >= 0")
+        check(
+            self.aux_loss_coef >= 0 and self.router_z_loss_coef >= 0 and self.bias_step >= 0,
+            "aux_loss_coef",
+            "aux_loss_coef, router_z_loss_coef and bias_step must be >= 0",
+        )
 
-    def expert_width(self, d_ff: int) -> int: return self.d_expert or d_ff
-    def shared_width(self, d_ff: int) -> int: return self.n_shared_experts * self.expert_width(d_ff)
+    def expert_width(self, d_ff: int) -> int:
+        return self.d_expert or d_ff
+
+    def shared_width(self, d_ff: int) -> int:
+        return self.n_shared_experts * self.expert_width(d_ff)
 
     def routed_expert_params(self, d_model: int, d_ff: int) -> int:
         "Parameters of the routed experts of one MoE MLP (gate, up and down of every expert): what an expert axis splits."
@@ -85,7 +108,12 @@ class MoEConfig(Config):
 
     def mlp_params(self, d_model: int, d_ff: int) -> int:
         "Parameters of one MoE MLP: router + bias + all experts + shared experts."
-        return d_model * self.n_experts + self.n_experts + self.routed_expert_params(d_model, d_ff) + 3 * d_model * self.shared_width(d_ff)
+        return (
+            d_model * self.n_experts
+            + self.n_experts
+            + self.routed_expert_params(d_model, d_ff)
+            + 3 * d_model * self.shared_width(d_ff)
+        )
 
     def active_mlp_params(self, d_model: int, d_ff: int) -> int:
         "Matmul parameters one token uses: router + k experts + shared experts (the MoE's 'N' for 6N)."
@@ -95,11 +123,16 @@ class MoEConfig(Config):
     def moe_layer_ids(self, n_layers: int) -> tuple[int, ...]:
         "Indices of the layers whose MLP is MoE: after `first_dense_layers`, the last of every `every` layers."
         if self.first_dense_layers >= n_layers or self.first_dense_layers + self.every > n_layers:
-            raise ValueError(f"moe: first_dense_layers={self.first_dense_layers}, every={self.every} leave no MoE layer in "
-                             f"n_layers={n_layers}; lower them (or set model.moe=None for a dense model)")
-        return tuple(l for l in range(self.first_dense_layers, n_layers) if (l - self.first_dense_layers + 1) % self.every == 0)
+            raise ValueError(
+                f"moe: first_dense_layers={self.first_dense_layers}, every={self.every} leave no MoE layer in "
+                f"n_layers={n_layers}; lower them (or set model.moe=None for a dense model)"
+            )
+        return tuple(
+            l for l in range(self.first_dense_layers, n_layers) if (l - self.first_dense_layers + 1) % self.every == 0
+        )
 
-    def all_layers_moe(self, n_layers: int) -> bool: return len(self.moe_layer_ids(n_layers)) == n_layers
+    def all_layers_moe(self, n_layers: int) -> bool:
+        return len(self.moe_layer_ids(n_layers)) == n_layers
 
     def model_mlp_params(self, d_model: int, d_ff: int, n_layers: int) -> int:
         "MLP parameters of the whole model: MoE MLPs in `moe_layer_ids`, dense SwiGLUs (width `d_ff`) elsewhere."
@@ -118,8 +151,9 @@ class MoEConfig(Config):
 # %% ../../nbs/21_moe.ipynb #2982b2b4
 class MoEParams(eqx.Module):
     "Weights of one MoE MLP (or of all layers, with a leading `layers` axis on every array)."
+
     router: Float[Array, "D E"]
-    router_bias: Float[Array, "E"]           # selection-only bias (aux_free / quantile); no gradient
+    router_bias: Float[Array, "E"]  # selection-only bias (aux_free / quantile); no gradient
     expert_gate: Float[Array, "E D F"]
     expert_up: Float[Array, "E D F"]
     expert_down: Float[Array, "E F D"]
@@ -127,57 +161,82 @@ class MoEParams(eqx.Module):
     shared_up: Float[Array, "D Fs"] | None = None
     shared_down: Float[Array, "Fs D"] | None = None
 
+
 MOE_PARAM_AXES: dict[str, tuple] = {
-    "router": ("layers", "embed", None), "router_bias": ("layers", None),
-    "expert_gate": ("layers", "expert", "embed", "mlp"), "expert_up": ("layers", "expert", "embed", "mlp"),
+    "router": ("layers", "embed", None),
+    "router_bias": ("layers", None),
+    "expert_gate": ("layers", "expert", "embed", "mlp"),
+    "expert_up": ("layers", "expert", "embed", "mlp"),
     "expert_down": ("layers", "expert", "mlp", "embed"),
-    "shared_gate": ("layers", "embed", "mlp"), "shared_up": ("layers", "embed", "mlp"), "shared_down": ("layers", "mlp", "embed"),
+    "shared_gate": ("layers", "embed", "mlp"),
+    "shared_up": ("layers", "embed", "mlp"),
+    "shared_down": ("layers", "mlp", "embed"),
 }
+
 
 def init_moe(cfg, *, key: PRNGKeyArray, n_layers: int | None = None) -> MoEParams:
     "MoE weights for `cfg` (a `LlamaConfig` with `moe` set); with `n_layers`, stacked with a leading layers axis."
     m: MoEConfig = cfg.moe
     D, E, F, Fs = cfg.d_model, m.n_experts, m.expert_width(cfg.d_ff), m.shared_width(cfg.d_ff)
     L = () if n_layers is None else (n_layers,)
-    std, out_std = cfg.init_std, cfg.init_std / math.sqrt(2 * cfg.n_layers)    # GPT-2's 1/sqrt(2 L) over all layers
+    std, out_std = cfg.init_std, cfg.init_std / math.sqrt(2 * cfg.n_layers)  # GPT-2's 1/sqrt(2 L) over all layers
     ks = jax.random.split(key, 7)
     normal = lambda k, shape, s: s * jax.random.normal(k, L + shape, jnp.float32)
-    shared = (normal(ks[4], (D, Fs), std), normal(ks[5], (D, Fs), std), normal(ks[6], (Fs, D), out_std)) if Fs else (None,) * 3
-    return MoEParams(router=normal(ks[0], (D, E), std), router_bias=jnp.zeros(L + (E,), jnp.float32),
-                     expert_gate=normal(ks[1], (E, D, F), std), expert_up=normal(ks[2], (E, D, F), std),
-                     expert_down=normal(ks[3], (E, F, D), out_std), shared_gate=shared[0], shared_up=shared[1], shared_down=shared[2])
+    shared = (
+        (normal(ks[4], (D, Fs), std), normal(ks[5], (D, Fs), std), normal(ks[6], (Fs, D), out_std))
+        if Fs
+        else (None,) * 3
+    )
+    return MoEParams(
+        router=normal(ks[0], (D, E), std),
+        router_bias=jnp.zeros(L + (E,), jnp.float32),
+        expert_gate=normal(ks[1], (E, D, F), std),
+        expert_up=normal(ks[2], (E, D, F), std),
+        expert_down=normal(ks[3], (E, F, D), out_std),
+        shared_gate=shared[0],
+        shared_up=shared[1],
+        shared_down=shared[2],
+    )
 
 # %% ../../nbs/21_moe.ipynb #6f92bd94
 class Routing(NamedTuple):
-    logits: Float[Array, "T E"]        # float32 router logits
-    probs: Float[Array, "T E"]         # scores normalised over experts (softmax, or sigmoid / sum)
-    scores: Float[Array, "T E"]        # softmax or sigmoid of the logits
-    expert_ids: Int[Array, "T k"]      # chosen experts (on the biased scores), best first
-    weights: Float[Array, "T k"]       # combine weights: chosen unbiased scores renormalised to sum to 1
-    alpha: Float[Array, "T"] | None = None   # quantile balancing: the (k+1)-th largest biased score (from the same top-k)
+    logits: Float[Array, "T E"]  # float32 router logits
+    probs: Float[Array, "T E"]  # scores normalised over experts (softmax, or sigmoid / sum)
+    scores: Float[Array, "T E"]  # softmax or sigmoid of the logits
+    expert_ids: Int[Array, "T k"]  # chosen experts (on the biased scores), best first
+    weights: Float[Array, "T k"]  # combine weights: chosen unbiased scores renormalised to sum to 1
+    alpha: Float[Array, "T"] | None = (
+        None  # quantile balancing: the (k+1)-th largest biased score (from the same top-k)
+    )
+
 
 def route(m: MoEConfig, router_w: Float[Array, "D E"], bias: Float[Array, "E"], h: Float[Array, "T D"]) -> Routing:
     "Top-k routing in float32; the bias only moves the selection."
     logits = jnp.einsum("td,de->te", h.astype(jnp.float32), router_w.astype(jnp.float32))
     if m.router == "softmax":
-        scores = jax.nn.softmax(logits, axis=-1); probs = scores
+        scores = jax.nn.softmax(logits, axis=-1)
+        probs = scores
     else:
-        scores = jax.nn.sigmoid(logits); probs = scores / scores.sum(-1, keepdims=True)
-    qb = m.balance == "quantile"                                   # QB needs the (k+1)-th score: one top-k serves both
+        scores = jax.nn.sigmoid(logits)
+        probs = scores / scores.sum(-1, keepdims=True)
+    qb = m.balance == "quantile"  # QB needs the (k+1)-th score: one top-k serves both
     vals, ids = jax.lax.top_k(scores + jax.lax.stop_gradient(bias.astype(jnp.float32)), m.top_k + qb)
     alpha = jax.lax.stop_gradient(vals[:, m.top_k]) if qb else None
-    ids = ids[:, :m.top_k]
+    ids = ids[:, : m.top_k]
     chosen = jnp.take_along_axis(scores, ids, axis=-1)
     weights = chosen / jnp.maximum(chosen.sum(-1, keepdims=True), 1e-20)
     return Routing(logits, probs, scores, ids, weights, alpha)
 
+
 def router_z_loss(logits: Float[Array, "T E"]) -> Float[Array, ""]:
     return jnp.mean(jnp.square(jax.nn.logsumexp(logits, axis=-1)))
+
 
 def expert_load(expert_ids: Int[Array, "T k"], n_experts: int) -> Float[Array, "E"]:
     "Fraction of the T·k assignments that went to each expert (sums to 1; balanced = 1/E each)."
     counts = jnp.zeros((n_experts,), jnp.float32).at[expert_ids.reshape(-1)].add(1.0)
     return counts / expert_ids.size
+
 
 def switch_aux_loss(r: Routing, n_experts: int) -> Float[Array, ""]:
     "Switch Transformer load-balancing loss `E · Σ f_e P_e` (1 when perfectly balanced)."
@@ -189,32 +248,50 @@ def aux_free_bias(bias: Float[Array, "E"], load: Float[Array, "E"], step: float)
     "DeepSeek-V3's update: raise the bias of under-loaded experts, lower it for over-loaded ones."
     return bias + step * jnp.sign(load.mean() - load)
 
+
 def _quantile_beta(scores: Float[Array, "T E"], bias: Float[Array, "E"], k: int, alpha=None) -> Float[Array, "E"]:
     T, E = scores.shape
-    if alpha is None: alpha = jax.lax.top_k(scores + bias, k + 1)[0][:, k]   # [T] the (k+1)-th largest biased score
-    d = scores - alpha[:, None]                                   # [T, E] score - alpha
-    n = min(max(int(round(k * T / E)), 1), T - 1)                 # each expert's share of the tokens
-    top = jax.lax.top_k(d.T, n + 1)[0]                            # [E, n+1] largest values per expert
-    return 0.5 * (top[:, n - 1] + top[:, n])                      # exactly n values lie above beta
+    if alpha is None:
+        alpha = jax.lax.top_k(scores + bias, k + 1)[0][:, k]  # [T] the (k+1)-th largest biased score
+    d = scores - alpha[:, None]  # [T, E] score - alpha
+    n = min(max(int(round(k * T / E)), 1), T - 1)  # each expert's share of the tokens
+    top = jax.lax.top_k(d.T, n + 1)[0]  # [E, n+1] largest values per expert
+    return 0.5 * (top[:, n - 1] + top[:, n])  # exactly n values lie above beta
 
-def quantile_bias(scores: Float[Array, "T E"], bias: Float[Array, "E"], k: int, *, iters: int = 1,
-                  groups: int = 1, alpha: Float[Array, "T"] | None = None) -> Float[Array, "E"]:
+
+def quantile_bias(
+    scores: Float[Array, "T E"],
+    bias: Float[Array, "E"],
+    k: int,
+    *,
+    iters: int = 1,
+    groups: int = 1,
+    alpha: Float[Array, "T"] | None = None,
+) -> Float[Array, "E"]:
     """Quantile balancing: the next bias `-beta` (mean-centred), `iters` fixed-point iterations on this batch.
     With `groups > 1` the tokens are split into that many groups (devices) and their betas averaged. `alpha`, if
     given, is the first iteration's (k+1)-th largest biased score (the router's top-k already computed it)."""
     scores = jax.lax.stop_gradient(scores.astype(jnp.float32))
     T, E = scores.shape
-    if T % groups: raise ValueError(f"balance_groups={groups} does not divide the {T} tokens of the batch")
+    if T % groups:
+        raise ValueError(f"balance_groups={groups} does not divide the {T} tokens of the batch")
     g = scores.reshape(groups, T // groups, E)
+
     def one(b, a=None):
-        beta = jax.vmap(lambda s, a: _quantile_beta(s, b, k, a))(g, a).mean(0) if a is not None else \
-               jax.vmap(lambda s: _quantile_beta(s, b, k))(g).mean(0)
+        beta = (
+            jax.vmap(lambda s, a: _quantile_beta(s, b, k, a))(g, a).mean(0)
+            if a is not None
+            else jax.vmap(lambda s: _quantile_beta(s, b, k))(g).mean(0)
+        )
         nb = -beta
         return nb - nb.mean()
+
     bias = jax.lax.stop_gradient(bias.astype(jnp.float32))
     if alpha is not None:
-        bias = one(bias, jax.lax.stop_gradient(alpha.astype(jnp.float32)).reshape(groups, T // groups)); iters -= 1
-    if iters > 0: bias, _ = jax.lax.scan(lambda b, _: (one(b), None), bias, None, length=iters)
+        bias = one(bias, jax.lax.stop_gradient(alpha.astype(jnp.float32)).reshape(groups, T // groups))
+        iters -= 1
+    if iters > 0:
+        bias, _ = jax.lax.scan(lambda b, _: (one(b), None), bias, None, length=iters)
     return bias
 
 # %% ../../nbs/21_moe.ipynb #10033bdd
@@ -224,14 +301,18 @@ class DispatchPlan(NamedTuple):
     group_sizes: Int[Array, "E"]
     sorted_experts: Int[Array, "Tk"]
 
-COUNTING_SORT_MAX = 1 << 22   # counting sort while the [T·k, E] int32 indicator stays under 16 MiB, else a comparison sort
+
+COUNTING_SORT_MAX = (
+    1 << 22
+)  # counting sort while the [T·k, E] int32 indicator stays under 16 MiB, else a comparison sort
+
 
 def sort_by_expert(expert_ids: Int[Array, "T k"], n_experts: int) -> DispatchPlan:
     "The stable sort of the `T·k` assignments by expert, its inverse and the group sizes."
     flat = expert_ids.reshape(-1).astype(jnp.int32)
     N, E = flat.shape[0], n_experts
-    if N * E <= COUNTING_SORT_MAX:                                # counting sort: place = start of my expert + my rank in it
-        rank = jnp.cumsum((flat[:, None] == jnp.arange(E, dtype=jnp.int32)).astype(jnp.int32), axis=0)   # [N, E]
+    if N * E <= COUNTING_SORT_MAX:  # counting sort: place = start of my expert + my rank in it
+        rank = jnp.cumsum((flat[:, None] == jnp.arange(E, dtype=jnp.int32)).astype(jnp.int32), axis=0)  # [N, E]
         sizes = rank[-1]
         inverse = (jnp.cumsum(sizes) - sizes)[flat] + jnp.take_along_axis(rank, flat[:, None], axis=1)[:, 0] - 1
         order = jnp.zeros_like(inverse).at[inverse].set(jnp.arange(N, dtype=jnp.int32), unique_indices=True)
@@ -241,47 +322,66 @@ def sort_by_expert(expert_ids: Int[Array, "T k"], n_experts: int) -> DispatchPla
         sizes = jnp.zeros((E,), jnp.int32).at[flat].add(1)
     return DispatchPlan(order, inverse, sizes, flat[order])
 
+
 def dispatch_reference(x: Float[Array, "T D"], order: Int[Array, "Tk"], k: int) -> Float[Array, "Tk D"]:
     "Rows of `x` in expert-sorted order: row i is token `order[i] // k`."
     return x[order // k]
 
-def combine_reference(ys: Float[Array, "Tk D"], inverse: Int[Array, "Tk"], weights: Float[Array, "T k"]) -> Float[Array, "T D"]:
+
+def combine_reference(
+    ys: Float[Array, "Tk D"], inverse: Int[Array, "Tk"], weights: Float[Array, "T k"]
+) -> Float[Array, "T D"]:
     "Each token's weighted sum of its k expert outputs (`ys` in sorted order)."
     T, k = weights.shape
     back = ys[inverse].reshape(T, k, ys.shape[-1])
     return jnp.einsum("tkd,tk->td", back, weights.astype(ys.dtype))
 
+
 _DISPATCH_IMPLS: dict[str, Callable] = {}
+
 
 def register_dispatch_impl(name: str, make: Callable[[MoEConfig], tuple[Callable, Callable]]) -> None:
     "Register `make(cfg) -> (dispatch, combine)` under `MoEConfig.kernel == name` (the Pallas kernels do this)."
     _DISPATCH_IMPLS[name] = make
 
+
 def dispatch_impl(m: MoEConfig) -> tuple[Callable, Callable]:
     "(dispatch, combine) for `m.kernel`."
-    if m.kernel == "xla": return dispatch_reference, combine_reference
-    if m.kernel not in _DISPATCH_IMPLS: importlib.import_module("marin.kernels.moe_dispatch")  # registers "pallas"
+    if m.kernel == "xla":
+        return dispatch_reference, combine_reference
+    if m.kernel not in _DISPATCH_IMPLS:
+        importlib.import_module("marin.kernels.moe_dispatch")  # registers "pallas"
     return _DISPATCH_IMPLS[m.kernel](m)
 
 # %% ../../nbs/21_moe.ipynb #2e250e41
 def _swiglu_ragged(xs, wg, wu, wd, sizes):
-    gu = jax.lax.ragged_dot(xs, jnp.concatenate([wg, wu], axis=-1), sizes)     # gate and up in one grouped matmul
+    gu = jax.lax.ragged_dot(xs, jnp.concatenate([wg, wu], axis=-1), sizes)  # gate and up in one grouped matmul
     g, u = jnp.split(gu, 2, axis=-1)
     return jax.lax.ragged_dot(jax.nn.silu(g) * u, wd, sizes)
+
 
 @jax.custom_vjp
 def _take_rows(x, idx, back_idx, back_valid):
     "`x[idx]` whose backward is the gather `g[back_idx]` (zero where not `back_valid`) instead of a scatter-add."
     return x[idx]
-def _take_rows_fwd(x, idx, back_idx, back_valid): return x[idx], (back_idx, back_valid)
+
+
+def _take_rows_fwd(x, idx, back_idx, back_valid):
+    return x[idx], (back_idx, back_valid)
+
+
 def _take_rows_bwd(res, g):
     back_idx, back_valid = res
     return jnp.where(back_valid[:, None], g[back_idx], 0).astype(g.dtype), None, None, None
+
+
 _take_rows.defvjp(_take_rows_fwd, _take_rows_bwd)
+
 
 def default_block_rows(n_rows: int, n_groups: int) -> int:
     "A power of two near `n_rows / (4 n_groups)` in [8, 128]: padding (< n_groups blocks) stays a small share of the rows."
     return int(min(128, max(8, 2 ** math.floor(math.log2(max(n_rows / (4 * n_groups), 1))))))
+
 
 def _swiglu_blocked(xs, wg, wu, wd, sizes, block: int = 0):
     """The grouped SwiGLU as one batched matmul over blocks of `block` rows: each group's rows are padded to a
@@ -290,18 +390,22 @@ def _swiglu_blocked(xs, wg, wu, wd, sizes, block: int = 0):
     N, D = xs.shape
     E = sizes.shape[0]
     b = block or default_block_rows(N, E)
-    nb = (N + E * (b - 1)) // b                                        # enough blocks for any group sizes
+    nb = (N + E * (b - 1)) // b  # enough blocks for any group sizes
     sizes = sizes.astype(jnp.int32)
-    end = jnp.cumsum(sizes); start = end - sizes
+    end = jnp.cumsum(sizes)
+    start = end - sizes
     psizes = (sizes + b - 1) // b * b
-    pend = jnp.cumsum(psizes); pstart = pend - psizes
-    block_group = jnp.minimum(jnp.searchsorted(pend, jnp.arange(nb, dtype=jnp.int32) * b, side="right"), E - 1).astype(jnp.int32)
-    r = jnp.arange(nb * b, dtype=jnp.int32)                            # padded row -> sorted row
+    pend = jnp.cumsum(psizes)
+    pstart = pend - psizes
+    block_group = jnp.minimum(jnp.searchsorted(pend, jnp.arange(nb, dtype=jnp.int32) * b, side="right"), E - 1).astype(
+        jnp.int32
+    )
+    r = jnp.arange(nb * b, dtype=jnp.int32)  # padded row -> sorted row
     rg = block_group[r // b]
     rank = r - pstart[rg]
     r_valid = (rank < sizes[rg]) & (r < pend[-1])
     src = jnp.where(r_valid, start[rg] + rank, 0)
-    i = jnp.arange(N, dtype=jnp.int32)                                 # sorted row -> padded row
+    i = jnp.arange(N, dtype=jnp.int32)  # sorted row -> padded row
     ig = jnp.minimum(jnp.searchsorted(end, i, side="right"), E - 1).astype(jnp.int32)
     i_valid = i < end[-1]
     dst = jnp.where(i_valid, i - start[ig] + pstart[ig], 0)
@@ -311,30 +415,40 @@ def _swiglu_blocked(xs, wg, wu, wd, sizes, block: int = 0):
     out = jnp.einsum("nbf,nfd->nbd", jax.nn.silu(g) * u, wd[block_group]).reshape(nb * b, D)
     return _take_rows(out, dst, src, r_valid) * i_valid[:, None].astype(out.dtype)
 
+
 def grouped_matmul_impl(m: MoEConfig) -> str:
     "`ragged` or `blocked` for `m.grouped_matmul` (auto: ragged_dot on TPU/GPU, padded blocks on CPU)."
-    if m.grouped_matmul != "auto": return m.grouped_matmul
+    if m.grouped_matmul != "auto":
+        return m.grouped_matmul
     return "blocked" if jax.default_backend() == "cpu" else "ragged"
+
 
 def grouped_swiglu(m: MoEConfig, xs: Float[Array, "N D"], sizes: Int[Array, "G"], wg, wu, wd) -> Float[Array, "N D"]:
     "SwiGLU of rows grouped by expert (`sizes[g]` consecutive rows use `wg[g], wu[g], wd[g]`; rows past the sum give 0)."
-    if grouped_matmul_impl(m) == "ragged": return _swiglu_ragged(xs, wg, wu, wd, sizes)
+    if grouped_matmul_impl(m) == "ragged":
+        return _swiglu_ragged(xs, wg, wu, wd, sizes)
     return _swiglu_blocked(xs, wg, wu, wd, sizes, m.block_rows)
+
 
 def capacity(m: MoEConfig, n_tokens: int) -> int:
     "Rows per expert in capacity mode."
     return max(1, math.ceil(m.capacity_factor * n_tokens * m.top_k / m.n_experts))
 
-def expert_outputs(m: MoEConfig, p: MoEParams, xs: Float[Array, "Tk D"], plan: DispatchPlan) -> tuple[Float[Array, "Tk D"], Float[Array, ""]]:
+
+def expert_outputs(
+    m: MoEConfig, p: MoEParams, xs: Float[Array, "Tk D"], plan: DispatchPlan
+) -> tuple[Float[Array, "Tk D"], Float[Array, ""]]:
     "Every sorted row through its expert: (outputs, overflow rate). Dropped rows (capacity mode) give zeros."
     if m.dispatch == "dropless":
-        return grouped_swiglu(m, xs, plan.group_sizes, p.expert_gate, p.expert_up, p.expert_down), jnp.zeros((), jnp.float32)
+        return grouped_swiglu(m, xs, plan.group_sizes, p.expert_gate, p.expert_up, p.expert_down), jnp.zeros(
+            (), jnp.float32
+        )
     E, N = m.n_experts, xs.shape[0]
     C = capacity(m, N // m.top_k)
     starts = jnp.cumsum(plan.group_sizes) - plan.group_sizes
-    pos = jnp.arange(N) - starts[plan.sorted_experts]                 # rank of the row within its expert
+    pos = jnp.arange(N) - starts[plan.sorted_experts]  # rank of the row within its expert
     keep = pos < C
-    slot = jnp.where(keep, pos, C)                                     # C = out of range: dropped by the scatter
+    slot = jnp.where(keep, pos, C)  # C = out of range: dropped by the scatter
     buf = jnp.zeros((E, C, xs.shape[-1]), xs.dtype).at[plan.sorted_experts, slot].set(xs, mode="drop")
     g = jnp.einsum("ecd,edf->ecf", buf, p.expert_gate)
     u = jnp.einsum("ecd,edf->ecf", buf, p.expert_up)
@@ -342,25 +456,37 @@ def expert_outputs(m: MoEConfig, p: MoEParams, xs: Float[Array, "Tk D"], plan: D
     ys = out[plan.sorted_experts, jnp.minimum(slot, C - 1)] * keep[:, None].astype(xs.dtype)
     return ys, 1.0 - keep.mean(dtype=jnp.float32)
 
+
 def next_router_bias(m: MoEConfig, r: Routing, bias: Float[Array, "E"], load: Float[Array, "E"]) -> Float[Array, "E"]:
     "The bias the next step routes with (unchanged for none / switch)."
     bias = jax.lax.stop_gradient(bias.astype(jnp.float32))
-    if m.balance == "aux_free": return aux_free_bias(bias, load, m.bias_step)
-    if m.balance == "quantile": return quantile_bias(r.scores, bias, m.top_k, iters=m.qb_iters, groups=m.balance_groups, alpha=r.alpha)
+    if m.balance == "aux_free":
+        return aux_free_bias(bias, load, m.bias_step)
+    if m.balance == "quantile":
+        return quantile_bias(r.scores, bias, m.top_k, iters=m.qb_iters, groups=m.balance_groups, alpha=r.alpha)
     return bias
+
 
 def routing_stats(m: MoEConfig, r: Routing, bias: Float[Array, "E"], overflow) -> dict:
     "Per-layer statistics (all float32): load, losses, entropy, overflow and the next bias."
     load = expert_load(r.expert_ids, m.n_experts)
     ent = -jnp.sum(r.probs * jnp.log(jnp.maximum(r.probs, 1e-20)), axis=-1).mean()
-    return {"load": load, "aux_loss": switch_aux_loss(r, m.n_experts), "z_loss": router_z_loss(r.logits),
-            "entropy": ent, "overflow": jnp.asarray(overflow, jnp.float32), "bias_next": next_router_bias(m, r, bias, load)}
+    return {
+        "load": load,
+        "aux_loss": switch_aux_loss(r, m.n_experts),
+        "z_loss": router_z_loss(r.logits),
+        "entropy": ent,
+        "overflow": jnp.asarray(overflow, jnp.float32),
+        "bias_next": next_router_bias(m, r, bias, load),
+    }
+
 
 def moe_mlp(cfg, p: MoEParams, h: Float[Array, "B S D"]) -> tuple[Float[Array, "B S D"], dict]:
     "The MoE MLP of one layer (`cfg` a `LlamaConfig` with `moe` set; `p` one layer's weights)."
     from marin.models.transformer import shard_activation
     from marin.models import moe_parallel
-    if (ep := moe_parallel.active_expert_parallel()) is not None:      # inside `with expert_parallel(mesh):`
+
+    if (ep := moe_parallel.active_expert_parallel()) is not None:  # inside `with expert_parallel(mesh):`
         return moe_parallel.moe_mlp_expert_parallel(cfg, p, h, *ep)
     m: MoEConfig = cfg.moe
     B, S, D = h.shape
@@ -368,7 +494,7 @@ def moe_mlp(cfg, p: MoEParams, h: Float[Array, "B S D"]) -> tuple[Float[Array, "
     r = route(m, p.router, p.router_bias, x)
     plan = sort_by_expert(r.expert_ids, m.n_experts)
     dispatch, combine = dispatch_impl(m)
-    xs = dispatch(x, plan.order, m.top_k)                               # [T*k, D] grouped by expert
+    xs = dispatch(x, plan.order, m.top_k)  # [T*k, D] grouped by expert
     ys, overflow = expert_outputs(m, p, xs, plan)
     y = combine(ys, plan.inverse, r.weights.astype(ys.dtype)).reshape(B, S, D)
     if p.shared_gate is not None:
@@ -376,45 +502,64 @@ def moe_mlp(cfg, p: MoEParams, h: Float[Array, "B S D"]) -> tuple[Float[Array, "
         y = y + jnp.einsum("bsf,fd->bsd", shard_activation(f, ("batch", "seq", "act_mlp")), p.shared_down)
     return y, routing_stats(m, r, p.router_bias, overflow)
 
+
 def moe_mlp_reference(cfg, p: MoEParams, h: Float[Array, "B S D"]) -> Float[Array, "B S D"]:
     "Every expert on every token, then each token's weighted sum of its chosen experts (slow, obviously right)."
     m: MoEConfig = cfg.moe
     B, S, D = h.shape
     x = h.reshape(B * S, D)
     r = route(m, p.router, p.router_bias, x)
-    allout = jnp.einsum("tef,efd->ted", jax.nn.silu(jnp.einsum("td,edf->tef", x, p.expert_gate)) * jnp.einsum("td,edf->tef", x, p.expert_up), p.expert_down)
+    allout = jnp.einsum(
+        "tef,efd->ted",
+        jax.nn.silu(jnp.einsum("td,edf->tef", x, p.expert_gate)) * jnp.einsum("td,edf->tef", x, p.expert_up),
+        p.expert_down,
+    )
     y = jnp.einsum("tkd,tk->td", jnp.take_along_axis(allout, r.expert_ids[..., None], axis=1), r.weights)
-    if p.shared_gate is not None: y = y + (jax.nn.silu(x @ p.shared_gate) * (x @ p.shared_up)) @ p.shared_down
+    if p.shared_gate is not None:
+        y = y + (jax.nn.silu(x @ p.shared_gate) * (x @ p.shared_up)) @ p.shared_down
     return y.reshape(B, S, D)
 
 # %% ../../nbs/21_moe.ipynb #f15e7d8c
 def load_cv(load: Float[Array, "... E"]) -> Float[Array, "..."]:
     return load.std(-1) / jnp.maximum(load.mean(-1), 1e-20)
 
+
 def max_violation(load: Float[Array, "... E"]) -> Float[Array, "..."]:
     return (load.max(-1) - load.mean(-1)) / jnp.maximum(load.mean(-1), 1e-20)
+
 
 def moe_loss_and_metrics(m: MoEConfig, stats: dict, n_layers: int | None = None) -> tuple[Float[Array, ""], dict]:
     """(loss to add, metrics) from stats stacked over the MoE layers; the metrics include `moe_bias_next` ([L_moe, E],
     not logged). With `n_layers`, the per-layer metrics are named by the model's layer index (`m.moe_layer_ids`)."""
-    load = stats["load"]                                                # [L_moe, E]
+    load = stats["load"]  # [L_moe, E]
     layer_ids = m.moe_layer_ids(n_layers) if n_layers is not None else tuple(range(load.shape[0]))
     loss = m.router_z_loss_coef * stats["z_loss"].mean()
-    if m.balance == "switch": loss = loss + m.aux_loss_coef * stats["aux_loss"].mean()
-    out = {"moe/load_cv": load_cv(load).mean(), "moe/max_violation": max_violation(load).max(),
-           "moe/entropy": stats["entropy"].mean(), "moe/overflow": stats["overflow"].mean(),
-           "moe/dead_experts": (load < m.dead_load / m.n_experts).sum().astype(jnp.float32),
-           "moe/aux_loss": stats["aux_loss"].mean(), "moe/z_loss": stats["z_loss"].mean(), "moe_bias_next": stats["bias_next"]}
+    if m.balance == "switch":
+        loss = loss + m.aux_loss_coef * stats["aux_loss"].mean()
+    out = {
+        "moe/load_cv": load_cv(load).mean(),
+        "moe/max_violation": max_violation(load).max(),
+        "moe/entropy": stats["entropy"].mean(),
+        "moe/overflow": stats["overflow"].mean(),
+        "moe/dead_experts": (load < m.dead_load / m.n_experts).sum().astype(jnp.float32),
+        "moe/aux_loss": stats["aux_loss"].mean(),
+        "moe/z_loss": stats["z_loss"].mean(),
+        "moe_bias_next": stats["bias_next"],
+    }
     if m.log_expert_load:
         for i, l in enumerate(layer_ids):
-            for e in range(load.shape[1]): out[f"moe/load/l{l}/e{e}"] = load[i, e]
+            for e in range(load.shape[1]):
+                out[f"moe/load/l{l}/e{e}"] = load[i, e]
     return loss, out
+
 
 def post_step_update(params, aux: dict):
     "After the optimizer step: write the next router bias (aux_free / quantile) computed by the forward pass."
-    if "moe_bias_next" not in aux or getattr(params.blocks, "moe", None) is None: return params
+    if "moe_bias_next" not in aux or getattr(params.blocks, "moe", None) is None:
+        return params
     new = aux["moe_bias_next"].astype(params.blocks.moe.router_bias.dtype)
     return eqx.tree_at(lambda p: p.blocks.moe.router_bias, params, new)
+
 
 def scan_blocks(cfg, blocks, body: Callable, x):
     """Run `body(x, p) -> (x, stats)` over the layers of a model whose MoE MLPs are in only some layers
@@ -426,31 +571,40 @@ def scan_blocks(cfg, blocks, body: Callable, x):
     L, f, e = cfg.n_layers, m.first_dense_layers, m.every
     G = len(m.moe_layer_ids(L))
     tail = L - f - G * e
-    per_layer = dataclasses.replace(blocks, w_gate=None, w_up=None, w_down=None, moe=None)   # [L, ...] arrays
-    dense = (blocks.w_gate, blocks.w_up, blocks.w_down)                                        # [L_dense, ...]
+    per_layer = dataclasses.replace(blocks, w_gate=None, w_up=None, w_down=None, moe=None)  # [L, ...] arrays
+    dense = (blocks.w_gate, blocks.w_up, blocks.w_down)  # [L_dense, ...]
     sl = lambda t, a, b: jax.tree.map(lambda v: v[a:b], t)
     as_dense = lambda pl, d: dataclasses.replace(pl, w_gate=d[0], w_up=d[1], w_down=d[2])
+
     def dense_scan(x, pl, d, n):
-        if n == 0: return x
+        if n == 0:
+            return x
         return jax.lax.scan(lambda x, pd: (body(x, as_dense(*pd))[0], None), x, (pl, d))[0]
+
     x = dense_scan(x, sl(per_layer, 0, f), sl(dense, 0, f), f)
     grouped = jax.tree.map(lambda v: v.reshape(G, e, *v.shape[1:]), sl(per_layer, f, f + G * e))
     gdense = jax.tree.map(lambda v: v.reshape(G, e - 1, *v.shape[1:]), sl(dense, f, f + G * (e - 1)))
+
     def group(x, g):
         pl, d, moe = g
-        for i in range(e - 1): x, _ = body(x, as_dense(jax.tree.map(lambda v: v[i], pl), jax.tree.map(lambda v: v[i], d)))
+        for i in range(e - 1):
+            x, _ = body(x, as_dense(jax.tree.map(lambda v: v[i], pl), jax.tree.map(lambda v: v[i], d)))
         return body(x, dataclasses.replace(jax.tree.map(lambda v: v[e - 1], pl), moe=moe))
+
     x, stats = jax.lax.scan(group, x, (grouped, gdense, blocks.moe))
     x = dense_scan(x, sl(per_layer, L - tail, L), sl(dense, f + G * (e - 1), f + G * (e - 1) + tail), tail)
     return x, stats
+
 
 def layer_params(cfg, blocks, i: int):
     "Layer `i`'s weights (no leading axis) from the model's `Block` when MoE MLPs are in only some layers."
     ids = cfg.moe.moe_layer_ids(cfg.n_layers)
     one = jax.tree.map(lambda v: v[i], dataclasses.replace(blocks, w_gate=None, w_up=None, w_down=None, moe=None))
-    if i in ids: return dataclasses.replace(one, moe=jax.tree.map(lambda v: v[ids.index(i)], blocks.moe))
-    j = i - sum(l < i for l in ids)                                     # index among the dense layers
+    if i in ids:
+        return dataclasses.replace(one, moe=jax.tree.map(lambda v: v[ids.index(i)], blocks.moe))
+    j = i - sum(l < i for l in ids)  # index among the dense layers
     return dataclasses.replace(one, w_gate=blocks.w_gate[j], w_up=blocks.w_up[j], w_down=blocks.w_down[j])
+
 
 def dead_experts(loads: np.ndarray, *, window: int = 50, threshold: float = 0.1) -> np.ndarray:
     "Experts whose load stayed below `threshold` × fair share for the last `window` rows of `loads` ([steps, E] or [steps, L, E])."
@@ -459,59 +613,104 @@ def dead_experts(loads: np.ndarray, *, window: int = 50, threshold: float = 0.1)
 
 # %% ../../nbs/21_moe.ipynb #9d08e7c8
 MIXTRAL_WEIGHT_NAMES = {
-    "router": "model.layers.{l}.block_sparse_moe.gate.weight",                  # [E, D] = router[l].T
-    "expert_gate": "model.layers.{l}.block_sparse_moe.experts.{e}.w1.weight",   # [F, D] = expert_gate[l, e].T
+    "router": "model.layers.{l}.block_sparse_moe.gate.weight",  # [E, D] = router[l].T
+    "expert_gate": "model.layers.{l}.block_sparse_moe.experts.{e}.w1.weight",  # [F, D] = expert_gate[l, e].T
     "expert_up": "model.layers.{l}.block_sparse_moe.experts.{e}.w3.weight",
-    "expert_down": "model.layers.{l}.block_sparse_moe.experts.{e}.w2.weight",   # [D, F] = expert_down[l, e].T
+    "expert_down": "model.layers.{l}.block_sparse_moe.experts.{e}.w2.weight",  # [D, F] = expert_down[l, e].T
 }
+
 
 def mixtral_problems(cfg) -> list[str]:
     "Why `cfg` cannot be exported exactly as a Mixtral checkpoint (empty: it can)."
     m = cfg.moe
     out = []
-    if m is None: return ["model.moe is None: a dense model maps onto the Llama layout, not Mixtral"]
+    if m is None:
+        return ["model.moe is None: a dense model maps onto the Llama layout, not Mixtral"]
     if not m.all_layers_moe(cfg.n_layers):
-        out.append(f"moe.every={m.every}, moe.first_dense_layers={m.first_dense_layers}: MoE in layers {list(m.moe_layer_ids(cfg.n_layers))} "
-                   f"only; Mixtral has an MoE MLP in every layer")
-    if m.router != "softmax": out.append(f"moe.router={m.router!r}: Mixtral routes with softmax")
-    if m.n_shared_experts: out.append("moe.n_shared_experts > 0: Mixtral has no shared experts (Qwen2-MoE / DeepSeek layouts do)")
-    if m.balance in ("aux_free", "quantile"): out.append(f"moe.balance={m.balance!r}: the selection bias is not part of Mixtral; export drops it (routing may change)")
-    if cfg.qk_norm: out.append("qk_norm=True: Mixtral has no QK-norm")
-    if cfg.rope_scaling != "none": out.append(f"rope_scaling={cfg.rope_scaling!r}: not mapped")
+        out.append(
+            f"moe.every={m.every}, moe.first_dense_layers={m.first_dense_layers}: MoE in layers {list(m.moe_layer_ids(cfg.n_layers))} "
+            f"only; Mixtral has an MoE MLP in every layer"
+        )
+    if m.router != "softmax":
+        out.append(f"moe.router={m.router!r}: Mixtral routes with softmax")
+    if m.n_shared_experts:
+        out.append("moe.n_shared_experts > 0: Mixtral has no shared experts (Qwen2-MoE / DeepSeek layouts do)")
+    if m.balance in ("aux_free", "quantile"):
+        out.append(
+            f"moe.balance={m.balance!r}: the selection bias is not part of Mixtral; export drops it (routing may change)"
+        )
+    if cfg.qk_norm:
+        out.append("qk_norm=True: Mixtral has no QK-norm")
+    if cfg.rope_scaling != "none":
+        out.append(f"rope_scaling={cfg.rope_scaling!r}: not mapped")
     return out
+
 
 def mixtral_config(cfg) -> dict:
     "The Hugging Face `MixtralConfig` fields (as a dict, `model_type` 'mixtral') for a `LlamaConfig` with `moe`."
     m: MoEConfig = cfg.moe
-    if m is None: raise ValueError("mixtral_config: model.moe is None; set LlamaConfig(moe=MoEConfig(...))")
+    if m is None:
+        raise ValueError("mixtral_config: model.moe is None; set LlamaConfig(moe=MoEConfig(...))")
     if not m.all_layers_moe(cfg.n_layers):
-        raise ValueError(f"mixtral_config: moe.every={m.every}, moe.first_dense_layers={m.first_dense_layers} put MoE MLPs in layers "
-                         f"{list(m.moe_layer_ids(cfg.n_layers))} of {cfg.n_layers} only, and Mixtral has an MoE MLP in every layer; "
-                         "train with every=1, first_dense_layers=0 to export as Mixtral")
-    return {"model_type": "mixtral", "architectures": ["MixtralForCausalLM"], "vocab_size": cfg.vocab_size,
-            "hidden_size": cfg.d_model, "intermediate_size": m.expert_width(cfg.d_ff), "num_hidden_layers": cfg.n_layers,
-            "num_attention_heads": cfg.n_heads, "num_key_value_heads": cfg.n_kv_heads, "head_dim": cfg.head_size,
-            "max_position_embeddings": cfg.seq_len, "rms_norm_eps": cfg.norm_eps, "rope_theta": cfg.rope_theta,
-            "tie_word_embeddings": cfg.tie_embeddings, "num_local_experts": m.n_experts, "num_experts_per_tok": m.top_k,
-            "router_aux_loss_coef": m.aux_loss_coef if m.balance == "switch" else 0.0, "output_router_logits": False,
-            "hidden_act": "silu", "sliding_window": None, "attention_dropout": 0.0, "initializer_range": cfg.init_std,
-            "torch_dtype": "float32"}
+        raise ValueError(
+            f"mixtral_config: moe.every={m.every}, moe.first_dense_layers={m.first_dense_layers} put MoE MLPs in layers "
+            f"{list(m.moe_layer_ids(cfg.n_layers))} of {cfg.n_layers} only, and Mixtral has an MoE MLP in every layer; "
+            "train with every=1, first_dense_layers=0 to export as Mixtral"
+        )
+    return {
+        "model_type": "mixtral",
+        "architectures": ["MixtralForCausalLM"],
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.d_model,
+        "intermediate_size": m.expert_width(cfg.d_ff),
+        "num_hidden_layers": cfg.n_layers,
+        "num_attention_heads": cfg.n_heads,
+        "num_key_value_heads": cfg.n_kv_heads,
+        "head_dim": cfg.head_size,
+        "max_position_embeddings": cfg.seq_len,
+        "rms_norm_eps": cfg.norm_eps,
+        "rope_theta": cfg.rope_theta,
+        "tie_word_embeddings": cfg.tie_embeddings,
+        "num_local_experts": m.n_experts,
+        "num_experts_per_tok": m.top_k,
+        "router_aux_loss_coef": m.aux_loss_coef if m.balance == "switch" else 0.0,
+        "output_router_logits": False,
+        "hidden_act": "silu",
+        "sliding_window": None,
+        "attention_dropout": 0.0,
+        "initializer_range": cfg.init_std,
+        "torch_dtype": "float32",
+    }
 
 # %% ../../nbs/21_moe.ipynb #b280f5f2
 def expert_load_history(metrics, layer: int = 0) -> tuple[np.ndarray, np.ndarray]:
     "(steps, loads [steps, E]) of one layer from a metrics DataFrame with `moe/load/l{layer}/e{e}` columns."
-    cols = sorted((c for c in metrics.columns if c.startswith(f"moe/load/l{layer}/e")), key=lambda c: int(c.rsplit("e", 1)[1]))
-    if not cols: raise ValueError(f"no moe/load/l{layer}/e* columns: was the run an MoE with log_expert_load=True?")
+    cols = sorted(
+        (c for c in metrics.columns if c.startswith(f"moe/load/l{layer}/e")), key=lambda c: int(c.rsplit("e", 1)[1])
+    )
+    if not cols:
+        raise ValueError(f"no moe/load/l{layer}/e* columns: was the run an MoE with log_expert_load=True?")
     rows = metrics.dropna(subset=cols)
     return rows["step"].to_numpy(), rows[cols].to_numpy(dtype=float)
+
 
 def plot_expert_load(metrics, layer: int = 0, ax=None, title: str | None = None, vmax: float = 3.0):
     "Heatmap of expert load / fair share over training steps for one layer."
     import matplotlib.pyplot as plt
+
     steps, loads = expert_load_history(metrics, layer)
     ax = ax or plt.subplots(figsize=(6, 2.5))[1]
-    im = ax.imshow((loads * loads.shape[1]).T, aspect="auto", cmap="RdBu_r", vmin=0, vmax=vmax, interpolation="nearest",
-                   extent=(steps[0], steps[-1], loads.shape[1] - 0.5, -0.5))
-    ax.set_xlabel("step"); ax.set_ylabel("expert"); ax.set_title(title or f"expert load / fair share, layer {layer}")
+    im = ax.imshow(
+        (loads * loads.shape[1]).T,
+        aspect="auto",
+        cmap="RdBu_r",
+        vmin=0,
+        vmax=vmax,
+        interpolation="nearest",
+        extent=(steps[0], steps[-1], loads.shape[1] - 0.5, -0.5),
+    )
+    ax.set_xlabel("step")
+    ax.set_ylabel("expert")
+    ax.set_title(title or f"expert load / fair share, layer {layer}")
     ax.figure.colorbar(im, ax=ax)
     return ax

@@ -11,7 +11,17 @@ import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from jaxtyping import Array, Float
 from . import moe as moe_lib
-from .moe import MoEConfig, MoEParams, route, sort_by_expert, dispatch_impl, expert_load, router_z_loss, next_router_bias, grouped_swiglu
+from marin.models.moe import (
+    MoEConfig,
+    MoEParams,
+    route,
+    sort_by_expert,
+    dispatch_impl,
+    expert_load,
+    router_z_loss,
+    next_router_bias,
+    grouped_swiglu,
+)
 
 # %% auto #0
 __all__ = ['BATCH_AXES', 'EXPERT_RULES', 'expert_parallel', 'active_expert_parallel', 'moe_mlp_expert_parallel']
@@ -19,31 +29,46 @@ __all__ = ['BATCH_AXES', 'EXPERT_RULES', 'expert_parallel', 'active_expert_paral
 # %% ../../nbs/23_moe_parallel.ipynb #a4205033
 _EP: contextvars.ContextVar = contextvars.ContextVar("marin_expert_parallel", default=None)
 
+
 @contextlib.contextmanager
 def expert_parallel(mesh: Mesh, axis: str = "expert"):
     "Within this context the MoE layers run expert-parallel over `mesh`'s `axis`."
-    if axis not in mesh.axis_names: raise ValueError(f"expert_parallel: mesh axes {mesh.axis_names} have no {axis!r} axis; build the mesh with one")
+    if axis not in mesh.axis_names:
+        raise ValueError(f"expert_parallel: mesh axes {mesh.axis_names} have no {axis!r} axis; build the mesh with one")
     tok = _EP.set((mesh, axis))
-    try: yield
-    finally: _EP.reset(tok)
+    try:
+        yield
+    finally:
+        _EP.reset(tok)
+
 
 def active_expert_parallel():
     """(mesh, axis) when an `expert_parallel` context is active, or when the active activation-sharding function
     (`marin.train.sharding.activation_constraint`) carries a mesh whose `expert` axis is larger than 1; else None."""
     ep = _EP.get()
-    if ep is not None: return ep
+    if ep is not None:
+        return ep
     from marin.models.transformer import _ACTIVATION_SHARDING
+
     mesh = getattr(_ACTIVATION_SHARDING.get(), "mesh", None)
-    if mesh is not None and "expert" in mesh.axis_names and mesh.shape["expert"] > 1: return (mesh, "expert")
+    if mesh is not None and "expert" in mesh.axis_names and mesh.shape["expert"] > 1:
+        return (mesh, "expert")
     return None
 
-BATCH_AXES = ("data", "expert", "fsdp")     # mesh axes the batch is split over (those the mesh has)
+
+BATCH_AXES = ("data", "expert", "fsdp")  # mesh axes the batch is split over (those the mesh has)
 
 EXPERT_RULES = (("expert", "expert"),)
 
+
 def _param_specs(p: MoEParams, axis: str):
     ex = {"expert_gate", "expert_up", "expert_down"}
-    return MoEParams(**{f: (None if getattr(p, f) is None else (P(axis) if f in ex else P())) for f in MoEParams.__dataclass_fields__})
+    return MoEParams(
+        **{
+            f: (None if getattr(p, f) is None else (P(axis) if f in ex else P()))
+            for f in MoEParams.__dataclass_fields__
+        }
+    )
 
 # %% ../../nbs/23_moe_parallel.ipynb #d7a8538e
 def _local_moe(m: MoEConfig, n: int, axis: str, batch_axes: tuple, p: MoEParams, h: Float[Array, "b S D"]):
@@ -56,23 +81,25 @@ def _local_moe(m: MoEConfig, n: int, axis: str, batch_axes: tuple, p: MoEParams,
     r = route(m, p.router, p.router_bias, x)
     plan = sort_by_expert(r.expert_ids, E)
     dispatch, combine = dispatch_impl(m)
-    xs = dispatch(x, plan.order, k)                                    # [T k, D] sorted by global expert
+    xs = dispatch(x, plan.order, k)  # [T k, D] sorted by global expert
     N = T * k
     C = N if m.dispatch == "dropless" else max(1, math.ceil(m.capacity_factor * N / n))
-    dest = plan.sorted_experts // El                                   # owner device of each row
+    dest = plan.sorted_experts // El  # owner device of each row
     dsize = jnp.zeros((n,), jnp.int32).at[dest].add(1)
     pos = jnp.arange(N) - (jnp.cumsum(dsize) - dsize)[dest]
     keep = pos < C
     slot = jnp.where(keep, pos, C)
     send = jnp.zeros((n, C, D), xs.dtype).at[dest, slot].set(xs, mode="drop")
-    send_e = jnp.full((n, C), El, jnp.int32).at[dest, slot].set((plan.sorted_experts % El).astype(jnp.int32), mode="drop")
+    send_e = (
+        jnp.full((n, C), El, jnp.int32).at[dest, slot].set((plan.sorted_experts % El).astype(jnp.int32), mode="drop")
+    )
     recv = jax.lax.all_to_all(send, axis, 0, 0, tiled=True).reshape(n * C, D)
     recv_e = jax.lax.all_to_all(send_e, axis, 0, 0, tiled=True).reshape(n * C)
-    plan2 = sort_by_expert(recv_e[:, None], El + 1)                    # by local expert; padding (El) sorts last
+    plan2 = sort_by_expert(recv_e[:, None], El + 1)  # by local expert; padding (El) sorts last
     rows = recv[plan2.order]
-    out = grouped_swiglu(m, rows, plan2.group_sizes[:El], p.expert_gate, p.expert_up, p.expert_down)   # padding rows: 0
-    back = out[plan2.inverse].reshape(n, C, D)                         # back to the received order
-    ret = jax.lax.all_to_all(back, axis, 0, 0, tiled=True)             # [n, C, D]: my rows, by owner
+    out = grouped_swiglu(m, rows, plan2.group_sizes[:El], p.expert_gate, p.expert_up, p.expert_down)  # padding rows: 0
+    back = out[plan2.inverse].reshape(n, C, D)  # back to the received order
+    ret = jax.lax.all_to_all(back, axis, 0, 0, tiled=True)  # [n, C, D]: my rows, by owner
     ys = ret[dest, jnp.minimum(slot, C - 1)] * keep[:, None].astype(ret.dtype)
     y = combine(ys, plan.inverse, r.weights.astype(ys.dtype)).reshape(b, S, D)
     if p.shared_gate is not None:
@@ -83,10 +110,18 @@ def _local_moe(m: MoEConfig, n: int, axis: str, batch_axes: tuple, p: MoEParams,
     prob = jax.lax.pmean(r.probs.mean(0), ba)
     ent = jax.lax.pmean(-jnp.sum(r.probs * jnp.log(jnp.maximum(r.probs, 1e-20)), -1).mean(), ba)
     bias_next = next_router_bias(m, r, p.router_bias, load)
-    if m.balance == "quantile": bias_next = jax.lax.pmean(bias_next, ba)     # per-device -beta, averaged
-    stats = {"load": load, "aux_loss": E * jnp.sum(jax.lax.stop_gradient(load) * prob), "z_loss": jax.lax.pmean(router_z_loss(r.logits), ba),
-             "entropy": ent, "overflow": jax.lax.pmean(1.0 - keep.mean(dtype=jnp.float32), ba), "bias_next": bias_next}
+    if m.balance == "quantile":
+        bias_next = jax.lax.pmean(bias_next, ba)  # per-device -beta, averaged
+    stats = {
+        "load": load,
+        "aux_loss": E * jnp.sum(jax.lax.stop_gradient(load) * prob),
+        "z_loss": jax.lax.pmean(router_z_loss(r.logits), ba),
+        "entropy": ent,
+        "overflow": jax.lax.pmean(1.0 - keep.mean(dtype=jnp.float32), ba),
+        "bias_next": bias_next,
+    }
     return y, stats
+
 
 def moe_mlp_expert_parallel(cfg, p: MoEParams, h: Float[Array, "B S D"], mesh: Mesh, axis: str = "expert"):
     "The MoE MLP with experts sharded over `mesh[axis]` and tokens exchanged by all-to-all (same result as `moe_mlp`)."
@@ -94,12 +129,21 @@ def moe_mlp_expert_parallel(cfg, p: MoEParams, h: Float[Array, "B S D"], mesh: M
     n = mesh.shape[axis]
     batch_axes = tuple(a for a in mesh.axis_names if a in BATCH_AXES or a == axis)
     nb = math.prod(mesh.shape[a] for a in batch_axes)
-    if m.n_experts % n: raise ValueError(f"n_experts={m.n_experts} is not divisible by the {axis} axis size {n}; change MeshConfig.expert")
-    if h.shape[0] % nb: raise ValueError(f"batch {h.shape[0]} is not divisible by the {nb} devices of the batch axes {batch_axes}")
+    if m.n_experts % n:
+        raise ValueError(
+            f"n_experts={m.n_experts} is not divisible by the {axis} axis size {n}; change MeshConfig.expert"
+        )
+    if h.shape[0] % nb:
+        raise ValueError(f"batch {h.shape[0]} is not divisible by the {nb} devices of the batch axes {batch_axes}")
     if m.balance == "quantile" and m.balance_groups not in (1, nb):
         raise ValueError(f"balance_groups={m.balance_groups}: under expert parallelism each device is one group; use 1")
     local_m = m if m.balance_groups == 1 else m.replace(balance_groups=1)
     stat_specs = {"load": P(), "aux_loss": P(), "z_loss": P(), "entropy": P(), "overflow": P(), "bias_next": P()}
-    fn = jax.shard_map(lambda p, h: _local_moe(local_m, n, axis, batch_axes, p, h), mesh=mesh,
-                       in_specs=(_param_specs(p, axis), P(batch_axes)), out_specs=(P(batch_axes), stat_specs), check_vma=False)
+    fn = jax.shard_map(
+        lambda p, h: _local_moe(local_m, n, axis, batch_axes, p, h),
+        mesh=mesh,
+        in_specs=(_param_specs(p, axis), P(batch_axes)),
+        out_specs=(P(batch_axes), stat_specs),
+        check_vma=False,
+    )
     return fn(p, h)

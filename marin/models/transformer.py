@@ -25,57 +25,81 @@ ROPE_SCALINGS = ("none", "linear", "ntk", "llama3")
 ATTENTION_IMPLS = ("reference", "xla", "cudnn")
 LAYER_LOOPS = ("auto", "scan", "unroll")
 
+
 @dataclasses.dataclass(frozen=True)
 class LlamaConfig(Config):
     "Shape and numerics of a Llama-style decoder. `versioned` fields are the model's identity."
+
     vocab_size: int = versioned(32000)
-    seq_len: int = versioned(2048)         # maximum context the model is built for (RoPE tables)
+    seq_len: int = versioned(2048)  # maximum context the model is built for (RoPE tables)
     d_model: int = versioned(512)
     n_layers: int = versioned(8)
     n_heads: int = versioned(8)
-    n_kv_heads: int = versioned(8)         # grouped-query attention: n_heads % n_kv_heads == 0
-    head_dim: int = versioned(0)           # 0: d_model // n_heads
-    d_ff: int = versioned(1408)            # SwiGLU hidden width
+    n_kv_heads: int = versioned(8)  # grouped-query attention: n_heads % n_kv_heads == 0
+    head_dim: int = versioned(0)  # 0: d_model // n_heads
+    d_ff: int = versioned(1408)  # SwiGLU hidden width
     rope_theta: float = versioned(10000.0)
     rope_scaling: str = versioned("none")  # none | linear | ntk | llama3
-    rope_factor: float = versioned(1.0)    # context extension factor for the scalings
+    rope_factor: float = versioned(1.0)  # context extension factor for the scalings
     rope_original_seq_len: int = versioned(8192)  # llama3 scaling: the pre-extension context
     qk_norm: bool = versioned(False)
     tie_embeddings: bool = versioned(False)
     norm_eps: float = versioned(1e-5)
     init_std: float = versioned(0.02)
-    attention: str = "reference"           # reference | xla (jax.nn.dot_product_attention, XLA ops) | cudnn (its fused cuDNN kernel; NVIDIA GPUs)
-    layer_loop: str = "auto"               # scan | unroll | auto (unroll on CPU, scan elsewhere); never changes results beyond float rounding
-    moe: Any = None                        # a marin.models.moe.MoEConfig: MoE MLPs in its `moe_layer_ids` (versioned through its own fields)
+    attention: str = "reference"  # reference | xla (jax.nn.dot_product_attention, XLA ops) | cudnn (its fused cuDNN kernel; NVIDIA GPUs)
+    layer_loop: str = (
+        "auto"  # scan | unroll | auto (unroll on CPU, scan elsewhere); never changes results beyond float rounding
+    )
+    moe: Any = None  # a marin.models.moe.MoEConfig: MoE MLPs in its `moe_layer_ids` (versioned through its own fields)
 
     def validate(self):
-        if isinstance(self.moe, dict):     # a config read back from JSON (checkpoint meta)
+        if isinstance(self.moe, dict):  # a config read back from JSON (checkpoint meta)
             from marin.models.moe import MoEConfig
+
             object.__setattr__(self, "moe", MoEConfig(**self.moe))
         for f in ("vocab_size", "seq_len", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff"):
             check(getattr(self, f) > 0, f, f"must be positive, got {getattr(self, f)}")
         check(self.head_dim >= 0, "head_dim", "must be >= 0 (0 means d_model // n_heads)")
-        check(self.head_dim > 0 or self.d_model % self.n_heads == 0, "n_heads",
-              f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; change one or set head_dim explicitly")
-        check(self.n_heads % self.n_kv_heads == 0, "n_kv_heads",
-              f"n_heads={self.n_heads} must be a multiple of n_kv_heads={self.n_kv_heads} (grouped-query attention)")
+        check(
+            self.head_dim > 0 or self.d_model % self.n_heads == 0,
+            "n_heads",
+            f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; change one or set head_dim explicitly",
+        )
+        check(
+            self.n_heads % self.n_kv_heads == 0,
+            "n_kv_heads",
+            f"n_heads={self.n_heads} must be a multiple of n_kv_heads={self.n_kv_heads} (grouped-query attention)",
+        )
         check(self.head_size % 2 == 0, "head_dim", f"rotary embeddings need an even head size, got {self.head_size}")
-        check(self.rope_scaling in ROPE_SCALINGS, "rope_scaling", f"{self.rope_scaling!r} is not one of {ROPE_SCALINGS}")
+        check(
+            self.rope_scaling in ROPE_SCALINGS, "rope_scaling", f"{self.rope_scaling!r} is not one of {ROPE_SCALINGS}"
+        )
         check(self.rope_factor >= 1.0, "rope_factor", f"must be >= 1 (1 = no scaling), got {self.rope_factor}")
         check(self.attention in ATTENTION_IMPLS, "attention", f"{self.attention!r} is not one of {ATTENTION_IMPLS}")
         check(self.layer_loop in LAYER_LOOPS, "layer_loop", f"{self.layer_loop!r} is not one of {LAYER_LOOPS}")
         check(self.rope_theta > 0, "rope_theta", "must be positive")
-        check(self.moe is None or self.moe.first_dense_layers + self.moe.every <= self.n_layers, "moe.every",
-              f"moe.first_dense_layers + moe.every must be <= n_layers={self.n_layers} (at least one MoE layer)")
+        check(
+            self.moe is None or self.moe.first_dense_layers + self.moe.every <= self.n_layers,
+            "moe.every",
+            f"moe.first_dense_layers + moe.every must be <= n_layers={self.n_layers} (at least one MoE layer)",
+        )
 
     @property
-    def head_size(self) -> int: return self.head_dim or self.d_model // self.n_heads
+    def head_size(self) -> int:
+        return self.head_dim or self.d_model // self.n_heads
+
     @property
-    def q_dim(self) -> int: return self.n_heads * self.head_size
+    def q_dim(self) -> int:
+        return self.n_heads * self.head_size
+
     @property
-    def kv_dim(self) -> int: return self.n_kv_heads * self.head_size
+    def kv_dim(self) -> int:
+        return self.n_kv_heads * self.head_size
+
     @property
-    def group_size(self) -> int: return self.n_heads // self.n_kv_heads
+    def group_size(self) -> int:
+        return self.n_heads // self.n_kv_heads
+
     @property
     def unroll_layers(self) -> bool:
         "Whether the forward pass unrolls the layer loop (`layer_loop`; `auto` unrolls on the CPU backend only)."
@@ -86,26 +110,38 @@ class LlamaConfig(Config):
         D, F = self.d_model, self.d_ff
         attn = D * self.q_dim + 2 * D * self.kv_dim + self.q_dim * D
         norms = 2 * D + (2 * self.head_size if self.qk_norm else 0)
-        return attn + self.mlp_params_total // self.n_layers + norms   # MLP averaged over layers when only some are MoE
+        return attn + self.mlp_params_total // self.n_layers + norms  # MLP averaged over layers when only some are MoE
+
     @property
     def mlp_params_total(self) -> int:
         "MLP parameters of all layers (MoE MLPs in `moe.moe_layer_ids`, dense SwiGLUs elsewhere)."
         D, F, L = self.d_model, self.d_ff, self.n_layers
         return self.moe.model_mlp_params(D, F, L) if self.moe is not None else L * 3 * D * F
+
     @property
     def n_embedding_params(self) -> int:
         "Input embedding plus (if untied) the output projection."
         return self.vocab_size * self.d_model * (1 if self.tie_embeddings else 2)
+
     @property
     def n_non_embedding_params(self) -> int:
-        return self.n_layers * (self.params_per_layer - self.mlp_params_total // self.n_layers) + self.mlp_params_total + self.d_model  # + final norm
+        return (
+            self.n_layers * (self.params_per_layer - self.mlp_params_total // self.n_layers)
+            + self.mlp_params_total
+            + self.d_model
+        )  # + final norm
+
     @property
-    def n_params(self) -> int: return self.n_non_embedding_params + self.n_embedding_params
+    def n_params(self) -> int:
+        return self.n_non_embedding_params + self.n_embedding_params
+
     @property
     def n_matmul_params(self) -> int:
         "Parameters that take part in a matmul (the 'N' of 6N): block weights and the vocabulary projection."
         D, F = self.d_model, self.d_ff
-        mlp = self.moe.model_active_mlp_params(D, F, self.n_layers) if self.moe is not None else self.n_layers * 3 * D * F
+        mlp = (
+            self.moe.model_active_mlp_params(D, F, self.n_layers) if self.moe is not None else self.n_layers * 3 * D * F
+        )
         return self.n_layers * (D * self.q_dim + 2 * D * self.kv_dim + self.q_dim * D) + mlp + self.vocab_size * D
 
     def flops_per_token(self, seq_len: int | None = None) -> float:
@@ -114,19 +150,27 @@ class LlamaConfig(Config):
         return 6.0 * self.n_matmul_params + 12.0 * self.n_layers * S * self.q_dim
 
     def summary(self) -> str:
-        return (f"{self.n_params/1e6:.2f}M params ({self.n_non_embedding_params/1e6:.2f}M non-embedding), "
-                f"{self.n_layers}L d={self.d_model} H={self.n_heads}/{self.n_kv_heads} dh={self.head_size} ff={self.d_ff}, "
-                f"{self.flops_per_token()/1e9:.3f} GFLOP/token at S={self.seq_len}")
+        return (
+            f"{self.n_params / 1e6:.2f}M params ({self.n_non_embedding_params / 1e6:.2f}M non-embedding), "
+            f"{self.n_layers}L d={self.d_model} H={self.n_heads}/{self.n_kv_heads} dh={self.head_size} ff={self.d_ff}, "
+            f"{self.flops_per_token() / 1e9:.3f} GFLOP/token at S={self.seq_len}"
+        )
 
 # %% ../../nbs/20_transformer.ipynb #7a603319
-_ACTIVATION_SHARDING: contextvars.ContextVar[Callable | None] = contextvars.ContextVar("marin_activation_sharding", default=None)
+_ACTIVATION_SHARDING: contextvars.ContextVar[Callable | None] = contextvars.ContextVar(
+    "marin_activation_sharding", default=None
+)
+
 
 @contextlib.contextmanager
 def activation_sharding(fn: Callable[[Array, tuple], Array] | None):
     "Within this context, `shard_activation(x, axes)` calls `fn(x, axes)`."
     tok = _ACTIVATION_SHARDING.set(fn)
-    try: yield
-    finally: _ACTIVATION_SHARDING.reset(tok)
+    try:
+        yield
+    finally:
+        _ACTIVATION_SHARDING.reset(tok)
+
 
 def shard_activation(x: Array, axes: tuple) -> Array:
     "Constrain activation `x` to the logical axes `axes` (identity without an active sharding context)."
@@ -138,23 +182,28 @@ def at_least_f32(dtype) -> jnp.dtype:
     "float32, or float64 when the input is float64 (the gradient check runs the whole model in float64)."
     return jnp.promote_types(dtype, jnp.float32)
 
+
 def dense(x: Float[Array, "... D"], w: Float[Array, "D F"], out_dtype=None) -> Float[Array, "... F"]:
     "`x @ w` as one 2-D matmul over the flattened leading axes (`[B·S, D] @ [D, F]`); `out_dtype` = accumulation dtype."
     y = jnp.dot(x.reshape(-1, x.shape[-1]), w, preferred_element_type=out_dtype)
     return y.reshape(*x.shape[:-1], w.shape[-1])
+
 
 def rms_norm(x: Float[Array, "... D"], weight: Float[Array, "D"], eps: float) -> Float[Array, "... D"]:
     xf = x.astype(at_least_f32(x.dtype))
     y = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps)
     return (y * weight.astype(xf.dtype)).astype(x.dtype)
 
+
 def rope_frequencies(cfg: LlamaConfig) -> Float[Array, "half"]:
     "Inverse frequencies of the rotary embedding, with the configured scaling applied."
     d = cfg.head_size
     theta = cfg.rope_theta
-    if cfg.rope_scaling == "ntk": theta = theta * cfg.rope_factor ** (d / (d - 2))
+    if cfg.rope_scaling == "ntk":
+        theta = theta * cfg.rope_factor ** (d / (d - 2))
     inv = 1.0 / theta ** (jnp.arange(0, d, 2, dtype=jnp.float32) / d)
-    if cfg.rope_scaling == "linear": inv = inv / cfg.rope_factor
+    if cfg.rope_scaling == "linear":
+        inv = inv / cfg.rope_factor
     elif cfg.rope_scaling == "llama3":
         low_freq_factor, high_freq_factor = 1.0, 4.0
         wavelen = 2 * math.pi / inv
@@ -164,9 +213,12 @@ def rope_frequencies(cfg: LlamaConfig) -> Float[Array, "half"]:
         inv = jnp.where(wavelen > low_wl, inv / cfg.rope_factor, jnp.where(wavelen < high_wl, inv, mid))
     return inv
 
-def apply_rope(x: Float[Array, "B S H dh"], positions: Int[Array, "B S"], inv_freq: Float[Array, "half"]) -> Float[Array, "B S H dh"]:
+
+def apply_rope(
+    x: Float[Array, "B S H dh"], positions: Int[Array, "B S"], inv_freq: Float[Array, "half"]
+) -> Float[Array, "B S H dh"]:
     ft = at_least_f32(x.dtype)
-    angles = positions[..., None].astype(ft) * inv_freq.astype(ft)       # [B, S, dh/2]
+    angles = positions[..., None].astype(ft) * inv_freq.astype(ft)  # [B, S, dh/2]
     cos, sin = jnp.cos(angles)[:, :, None, :], jnp.sin(angles)[:, :, None, :]  # [B, S, 1, dh/2]
     xf = x.astype(ft)
     x1, x2 = jnp.split(xf, 2, axis=-1)
@@ -176,39 +228,47 @@ def apply_rope(x: Float[Array, "B S H dh"], positions: Int[Array, "B S"], inv_fr
 def attention_mask(segment_ids: Int[Array, "B S"]) -> Bool[Array, "B 1 S S"]:
     S = segment_ids.shape[1]
     causal = jnp.tril(jnp.ones((S, S), dtype=bool))
-    same = segment_ids[:, :, None] == segment_ids[:, None, :]             # [B, Sq, Sk]
-    return (causal[None] & same)[:, None]                                 # [B, 1, Sq, Sk]
+    same = segment_ids[:, :, None] == segment_ids[:, None, :]  # [B, Sq, Sk]
+    return (causal[None] & same)[:, None]  # [B, 1, Sq, Sk]
 
-def reference_attention(q: Float[Array, "B S H dh"], k: Float[Array, "B S K dh"], v: Float[Array, "B S K dh"],
-                        mask: Bool[Array, "B 1 S S"]) -> Float[Array, "B S H dh"]:
+
+def reference_attention(
+    q: Float[Array, "B S H dh"], k: Float[Array, "B S K dh"], v: Float[Array, "B S K dh"], mask: Bool[Array, "B 1 S S"]
+) -> Float[Array, "B S H dh"]:
     B, S, H, dh = q.shape
     K = k.shape[2]
     G = H // K
     ft = at_least_f32(q.dtype)
     q = q * jnp.asarray(1 / math.sqrt(dh), q.dtype)
-    qh = q.reshape(B, S, K, G, dh).transpose(0, 2, 3, 1, 4).reshape(B, K, G * S, dh)   # [B, K, G·Sq, dh]
-    kh, vh = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)                         # [B, K, Sk, dh]
+    qh = q.reshape(B, S, K, G, dh).transpose(0, 2, 3, 1, 4).reshape(B, K, G * S, dh)  # [B, K, G·Sq, dh]
+    kh, vh = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, K, Sk, dh]
     scores = jnp.einsum("bkqd,bksd->bkqs", qh, kh, preferred_element_type=ft).reshape(B, K, G, S, S)
-    scores = jnp.where(mask[:, :, None], scores, jnp.finfo(ft).min)       # mask [B,1,1,Sq,Sk]
+    scores = jnp.where(mask[:, :, None], scores, jnp.finfo(ft).min)  # mask [B,1,1,Sq,Sk]
     probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype).reshape(B, K, G * S, S)
-    out = jnp.einsum("bkqs,bksd->bkqd", probs, vh)                        # [B, K, G·Sq, dh]
+    out = jnp.einsum("bkqs,bksd->bkqd", probs, vh)  # [B, K, G·Sq, dh]
     return out.reshape(B, K, G, S, dh).transpose(0, 3, 1, 2, 4).reshape(B, S, H, dh)
+
 
 def xla_attention(q, k, v, mask):
     "`jax.nn.dot_product_attention` with XLA's implementation (any backend)."
     return jax.nn.dot_product_attention(q, k, v, mask=mask, implementation="xla")
 
+
 def cudnn_attention(q, k, v, mask):
     "`jax.nn.dot_product_attention` with cuDNN's fused flash kernel: causal in the kernel, the segment mask passed along."
     if jax.default_backend() != "gpu":
-        raise ValueError(f"attention='cudnn' needs an NVIDIA GPU, but JAX runs on {jax.default_backend()}; use attention='xla' or 'reference'")
+        raise ValueError(
+            f"attention='cudnn' needs an NVIDIA GPU, but JAX runs on {jax.default_backend()}; use attention='xla' or 'reference'"
+        )
     return jax.nn.dot_product_attention(q, k, v, mask=mask, is_causal=True, implementation="cudnn")
+
 
 ATTENTION = {"reference": reference_attention, "xla": xla_attention, "cudnn": cudnn_attention}
 
 # %% ../../nbs/20_transformer.ipynb #1bbb6efa
 class Block(eqx.Module):
     "The weights of all transformer blocks, stacked: every array has a leading `layers` axis."
+
     attn_norm: Float[Array, "L D"]
     wq: Float[Array, "L D Hdh"]
     wk: Float[Array, "L D Kdh"]
@@ -220,15 +280,18 @@ class Block(eqx.Module):
     w_gate: Float[Array, "L D F"]
     w_up: Float[Array, "L D F"]
     w_down: Float[Array, "L F D"]
-    moe: Any = None                        # marin.models.moe.MoEParams (stacked) when cfg.moe is set; w_gate/w_up/w_down are then None
+    moe: Any = None  # marin.models.moe.MoEParams (stacked) when cfg.moe is set; w_gate/w_up/w_down are then None
+
 
 class Transformer(eqx.Module):
     "A Llama-style decoder: embed → L × (attention, SwiGLU) → RMSNorm → vocabulary logits."
+
     embed: Float[Array, "V D"]
     blocks: Block
     final_norm: Float[Array, "D"]
     lm_head: Float[Array, "D V"] | None
     cfg: LlamaConfig = eqx.field(static=True)
+
 
 @eqx.filter_jit
 def init(cfg: LlamaConfig, *, key: PRNGKeyArray) -> Transformer:
@@ -238,81 +301,125 @@ def init(cfg: LlamaConfig, *, key: PRNGKeyArray) -> Transformer:
     std, out_std = cfg.init_std, cfg.init_std / math.sqrt(2 * L)
     normal = lambda k, shape, s: s * jax.random.normal(k, shape, jnp.float32)
     blocks = Block(
-        attn_norm=jnp.ones((L, D)), wq=normal(ks[0], (L, D, cfg.q_dim), std), wk=normal(ks[1], (L, D, cfg.kv_dim), std),
-        wv=normal(ks[2], (L, D, cfg.kv_dim), std), wo=normal(ks[3], (L, cfg.q_dim, D), out_std),
-        q_norm=jnp.ones((L, cfg.head_size)) if cfg.qk_norm else None, k_norm=jnp.ones((L, cfg.head_size)) if cfg.qk_norm else None,
-        mlp_norm=jnp.ones((L, D)), w_gate=normal(ks[4], (L, D, F), std), w_up=normal(ks[5], (L, D, F), std),
-        w_down=normal(ks[6], (L, F, D), out_std))
+        attn_norm=jnp.ones((L, D)),
+        wq=normal(ks[0], (L, D, cfg.q_dim), std),
+        wk=normal(ks[1], (L, D, cfg.kv_dim), std),
+        wv=normal(ks[2], (L, D, cfg.kv_dim), std),
+        wo=normal(ks[3], (L, cfg.q_dim, D), out_std),
+        q_norm=jnp.ones((L, cfg.head_size)) if cfg.qk_norm else None,
+        k_norm=jnp.ones((L, cfg.head_size)) if cfg.qk_norm else None,
+        mlp_norm=jnp.ones((L, D)),
+        w_gate=normal(ks[4], (L, D, F), std),
+        w_up=normal(ks[5], (L, D, F), std),
+        w_down=normal(ks[6], (L, F, D), out_std),
+    )
     embed = normal(ks[7], (V, D), std)
     lm_head = None if cfg.tie_embeddings else normal(jax.random.fold_in(key, 1), (D, V), std)
-    if cfg.moe is not None:                                              # MoE MLPs replace the dense SwiGLU
+    if cfg.moe is not None:  # MoE MLPs replace the dense SwiGLU
         from marin.models.moe import init_moe
-        moe_ids = cfg.moe.moe_layer_ids(L)                               # dense MLP weights only for the other layers
+
+        moe_ids = cfg.moe.moe_layer_ids(L)  # dense MLP weights only for the other layers
         nd = L - len(moe_ids)
-        blocks = dataclasses.replace(blocks, w_gate=blocks.w_gate[:nd] if nd else None, w_up=blocks.w_up[:nd] if nd else None,
-                                     w_down=blocks.w_down[:nd] if nd else None, moe=init_moe(cfg, key=jax.random.fold_in(key, 2), n_layers=len(moe_ids)))
+        blocks = dataclasses.replace(
+            blocks,
+            w_gate=blocks.w_gate[:nd] if nd else None,
+            w_up=blocks.w_up[:nd] if nd else None,
+            w_down=blocks.w_down[:nd] if nd else None,
+            moe=init_moe(cfg, key=jax.random.fold_in(key, 2), n_layers=len(moe_ids)),
+        )
     return Transformer(embed=embed, blocks=blocks, final_norm=jnp.ones((D,)), lm_head=lm_head, cfg=cfg)
+
 
 def count_params(model: Transformer) -> int:
     return sum(x.size for x in jax.tree.leaves(eqx.filter(model, eqx.is_array)))
 
 # %% ../../nbs/20_transformer.ipynb #37dffbbc
 PARAM_AXES: dict[str, tuple[str | None, ...]] = {
-    "embed": ("vocab", "embed"), "final_norm": ("norm",), "lm_head": ("embed", "vocab"),
-    "attn_norm": ("layers", "norm"), "mlp_norm": ("layers", "norm"), "q_norm": ("layers", "head_dim"), "k_norm": ("layers", "head_dim"),
-    "wq": ("layers", "embed", "heads"), "wk": ("layers", "embed", "kv_heads"), "wv": ("layers", "embed", "kv_heads"),
-    "wo": ("layers", "heads", "embed"), "w_gate": ("layers", "embed", "mlp"), "w_up": ("layers", "embed", "mlp"),
+    "embed": ("vocab", "embed"),
+    "final_norm": ("norm",),
+    "lm_head": ("embed", "vocab"),
+    "attn_norm": ("layers", "norm"),
+    "mlp_norm": ("layers", "norm"),
+    "q_norm": ("layers", "head_dim"),
+    "k_norm": ("layers", "head_dim"),
+    "wq": ("layers", "embed", "heads"),
+    "wk": ("layers", "embed", "kv_heads"),
+    "wv": ("layers", "embed", "kv_heads"),
+    "wo": ("layers", "heads", "embed"),
+    "w_gate": ("layers", "embed", "mlp"),
+    "w_up": ("layers", "embed", "mlp"),
     "w_down": ("layers", "mlp", "embed"),
     # MoE (marin.models.moe.MoEParams)
-    "router": ("layers", "embed", None), "router_bias": ("layers", None),
-    "expert_gate": ("layers", "expert", "embed", "mlp"), "expert_up": ("layers", "expert", "embed", "mlp"),
+    "router": ("layers", "embed", None),
+    "router_bias": ("layers", None),
+    "expert_gate": ("layers", "expert", "embed", "mlp"),
+    "expert_up": ("layers", "expert", "embed", "mlp"),
     "expert_down": ("layers", "expert", "mlp", "embed"),
-    "shared_gate": ("layers", "embed", "mlp"), "shared_up": ("layers", "embed", "mlp"), "shared_down": ("layers", "mlp", "embed"),
+    "shared_gate": ("layers", "embed", "mlp"),
+    "shared_up": ("layers", "embed", "mlp"),
+    "shared_down": ("layers", "mlp", "embed"),
 }
+
 
 def param_name(path) -> str:
     "The attribute name of a leaf inside a model (last attribute of its key path)."
     names = [p.name for p in path if isinstance(p, jax.tree_util.GetAttrKey)]
     return names[-1] if names else ""
 
+
 def is_param(x) -> bool:
     "An array leaf of a model, concrete or abstract (`jax.ShapeDtypeStruct` from `eqx.filter_eval_shape`)."
     return isinstance(x, (jax.Array, jax.ShapeDtypeStruct)) or eqx.is_array(x)
 
+
 def param_axes(model: Transformer):
     "A pytree like `model`'s arrays whose leaves are tuples of logical axis names."
     params = eqx.filter(model, is_param)
+
     def axes(path, leaf):
         a = PARAM_AXES[param_name(path)]
         assert len(a) == leaf.ndim, (param_name(path), a, leaf.shape)
         return a
+
     return jax.tree_util.tree_map_with_path(axes, params)
 
 # %% ../../nbs/20_transformer.ipynb #86cc6324
 REMAT_POLICIES = ("none", "block", "dots")
 
+
 def _remat_policy(name: str):
-    if name == "block": return None  # jax.checkpoint without policy: save nothing but the inputs
-    if name == "dots": return jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+    if name == "block":
+        return None  # jax.checkpoint without policy: save nothing but the inputs
+    if name == "dots":
+        return jax.checkpoint_policies.dots_with_no_batch_dims_saveable
     pol = getattr(jax.checkpoint_policies, name, None)
-    if pol is None: raise ValueError(f"remat={name!r}: use one of {REMAT_POLICIES} or a name in jax.checkpoint_policies")
+    if pol is None:
+        raise ValueError(f"remat={name!r}: use one of {REMAT_POLICIES} or a name in jax.checkpoint_policies")
     return pol
+
 
 def _cast(tree, dtype):
     return jax.tree.map(lambda x: x.astype(dtype) if eqx.is_inexact_array(x) else x, tree)
 
-def block_forward(cfg: LlamaConfig, p: Block, x: Float[Array, "B S D"], mask, positions, inv_freq) -> Float[Array, "B S D"]:
+
+def block_forward(
+    cfg: LlamaConfig, p: Block, x: Float[Array, "B S D"], mask, positions, inv_freq
+) -> Float[Array, "B S D"]:
     "One transformer block; `p` holds one layer's weights (no leading axis)."
     return block_forward_with_stats(cfg, p, x, mask, positions, inv_freq)[0]
 
-def block_forward_with_stats(cfg: LlamaConfig, p: Block, x, mask, positions, inv_freq) -> tuple[Float[Array, "B S D"], dict]:
+
+def block_forward_with_stats(
+    cfg: LlamaConfig, p: Block, x, mask, positions, inv_freq
+) -> tuple[Float[Array, "B S D"], dict]:
     "One block and its MLP's statistics (`{}` for a dense MLP; the MoE's routing stats otherwise)."
     B, S, D = x.shape
     h = rms_norm(x, p.attn_norm, cfg.norm_eps)
     q = dense(h, p.wq).reshape(B, S, cfg.n_heads, cfg.head_size)
     k = dense(h, p.wk).reshape(B, S, cfg.n_kv_heads, cfg.head_size)
     v = dense(h, p.wv).reshape(B, S, cfg.n_kv_heads, cfg.head_size)
-    if cfg.qk_norm: q, k = rms_norm(q, p.q_norm, cfg.norm_eps), rms_norm(k, p.k_norm, cfg.norm_eps)
+    if cfg.qk_norm:
+        q, k = rms_norm(q, p.q_norm, cfg.norm_eps), rms_norm(k, p.k_norm, cfg.norm_eps)
     q, k = apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq)
     q = shard_activation(q, ("batch", "seq", "act_heads", None))
     a = ATTENTION[cfg.attention](q, k, v, mask).reshape(B, S, cfg.q_dim)
@@ -320,6 +427,7 @@ def block_forward_with_stats(cfg: LlamaConfig, p: Block, x, mask, positions, inv
     h = rms_norm(x, p.mlp_norm, cfg.norm_eps)
     if p.moe is not None:
         from marin.models.moe import moe_mlp
+
         y, stats = moe_mlp(cfg, p.moe, h)
         return x + shard_activation(y, ("batch", "seq", "act_embed")), stats
     g = dense(h, p.w_gate)
@@ -327,82 +435,119 @@ def block_forward_with_stats(cfg: LlamaConfig, p: Block, x, mask, positions, inv
     f = shard_activation(jax.nn.silu(g) * u, ("batch", "seq", "act_mlp"))
     return x + shard_activation(dense(f, p.w_down), ("batch", "seq", "act_embed")), {}
 
-def forward(model: Transformer, tokens: Int[Array, "B S"], segment_ids: Int[Array, "B S"] | None = None, *,
-            compute_dtype=jnp.float32, remat: str = "none", return_stats: bool = False) -> Float[Array, "B S V"]:
+
+def forward(
+    model: Transformer,
+    tokens: Int[Array, "B S"],
+    segment_ids: Int[Array, "B S"] | None = None,
+    *,
+    compute_dtype=jnp.float32,
+    remat: str = "none",
+    return_stats: bool = False,
+) -> Float[Array, "B S V"]:
     """Logits (float32) for `tokens`; attention stays within equal `segment_ids` (default: one segment per row).
     With `return_stats`, `(logits, per-layer MLP stats stacked over layers)` (the MoE's routing statistics)."""
     cfg = model.cfg
     B, S = tokens.shape
-    if S > cfg.seq_len: raise ValueError(f"sequence length {S} exceeds the model's seq_len={cfg.seq_len}")
-    if segment_ids is None: segment_ids = jnp.ones_like(tokens)
+    if S > cfg.seq_len:
+        raise ValueError(f"sequence length {S} exceeds the model's seq_len={cfg.seq_len}")
+    if segment_ids is None:
+        segment_ids = jnp.ones_like(tokens)
     m = _cast(model, jnp.dtype(compute_dtype))
-    if model.blocks.moe is not None:                                     # the router stays float32
-        m = eqx.tree_at(lambda t: (t.blocks.moe.router, t.blocks.moe.router_bias), m, (model.blocks.moe.router, model.blocks.moe.router_bias))
+    if model.blocks.moe is not None:  # the router stays float32
+        m = eqx.tree_at(
+            lambda t: (t.blocks.moe.router, t.blocks.moe.router_bias),
+            m,
+            (model.blocks.moe.router, model.blocks.moe.router_bias),
+        )
     x = shard_activation(m.embed[tokens], ("batch", "seq", "act_embed"))  # [B, S, D]
     mask = attention_mask(segment_ids)
     positions = jnp.broadcast_to(jnp.arange(S)[None], (B, S))
     inv_freq = rope_frequencies(cfg)
     body = lambda x, p: block_forward_with_stats(cfg, p, x, mask, positions, inv_freq)
-    if remat != "none": body = jax.checkpoint(body, policy=_remat_policy(remat), prevent_cse=False)
-    mixed = cfg.moe is not None and not cfg.moe.all_layers_moe(cfg.n_layers)   # MoE in only some layers
-    if cfg.unroll_layers:                                                 # a Python loop: straight-line HLO
+    if remat != "none":
+        body = jax.checkpoint(body, policy=_remat_policy(remat), prevent_cse=False)
+    mixed = cfg.moe is not None and not cfg.moe.all_layers_moe(cfg.n_layers)  # MoE in only some layers
+    if cfg.unroll_layers:  # a Python loop: straight-line HLO
         from marin.models.moe import layer_params
+
         per_layer = []
         for i in range(cfg.n_layers):
             x, st = body(x, layer_params(cfg, m.blocks, i) if mixed else jax.tree.map(lambda a: a[i], m.blocks))
-            if st or not mixed: per_layer.append(st)
+            if st or not mixed:
+                per_layer.append(st)
         stats = jax.tree.map(lambda *s: jnp.stack(s), *per_layer)
-    elif mixed:                                                           # scan over groups of layers
+    elif mixed:  # scan over groups of layers
         from marin.models.moe import scan_blocks
+
         x, stats = scan_blocks(cfg, m.blocks, body, x)
     else:
         x, stats = jax.lax.scan(body, x, m.blocks)
     x = rms_norm(x, m.final_norm, cfg.norm_eps)
-    head = m.embed.T if cfg.tie_embeddings else m.lm_head                 # [D, V]
+    head = m.embed.T if cfg.tie_embeddings else m.lm_head  # [D, V]
     logits = dense(x, head, out_dtype=at_least_f32(x.dtype))
     logits = shard_activation(logits, ("batch", "seq", "act_vocab"))
     return (logits, stats) if return_stats else logits
 
+
 Transformer.__call__ = forward
 
-def next_token_loss(model: Transformer, batch: dict, *, compute_dtype=jnp.float32, remat: str = "none",
-                    z_loss_weight: float = 0.0) -> tuple[Float[Array, ""], dict]:
+
+def next_token_loss(
+    model: Transformer, batch: dict, *, compute_dtype=jnp.float32, remat: str = "none", z_loss_weight: float = 0.0
+) -> tuple[Float[Array, ""], dict]:
     """Mean cross-entropy of predicting `tokens[:, i+1]` at position `i`, where `loss_mask[:, i]` is 1, plus
     `z_loss_weight * logsumexp(logits)^2` (PaLM's z-loss, which keeps the softmax normaliser near 1)."""
     tokens = batch["tokens"]
-    logits, stats = forward(model, tokens, batch.get("segment_ids"), compute_dtype=compute_dtype, remat=remat, return_stats=True)  # [B, S, V]
+    logits, stats = forward(
+        model, tokens, batch.get("segment_ids"), compute_dtype=compute_dtype, remat=remat, return_stats=True
+    )  # [B, S, V]
     mask = batch["loss_mask"].astype(logits.dtype)
     targets = jnp.roll(tokens, -1, axis=1)
-    mask = mask.at[:, -1].set(0.0)                                        # the last position has no next token
-    lse = jax.nn.logsumexp(logits, axis=-1)                               # [B, S]
+    mask = mask.at[:, -1].set(0.0)  # the last position has no next token
+    lse = jax.nn.logsumexp(logits, axis=-1)  # [B, S]
     nll = lse - jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
     n = jnp.maximum(mask.sum(), 1.0)
     ce = (nll * mask).sum() / n
     z = (jnp.square(lse) * mask).sum() / n
     loss, aux = ce + z_loss_weight * z, {"ce": ce, "z_loss": z, "n_tokens": mask.sum()}
-    if stats:                                                             # MoE: router losses and moe/ metrics
+    if stats:  # MoE: router losses and moe/ metrics
         from marin.models.moe import moe_loss_and_metrics
+
         extra, metrics = moe_loss_and_metrics(model.cfg.moe, stats, model.cfg.n_layers)
-        loss = loss + extra; aux.update(metrics)
+        loss = loss + extra
+        aux.update(metrics)
     return loss, aux
+
 
 def post_step_update(params, aux: dict):
     "State changed outside the optimizer after a training step (the MoE router bias); the identity for dense models."
-    if "moe_bias_next" not in aux: return params
+    if "moe_bias_next" not in aux:
+        return params
     from marin.models.moe import post_step_update as moe_update
+
     return moe_update(params, aux)
 
 # %% ../../nbs/20_transformer.ipynb #ad18ab9d
-def directional_grad_check(cfg: LlamaConfig, *, eps: float = 1e-5, seed: int = 0, remat: str = "block", z_loss_weight: float = 1e-2) -> tuple[float, float]:
+def directional_grad_check(
+    cfg: LlamaConfig, *, eps: float = 1e-5, seed: int = 0, remat: str = "block", z_loss_weight: float = 1e-2
+) -> tuple[float, float]:
     "(autodiff, finite-difference) directional derivatives of the loss of a fresh model, in float64."
     with jax.enable_x64(True):
         k1, k2, k3 = jax.random.split(jax.random.PRNGKey(seed), 3)
         model = _cast(init(cfg, key=k1), jnp.float64)
         params, static = eqx.partition(model, eqx.is_array)
         toks = jax.random.randint(k2, (2, cfg.seq_len), 0, cfg.vocab_size)
-        seg = jnp.concatenate([jnp.ones((2, cfg.seq_len // 2), jnp.int32), 2 * jnp.ones((2, cfg.seq_len - cfg.seq_len // 2), jnp.int32)], 1)
+        seg = jnp.concatenate(
+            [jnp.ones((2, cfg.seq_len // 2), jnp.int32), 2 * jnp.ones((2, cfg.seq_len - cfg.seq_len // 2), jnp.int32)],
+            1,
+        )
         batch = {"tokens": toks, "segment_ids": seg, "loss_mask": jnp.ones(toks.shape, jnp.float64)}
-        f = jax.jit(lambda p: next_token_loss(eqx.combine(p, static), batch, compute_dtype=jnp.float64, remat=remat, z_loss_weight=z_loss_weight)[0])
+        f = jax.jit(
+            lambda p: next_token_loss(
+                eqx.combine(p, static), batch, compute_dtype=jnp.float64, remat=remat, z_loss_weight=z_loss_weight
+            )[0]
+        )
         leaves, tdef = jax.tree.flatten(params)
         dirs = [jax.random.normal(k, l.shape, jnp.float64) for k, l in zip(jax.random.split(k3, len(leaves)), leaves)]
         direction = jax.tree.unflatten(tdef, dirs)
@@ -413,18 +558,32 @@ def directional_grad_check(cfg: LlamaConfig, *, eps: float = 1e-5, seed: int = 0
         return float(ad), float(fd)
 
 # %% ../../nbs/20_transformer.ipynb #ea030e38
-def generate(model: Transformer, prompt: list[int], max_new_tokens: int, *, key: PRNGKeyArray, temperature: float = 1.0,
-             top_k: int = 0) -> list[int]:
+def generate(
+    model: Transformer,
+    prompt: list[int],
+    max_new_tokens: int,
+    *,
+    key: PRNGKeyArray,
+    temperature: float = 1.0,
+    top_k: int = 0,
+) -> list[int]:
     "Tokens sampled after `prompt` (temperature 0 is greedy)."
     S = model.cfg.seq_len
+
     @eqx.filter_jit
     def next_token(model, window, n, key):
-        logits = model(window[None])[0, n - 1]                          # [V]
-        if top_k: logits = jnp.where(logits < jax.lax.top_k(logits, top_k)[0][-1], -jnp.inf, logits)
-        return jnp.where(temperature > 0, jax.random.categorical(key, logits / jnp.maximum(temperature, 1e-6)), jnp.argmax(logits))
+        logits = model(window[None])[0, n - 1]  # [V]
+        if top_k:
+            logits = jnp.where(logits < jax.lax.top_k(logits, top_k)[0][-1], -jnp.inf, logits)
+        return jnp.where(
+            temperature > 0, jax.random.categorical(key, logits / jnp.maximum(temperature, 1e-6)), jnp.argmax(logits)
+        )
+
     out = list(prompt) or [0]
     for i in range(max_new_tokens):
         ctx = out[-S:]
-        window = jnp.zeros((S,), jnp.int32).at[:len(ctx)].set(jnp.array(ctx, jnp.int32))
-        out.append(int(next_token(model, window, jnp.int32(len(ctx)), jax.random.fold_in(key, i))))  # traced n: one compile
-    return out[len(prompt):] if prompt else out[1:]
+        window = jnp.zeros((S,), jnp.int32).at[: len(ctx)].set(jnp.array(ctx, jnp.int32))
+        out.append(
+            int(next_token(model, window, jnp.int32(len(ctx)), jax.random.fold_in(key, i)))
+        )  # traced n: one compile
+    return out[len(prompt) :] if prompt else out[1:]

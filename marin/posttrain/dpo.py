@@ -19,19 +19,30 @@ __all__ = ['load_pairs', 'pairs_from_conversations', 'encode_preference', 'prefe
 # %% ../../nbs/56_dpo.ipynb #1a054273
 def load_pairs(path: str, limit: int = 0) -> list[dict]:
     "Validated `{prompt, chosen, rejected}` records; errors name the line."
-    if not storage.exists(path): raise FileNotFoundError(f"{path}: no such preference file")
+    if not storage.exists(path):
+        raise FileNotFoundError(f"{path}: no such preference file")
     out = []
     for ln, line in enumerate(storage.read_text(path).splitlines(), 1):
-        if not line.strip(): continue
-        try: r = json.loads(line)
-        except json.JSONDecodeError as e: raise ValueError(f"{path}:{ln}: not valid JSON ({e.msg})") from None
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{ln}: not valid JSON ({e.msg})") from None
         for f in ("prompt", "chosen", "rejected"):
-            if f not in r: raise ValueError(f"{path}:{ln}: missing field {f!r}")
-        if not isinstance(r["prompt"], (str, list)) or not isinstance(r["chosen"], str) or not isinstance(r["rejected"], str):
+            if f not in r:
+                raise ValueError(f"{path}:{ln}: missing field {f!r}")
+        if (
+            not isinstance(r["prompt"], (str, list))
+            or not isinstance(r["chosen"], str)
+            or not isinstance(r["rejected"], str)
+        ):
             raise ValueError(f"{path}:{ln}: prompt is a string or a list of messages; chosen and rejected are strings")
         out.append({"prompt": r["prompt"], "chosen": r["chosen"], "rejected": r["rejected"]})
-        if limit and len(out) >= limit: break
+        if limit and len(out) >= limit:
+            break
     return out
+
 
 def pairs_from_conversations(convs: Sequence[list[dict]], seed: int = 0) -> list[dict]:
     "Pairs from chat data: the conversation's last assistant reply is chosen; another conversation's is rejected."
@@ -39,10 +50,13 @@ def pairs_from_conversations(convs: Sequence[list[dict]], seed: int = 0) -> list
     replies = [c[-1]["content"] if c[-1]["role"] == "assistant" else "" for c in convs]
     out = []
     for i, c in enumerate(convs):
-        if not replies[i] or len(convs) < 2: continue
-        j = int(rng.integers(len(convs) - 1)); j += j >= i
+        if not replies[i] or len(convs) < 2:
+            continue
+        j = int(rng.integers(len(convs) - 1))
+        j += j >= i
         out.append({"prompt": c[:-1], "chosen": replies[i], "rejected": replies[j] or "I don't know."})
     return out
+
 
 def encode_preference(tok, template: ChatTemplate, pair: dict, seq_len: int) -> tuple[list[int], list[int], list[int]]:
     "(prompt ids, chosen ids, rejected ids): prompt rendered with the template's generation prompt, responses with its end marker."
@@ -52,17 +66,20 @@ def encode_preference(tok, template: ChatTemplate, pair: dict, seq_len: int) -> 
     r = [int(t) for t in tok.encode(pair["rejected"] + template.assistant_end)]
     return p, c, r
 
+
 def preference_rows(encoded: Sequence[tuple], seq_len: int, pad_id: int = 0) -> dict[str, np.ndarray]:
     "Rows `[2N, S]`: chosen sequences then rejected ones; `response_mask[i]` = token i+1 is a response token."
     n = len(encoded)
-    toks = np.full((2 * n, seq_len), pad_id, np.int32); segs = np.zeros((2 * n, seq_len), np.int32); mask = np.zeros((2 * n, seq_len), np.float32)
+    toks = np.full((2 * n, seq_len), pad_id, np.int32)
+    segs = np.zeros((2 * n, seq_len), np.int32)
+    mask = np.zeros((2 * n, seq_len), np.float32)
     for k, (p, c, r) in enumerate(encoded):
         for row, resp in ((k, c), (n + k, r)):
-            resp = resp[:seq_len - 1]
-            prompt = p[-(seq_len - len(resp)):]                           # keep the prompt's end
+            resp = resp[: seq_len - 1]
+            prompt = p[-(seq_len - len(resp)) :]  # keep the prompt's end
             seq = prompt + resp
-            toks[row, :len(seq)], segs[row, :len(seq)] = seq, 1
-            mask[row, len(prompt) - 1:len(seq) - 1] = 1.0
+            toks[row, : len(seq)], segs[row, : len(seq)] = seq, 1
+            mask[row, len(prompt) - 1 : len(seq) - 1] = 1.0
     return {"tokens": toks, "segment_ids": segs, "response_mask": mask}
 
 # %% ../../nbs/56_dpo.ipynb #276bed71
@@ -70,79 +87,117 @@ def sequence_logps(model, batch: dict):
     "Summed log-probability of the response tokens of each row: `[rows]`."
     import jax, jax.numpy as jnp
     from marin.models.transformer import forward
+
     tokens = batch["tokens"]
     logits = forward(model, tokens, batch["segment_ids"])
     logp = jax.nn.log_softmax(logits, axis=-1)
     tl = jnp.take_along_axis(logp, jnp.roll(tokens, -1, axis=1)[..., None], axis=-1)[..., 0]
     return jnp.where(batch["response_mask"] > 0, tl, 0.0).sum(-1)
 
+
 def dpo_loss(policy, reference, batch: dict, beta: float):
     "(mean DPO loss, metrics) for rows `[chosen; rejected]`; the reference gets no gradient."
     import jax, jax.numpy as jnp
+
     pl = sequence_logps(policy, batch)
     rl = jax.lax.stop_gradient(sequence_logps(reference, batch))
     n = pl.shape[0] // 2
     chosen, rejected = beta * (pl[:n] - rl[:n]), beta * (pl[n:] - rl[n:])
     margin = chosen - rejected
     loss = -jax.nn.log_sigmoid(margin).mean()
-    return loss, {"reward_chosen": chosen.mean(), "reward_rejected": rejected.mean(), "reward_margin": margin.mean(),
-                  "reward_accuracy": (margin > 0).mean()}
+    return loss, {
+        "reward_chosen": chosen.mean(),
+        "reward_rejected": rejected.mean(),
+        "reward_margin": margin.mean(),
+        "reward_accuracy": (margin > 0).mean(),
+    }
 
 # %% ../../nbs/56_dpo.ipynb #d0bcad61
 @dataclasses.dataclass(frozen=True)
 class PreferenceDataConfig(Config):
     "Preference pairs: a `{prompt, chosen, rejected}` JSONL, or pairs made from a chat JSONL (`from_chat=True`)."
-    path: str = versioned("")                        # "" = the shared dolly chat file (with from_chat)
+
+    path: str = versioned("")  # "" = the shared dolly chat file (with from_chat)
     tokenizer: str = versioned("")
     template: ChatTemplate = versioned(default_factory=ChatTemplate)
     from_chat: bool = versioned(False)
     seq_len: int = versioned(256)
-    batch_size: int = versioned(4)                   # pairs per step
+    batch_size: int = versioned(4)  # pairs per step
     seed: int = versioned(0)
     limit: int = versioned(0)
+
     def validate(self):
-        check(isinstance(self.tokenizer, str) and self.tokenizer, "tokenizer", "give the tokenizer (a spec or a folder with tokenizer.json)")
+        check(
+            isinstance(self.tokenizer, str) and self.tokenizer,
+            "tokenizer",
+            "give the tokenizer (a spec or a folder with tokenizer.json)",
+        )
         check(self.path or self.from_chat, "path", "give a {prompt, chosen, rejected} JSONL, or set from_chat=True")
         check(self.seq_len >= 4 and self.batch_size >= 1, "seq_len/batch_size", "seq_len >= 4 and batch_size >= 1")
+
     @property
     def resolved_path(self) -> str:
-        if self.path: return self.path
+        if self.path:
+            return self.path
         from marin.core.settings import shared_data_dir
+
         return str(shared_data_dir() / "chat" / "dolly_1k_messages.jsonl")
-    def build(self) -> "PreferenceLoader": return PreferenceLoader(self)
+
+    def build(self) -> "PreferenceLoader":
+        return PreferenceLoader(self)
+
 
 class PreferenceLoader:
     "`batch(step)`: `batch_size` pairs as `[2B, S]` rows; every epoch visits all pairs in a seeded order."
+
     def __init__(self, cfg: PreferenceDataConfig):
         self.cfg = cfg
         self.tokenizer = resolve_tokenizer(cfg.tokenizer)
-        pairs = pairs_from_conversations(load_conversations(cfg.resolved_path, cfg.limit), cfg.seed) if cfg.from_chat else load_pairs(cfg.resolved_path, cfg.limit)
-        if not pairs: raise ValueError(f"{cfg.resolved_path}: no preference pairs")
+        pairs = (
+            pairs_from_conversations(load_conversations(cfg.resolved_path, cfg.limit), cfg.seed)
+            if cfg.from_chat
+            else load_pairs(cfg.resolved_path, cfg.limit)
+        )
+        if not pairs:
+            raise ValueError(f"{cfg.resolved_path}: no preference pairs")
         self.encoded = [encode_preference(self.tokenizer, cfg.template, p, cfg.seq_len) for p in pairs]
-        self.n_pairs, self.batch_size, self.seq_len, self.vocab_size = len(pairs), cfg.batch_size, cfg.seq_len, self.tokenizer.vocab_size
+        self.n_pairs, self.batch_size, self.seq_len, self.vocab_size = (
+            len(pairs),
+            cfg.batch_size,
+            cfg.seq_len,
+            self.tokenizer.vocab_size,
+        )
+
     def batch(self, step: int) -> dict[str, np.ndarray]:
         g = step * self.batch_size + np.arange(self.batch_size)
-        idx = [int(np.random.default_rng([self.cfg.seed, 2, int(e)]).permutation(self.n_pairs)[w]) for e, w in zip(g // self.n_pairs, g % self.n_pairs)]
+        idx = [
+            int(np.random.default_rng([self.cfg.seed, 2, int(e)]).permutation(self.n_pairs)[w])
+            for e, w in zip(g // self.n_pairs, g % self.n_pairs)
+        ]
         pad = getattr(self.tokenizer, "pad_id", None)
         return preference_rows([self.encoded[i] for i in idx], self.seq_len, pad if pad is not None else 0)
+
 
 @dataclasses.dataclass(frozen=True)
 class DPOConfig(Config):
     "DPO from a training output (the reference and the policy's starting point)."
+
     base: Any = versioned()
     data: PreferenceDataConfig = versioned()
     beta: float = versioned(0.1)
-    optimizer: Any = versioned(None)                 # OptimizerConfig; None = lr 1e-4, 10% warmup, cosine, no weight decay
+    optimizer: Any = versioned(None)  # OptimizerConfig; None = lr 1e-4, 10% warmup, cosine, no weight decay
     num_train_steps: int = versioned(100)
     base_step: int = versioned(-1)
     seed: int = versioned(0)
     log_every: int = 10
-    checkpoint_every: int = 0                        # 0 = only at the end
+    checkpoint_every: int = 0  # 0 = only at the end
     tracker: str = ""
     progress: bool = True
+
     def validate(self):
         check(self.beta > 0, "beta", "must be > 0 (typical 0.1)")
         check(self.num_train_steps >= 1, "num_train_steps", "must be >= 1")
+
 
 def run_dpo(cfg: DPOConfig, output_path: str) -> dict:
     "Executor step: DPO-train a copy of the base model against the frozen base; checkpoints in the trainer's format."
@@ -152,33 +207,56 @@ def run_dpo(cfg: DPOConfig, output_path: str) -> dict:
     from marin.train.trainer import TrainState, load_model, plain_config
     from marin.train.optim import OptimizerConfig, build_optimizer
     from marin.train.checkpoint import CheckpointConfig, CheckpointManager, latest_checkpoint
+
     reference, meta = load_model(str(cfg.base), None if cfg.base_step < 0 else cfg.base_step)
     loader = cfg.data.build()
     if loader.vocab_size > reference.cfg.vocab_size:
-        raise ValueError(f"data.tokenizer has {loader.vocab_size} tokens but the base model's vocab_size is {reference.cfg.vocab_size}; use the base model's tokenizer")
+        raise ValueError(
+            f"data.tokenizer has {loader.vocab_size} tokens but the base model's vocab_size is {reference.cfg.vocab_size}; use the base model's tokenizer"
+        )
     params, static = eqx.partition(reference, eqx.is_array)
-    opt, schedule = build_optimizer(cfg.optimizer or OptimizerConfig(learning_rate=1e-4, warmup=0.1, weight_decay=0.0), cfg.num_train_steps)
-    state = TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=opt.init(params), key=jax.random.PRNGKey(cfg.seed))
-    ckpt = CheckpointManager(storage.join(output_path, "checkpoints"), CheckpointConfig(every=cfg.checkpoint_every, async_write=False))
+    opt, schedule = build_optimizer(
+        cfg.optimizer or OptimizerConfig(learning_rate=1e-4, warmup=0.1, weight_decay=0.0), cfg.num_train_steps
+    )
+    state = TrainState(
+        step=jnp.zeros((), jnp.int32), params=params, opt_state=opt.init(params), key=jax.random.PRNGKey(cfg.seed)
+    )
+    ckpt = CheckpointManager(
+        storage.join(output_path, "checkpoints"), CheckpointConfig(every=cfg.checkpoint_every, async_write=False)
+    )
     ckpt.clean_uncommitted()
-    if (latest := latest_checkpoint(ckpt.root)) is not None: state, _ = ckpt.restore(latest[1], state, model_config=reference.cfg)
+    if (latest := latest_checkpoint(ckpt.root)) is not None:
+        state, _ = ckpt.restore(latest[1], state, model_config=reference.cfg)
     save_chat_template(output_path, cfg.data.template, loader.tokenizer)
     storage.write_json(storage.join(output_path, "train_config.json"), plain_config(cfg))
 
     @jax.jit
     def step_fn(state, ref_params, batch):
-        def f(p): return dpo_loss(eqx.combine(p, static), eqx.combine(ref_params, static), batch, cfg.beta)
+        def f(p):
+            return dpo_loss(eqx.combine(p, static), eqx.combine(ref_params, static), batch, cfg.beta)
+
         (loss, m), g = jax.value_and_grad(f, has_aux=True)(state.params)
         updates, opt_state = opt.update(g, state.opt_state, state.params)
-        new = TrainState(step=state.step + 1, params=optax.apply_updates(state.params, updates), opt_state=opt_state, key=state.key)
+        new = TrainState(
+            step=state.step + 1, params=optax.apply_updates(state.params, updates), opt_state=opt_state, key=state.key
+        )
         return new, dict(m, loss=loss, grad_norm=optax.tree.norm(g), lr=schedule(state.step))
 
-    run = start_tracking(os.path.basename(output_path.rstrip("/")) or "dpo", config=plain_config(cfg), dir=output_path,
-                         **({"mode": cfg.tracker} if cfg.tracker else {}))
-    meta_base = {"model_config": canonical(reference.cfg), "model_config_versioned": canonical(reference.cfg, versioned_only=True),
-                 "base_checkpoint": str(cfg.base), "posttrain": "dpo"}
+    run = start_tracking(
+        os.path.basename(output_path.rstrip("/")) or "dpo",
+        config=plain_config(cfg),
+        dir=output_path,
+        **({"mode": cfg.tracker} if cfg.tracker else {}),
+    )
+    meta_base = {
+        "model_config": canonical(reference.cfg),
+        "model_config_versioned": canonical(reference.cfg, versioned_only=True),
+        "base_checkpoint": str(cfg.base),
+        "posttrain": "dpo",
+    }
     hist_path = storage.join(output_path, "history.jsonl")
     from tqdm.auto import tqdm
+
     rows, t0, first = [], time.perf_counter(), None
     start = int(state.step)
     try:
@@ -186,24 +264,44 @@ def run_dpo(cfg: DPOConfig, output_path: str) -> dict:
             b = {k: jnp.asarray(v) for k, v in loader.batch(step).items()}
             state, m = step_fn(state, params, b)
             m = {k: float(v) for k, v in m.items()}
-            if not math.isfinite(m["loss"]): raise RuntimeError(f"step {step}: DPO loss is {m['loss']}; lower the learning rate or beta")
+            if not math.isfinite(m["loss"]):
+                raise RuntimeError(f"step {step}: DPO loss is {m['loss']}; lower the learning rate or beta")
             first = first or m
             rows.append({"step": step, **m})
             done = step + 1
             if done % cfg.log_every == 0 or done == cfg.num_train_steps:
-                run.log({"train/loss": m["loss"], **{f"train/dpo/{k}": m[k] for k in ("reward_chosen", "reward_rejected", "reward_margin", "reward_accuracy")},
-                         "optim/lr": m["lr"], "optim/grad_norm": m["grad_norm"]}, step=done)
-            if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.num_train_steps: ckpt.save(done, state, meta_base)
-        ckpt.save(cfg.num_train_steps, state, meta_base); ckpt.wait()
+                run.log(
+                    {
+                        "train/loss": m["loss"],
+                        **{
+                            f"train/dpo/{k}": m[k]
+                            for k in ("reward_chosen", "reward_rejected", "reward_margin", "reward_accuracy")
+                        },
+                        "optim/lr": m["lr"],
+                        "optim/grad_norm": m["grad_norm"],
+                    },
+                    step=done,
+                )
+            if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.num_train_steps:
+                ckpt.save(done, state, meta_base)
+        ckpt.save(cfg.num_train_steps, state, meta_base)
+        ckpt.wait()
     finally:
         prev = storage.read_text(hist_path) if storage.exists(hist_path) else ""
         storage.write_text(hist_path, prev + "".join(json.dumps(r) + "\n" for r in rows))
         last = rows[-1] if rows else {}
-        summary = {"train/final_loss": last.get("loss", float("nan")), "train/dpo/reward_margin": last.get("reward_margin", float("nan")),
-                   "train/dpo/reward_accuracy": last.get("reward_accuracy", float("nan")), "train/steps": len(rows),
-                   "train/initial_loss": first["loss"] if first else float("nan"), "throughput/wall_s": time.perf_counter() - t0}
-        run.summary(summary); run.finish()
+        summary = {
+            "train/final_loss": last.get("loss", float("nan")),
+            "train/dpo/reward_margin": last.get("reward_margin", float("nan")),
+            "train/dpo/reward_accuracy": last.get("reward_accuracy", float("nan")),
+            "train/steps": len(rows),
+            "train/initial_loss": first["loss"] if first else float("nan"),
+            "throughput/wall_s": time.perf_counter() - t0,
+        }
+        run.summary(summary)
+        run.finish()
     return summary
+
 
 def dpo_step(cfg: DPOConfig, name: str = "dpo") -> Step:
     return Step(name, run_dpo, cfg, description=f"DPO (beta={cfg.beta}) for {cfg.num_train_steps} steps")

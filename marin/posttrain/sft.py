@@ -20,9 +20,11 @@ __all__ = ['ROLES', 'CHAT_TEMPLATE_FILE', 'ChatTemplate', 'save_chat_template', 
 ROLES = ("system", "user", "assistant")
 CHAT_TEMPLATE_FILE = "chat_template.json"
 
+
 @dataclasses.dataclass(frozen=True)
 class ChatTemplate(Config):
     "How messages become text: `prefix[role] + content + end[role]`; a prompt ends with the assistant prefix."
+
     system_prefix: str = versioned("System: ")
     user_prefix: str = versioned("User: ")
     assistant_prefix: str = versioned("Assistant: ")
@@ -30,8 +32,11 @@ class ChatTemplate(Config):
     user_end: str = versioned("\n\n")
     assistant_end: str = versioned("<|endoftext|>")
 
-    def prefix(self, role: str) -> str: return getattr(self, f"{role}_prefix")
-    def end(self, role: str) -> str: return getattr(self, f"{role}_end")
+    def prefix(self, role: str) -> str:
+        return getattr(self, f"{role}_prefix")
+
+    def end(self, role: str) -> str:
+        return getattr(self, f"{role}_end")
 
     def pieces(self, messages: Sequence[dict]) -> list[tuple[str, bool]]:
         "(text, is assistant target) pieces of a conversation."
@@ -49,64 +54,92 @@ class ChatTemplate(Config):
         q = lambda s: json.dumps(s)
         parts = []
         for i, r in enumerate(ROLES):
-            parts.append(("{% if " if i == 0 else "{% elif ") + f"m['role'] == {q(r)} %}}" + "{{ " + f"{q(self.prefix(r))} + m['content'] + {q(self.end(r))}" + " }}")
+            parts.append(
+                ("{% if " if i == 0 else "{% elif ")
+                + f"m['role'] == {q(r)} %}}"
+                + "{{ "
+                + f"{q(self.prefix(r))} + m['content'] + {q(self.end(r))}"
+                + " }}"
+            )
         gen = "{% if add_generation_prompt %}{{ " + q(self.assistant_prefix) + " }}{% endif %}"
         return "{% for m in messages %}" + "".join(parts) + "{% endif %}{% endfor %}" + gen
 
+
 def save_chat_template(folder: str, template: ChatTemplate, tokenizer=None) -> str:
     "Store the template (and optionally the tokenizer's tokenizer.json) in `folder`; returns the template file."
-    if tokenizer is not None and hasattr(tokenizer, "to_json"): tokenizer.save(folder)
+    if tokenizer is not None and hasattr(tokenizer, "to_json"):
+        tokenizer.save(folder)
     f = storage.join(folder, CHAT_TEMPLATE_FILE)
     storage.write_json(f, {"template": dataclasses.asdict(template), "jinja": template.jinja()})
     return f
 
+
 def load_chat_template(folder: str) -> ChatTemplate:
     f = storage.join(folder, CHAT_TEMPLATE_FILE)
-    if not storage.exists(f): raise FileNotFoundError(f"{folder}: no {CHAT_TEMPLATE_FILE}; save one with save_chat_template (SFT outputs have one)")
+    if not storage.exists(f):
+        raise FileNotFoundError(
+            f"{folder}: no {CHAT_TEMPLATE_FILE}; save one with save_chat_template (SFT outputs have one)"
+        )
     return ChatTemplate(**storage.read_json(f)["template"])
 
 # %% ../../nbs/55_sft.ipynb #eb08435b
 def load_conversations(path: str, limit: int = 0) -> list[list[dict]]:
     "Validated `messages` lists from a JSONL file; errors name the line."
     out = []
-    if not storage.exists(path): raise FileNotFoundError(f"{path}: no such chat file")
+    if not storage.exists(path):
+        raise FileNotFoundError(f"{path}: no such chat file")
     for ln, line in enumerate(storage.read_text(path).splitlines(), 1):
-        if not line.strip(): continue
-        try: r = json.loads(line)
-        except json.JSONDecodeError as e: raise ValueError(f"{path}:{ln}: not valid JSON ({e.msg})") from None
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{ln}: not valid JSON ({e.msg})") from None
         msgs = r.get("messages") if isinstance(r, dict) else None
-        if not isinstance(msgs, list) or not msgs: raise ValueError(f"{path}:{ln}: missing field 'messages' (a non-empty list of {{role, content}})")
+        if not isinstance(msgs, list) or not msgs:
+            raise ValueError(f"{path}:{ln}: missing field 'messages' (a non-empty list of {{role, content}})")
         for m in msgs:
             if not isinstance(m, dict) or m.get("role") not in ROLES or not isinstance(m.get("content"), str):
                 raise ValueError(f"{path}:{ln}: each message needs role in {ROLES} and a string content, got {m!r:.80}")
-        if not any(m["role"] == "assistant" for m in msgs): raise ValueError(f"{path}:{ln}: no assistant message, nothing to learn")
+        if not any(m["role"] == "assistant" for m in msgs):
+            raise ValueError(f"{path}:{ln}: no assistant message, nothing to learn")
         out.append(msgs)
-        if limit and len(out) >= limit: break
+        if limit and len(out) >= limit:
+            break
     return out
+
 
 def encode_conversation(tok, template: ChatTemplate, messages: Sequence[dict]) -> tuple[np.ndarray, np.ndarray]:
     "(token ids, 1 where the token is an assistant target) of one conversation."
     ids, tgt = [], []
     for text, is_target in template.pieces(messages):
-        if not text: continue
+        if not text:
+            continue
         t = [int(x) for x in tok.encode(text)]
-        ids += t; tgt += [int(is_target)] * len(t)
+        ids += t
+        tgt += [int(is_target)] * len(t)
     return np.array(ids, np.int32), np.array(tgt, np.int8)
+
 
 def pack_conversations(encoded: Sequence[tuple[np.ndarray, np.ndarray]], seq_len: int, pad_id: int = 0):
     "Greedy packing in order: (tokens, segment ids, target flags) each `[rows, seq_len]`, and how many were cut."
     rows, cur, fill, seg, cut = [], None, seq_len, 0, 0
     for ids, tgt in encoded:
-        if len(ids) > seq_len: ids, tgt, cut = ids[:seq_len], tgt[:seq_len], cut + 1
-        if not tgt[1:].any(): continue                               # nothing left to learn after the cut
+        if len(ids) > seq_len:
+            ids, tgt, cut = ids[:seq_len], tgt[:seq_len], cut + 1
+        if not tgt[1:].any():
+            continue  # nothing left to learn after the cut
         if fill + len(ids) > seq_len:
-            cur = (np.full(seq_len, pad_id, np.int32), np.zeros(seq_len, np.int32), np.zeros(seq_len, np.int8)); rows.append(cur)
+            cur = (np.full(seq_len, pad_id, np.int32), np.zeros(seq_len, np.int32), np.zeros(seq_len, np.int8))
+            rows.append(cur)
             fill, seg = 0, 0
         seg += 1
-        cur[0][fill:fill + len(ids)], cur[1][fill:fill + len(ids)], cur[2][fill:fill + len(ids)] = ids, seg, tgt
+        cur[0][fill : fill + len(ids)], cur[1][fill : fill + len(ids)], cur[2][fill : fill + len(ids)] = ids, seg, tgt
         fill += len(ids)
-    if not rows: raise ValueError("no conversation left to train on (all empty after truncation?)")
+    if not rows:
+        raise ValueError("no conversation left to train on (all empty after truncation?)")
     return np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows]), np.stack([r[2] for r in rows]), cut
+
 
 def sft_loss_mask(segment_ids: np.ndarray, targets: np.ndarray) -> np.ndarray:
     "loss_mask[i] = 1 iff token i+1 is an assistant target in the same (non-padding) segment as token i."
@@ -119,34 +152,55 @@ def sft_loss_mask(segment_ids: np.ndarray, targets: np.ndarray) -> np.ndarray:
 def resolve_tokenizer(spec: str):
     "A tokenizer from a spec, or from a folder holding tokenizer.json / vocab.json (e.g. a training output)."
     from marin.eval.tasks import eval_tokenizer
+
     for f in ("tokenizer.json", "vocab.json"):
-        if spec and storage.exists(storage.join(spec, f)): return eval_tokenizer(spec)
+        if spec and storage.exists(storage.join(spec, f)):
+            return eval_tokenizer(spec)
     return eval_tokenizer(spec=spec)
+
 
 @dataclasses.dataclass(frozen=True)
 class SFTDataConfig(Config):
     "Chat JSONL packed for SFT."
-    path: str = versioned("")                            # "" = the shared dolly 1k messages
-    tokenizer: str = versioned("")                       # required: a spec or a folder with tokenizer.json
+
+    path: str = versioned("")  # "" = the shared dolly 1k messages
+    tokenizer: str = versioned("")  # required: a spec or a folder with tokenizer.json
     template: ChatTemplate = versioned(default_factory=ChatTemplate)
     seq_len: int = versioned(512)
     batch_size: int = versioned(8)
     seed: int = versioned(0)
-    limit: int = versioned(0)                            # first N conversations (0 = all)
+    limit: int = versioned(0)  # first N conversations (0 = all)
+
     def validate(self):
         check(self.seq_len >= 2 and self.batch_size >= 1, "seq_len/batch_size", "seq_len >= 2 and batch_size >= 1")
-        check(isinstance(self.tokenizer, str) and self.tokenizer, "tokenizer", "give the tokenizer (a spec or a folder with tokenizer.json)")
+        check(
+            isinstance(self.tokenizer, str) and self.tokenizer,
+            "tokenizer",
+            "give the tokenizer (a spec or a folder with tokenizer.json)",
+        )
+
     @property
     def resolved_path(self) -> str:
-        if self.path: return self.path
+        if self.path:
+            return self.path
         from marin.core.settings import shared_data_dir
+
         return str(shared_data_dir() / "chat" / "dolly_1k_messages.jsonl")
+
     def problems(self) -> list[str]:
-        return [] if storage.exists(self.resolved_path) else [f"data.path: {self.resolved_path} does not exist; point it at a chat JSONL"]
-    def build(self) -> "SFTLoader": return SFTLoader(self)
+        return (
+            []
+            if storage.exists(self.resolved_path)
+            else [f"data.path: {self.resolved_path} does not exist; point it at a chat JSONL"]
+        )
+
+    def build(self) -> "SFTLoader":
+        return SFTLoader(self)
+
 
 class SFTLoader:
     "Packed SFT rows by step: `batch(step) -> {tokens, segment_ids, loss_mask}` (a pure function of `step`)."
+
     def __init__(self, cfg: SFTDataConfig, tokenizer=None):
         self.cfg = cfg
         self.tokenizer = tokenizer or resolve_tokenizer(cfg.tokenizer)
@@ -154,35 +208,47 @@ class SFTLoader:
         order = np.random.default_rng([cfg.seed, 0]).permutation(len(convs))
         enc = [encode_conversation(self.tokenizer, cfg.template, convs[i]) for i in order]
         pad = getattr(self.tokenizer, "pad_id", None)
-        self.tokens, self.segment_ids, self.targets, self.n_truncated = pack_conversations(enc, cfg.seq_len, pad if pad is not None else 0)
+        self.tokens, self.segment_ids, self.targets, self.n_truncated = pack_conversations(
+            enc, cfg.seq_len, pad if pad is not None else 0
+        )
         self.loss_mask = sft_loss_mask(self.segment_ids, self.targets)
         self.n_conversations, self.n_rows = len(convs), len(self.tokens)
         self.vocab_size, self.batch_size, self.seq_len = self.tokenizer.vocab_size, cfg.batch_size, cfg.seq_len
-        if getattr(self.tokenizer, "vocab", None) is not None: self.vocab = self.tokenizer.vocab
+        if getattr(self.tokenizer, "vocab", None) is not None:
+            self.vocab = self.tokenizer.vocab
         self.bytes_per_token = 1.0
 
     def rows_of(self, step: int) -> np.ndarray:
         "Row indices of batch `step`: every epoch visits all rows in its own seeded order."
         g = step * self.batch_size + np.arange(self.batch_size)
         epoch, within = g // self.n_rows, g % self.n_rows
-        return np.array([np.random.default_rng([self.cfg.seed, 1, int(e)]).permutation(self.n_rows)[w] for e, w in zip(epoch, within)])
+        return np.array(
+            [
+                np.random.default_rng([self.cfg.seed, 1, int(e)]).permutation(self.n_rows)[w]
+                for e, w in zip(epoch, within)
+            ]
+        )
 
     def batch(self, step: int) -> dict[str, np.ndarray]:
         r = self.rows_of(step)
         return {"tokens": self.tokens[r], "segment_ids": self.segment_ids[r], "loss_mask": self.loss_mask[r]}
 
     def metrics(self, step: int) -> dict[str, float]:
-        return {"data/sft_epoch": (step + 1) * self.batch_size / self.n_rows, "data/sft_target_fraction": float(self.loss_mask.mean())}
+        return {
+            "data/sft_epoch": (step + 1) * self.batch_size / self.n_rows,
+            "data/sft_target_fraction": float(self.loss_mask.mean()),
+        }
 
 # %% ../../nbs/55_sft.ipynb #ddc372f4
 @dataclasses.dataclass(frozen=True)
 class SFTConfig(Config):
     "Fine-tune a pretrained training output on chat data with the ordinary trainer."
-    base: Any = versioned()                              # a training output (train Step or path)
+
+    base: Any = versioned()  # a training output (train Step or path)
     data: SFTDataConfig = versioned()
-    optimizer: Any = versioned(None)                     # OptimizerConfig; None = lr 1e-4, 5% warmup, cosine, no weight decay
+    optimizer: Any = versioned(None)  # OptimizerConfig; None = lr 1e-4, 5% warmup, cosine, no weight decay
     num_train_steps: int = versioned(100)
-    base_step: int = versioned(-1)                       # -1 = newest checkpoint of the base
+    base_step: int = versioned(-1)  # -1 = newest checkpoint of the base
     compute_dtype: str = versioned("float32")
     seed: int = versioned(0)
     eval_data: tuple = versioned(())
@@ -190,17 +256,33 @@ class SFTConfig(Config):
     log_every: int = 10
     tracker: str = ""
     progress: bool = True
+
     def validate(self):
         check(self.num_train_steps >= 1, "num_train_steps", "must be >= 1")
+
 
 def sft_train_config(cfg: SFTConfig, model_cfg) -> "TrainConfig":
     from marin.train.trainer import TrainConfig
     from marin.train.optim import OptimizerConfig
     from marin.train.checkpoint import CheckpointConfig
+
     opt = cfg.optimizer or OptimizerConfig(learning_rate=1e-4, warmup=0.05, weight_decay=0.0)
-    return TrainConfig(model=model_cfg, data=cfg.data, optimizer=opt, num_train_steps=cfg.num_train_steps, compute_dtype=cfg.compute_dtype,
-                       seed=cfg.seed, eval_data=cfg.eval_data, eval_every=cfg.eval_every, log_every=cfg.log_every, tracker=cfg.tracker,
-                       progress=cfg.progress, divergence_factor=0.0, checkpoint=CheckpointConfig(every=0, async_write=False))
+    return TrainConfig(
+        model=model_cfg,
+        data=cfg.data,
+        optimizer=opt,
+        num_train_steps=cfg.num_train_steps,
+        compute_dtype=cfg.compute_dtype,
+        seed=cfg.seed,
+        eval_data=cfg.eval_data,
+        eval_every=cfg.eval_every,
+        log_every=cfg.log_every,
+        tracker=cfg.tracker,
+        progress=cfg.progress,
+        divergence_factor=0.0,
+        checkpoint=CheckpointConfig(every=0, async_write=False),
+    )
+
 
 def seed_from_base(tc, base_params, output_path: str, base: str) -> None:
     "Write a step-0 checkpoint of `tc` holding `base_params` and a fresh optimizer state (the trainer resumes from it)."
@@ -210,44 +292,76 @@ def seed_from_base(tc, base_params, output_path: str, base: str) -> None:
     from marin.train.sharding import make_mesh
     from marin.train.optim import build_optimizer
     from marin.train.checkpoint import CheckpointManager
+
     mesh = make_mesh(tc.mesh)
     opt, _ = build_optimizer(tc.optimizer, tc.num_train_steps)
     shard = state_shardings(tc, mesh, opt)
     params = jax.device_put(base_params, shard.params)
     state = init_state(tc, mesh, opt)
     state = eqx.tree_at(lambda s: (s.params, s.opt_state), state, (params, opt.init(params)))
-    meta = {"model_config": canonical(tc.model), "model_config_versioned": canonical(tc.model, versioned_only=True),
-            "train_config_hash": config_hash(plain_config(tc)), "base_checkpoint": base}
+    meta = {
+        "model_config": canonical(tc.model),
+        "model_config_versioned": canonical(tc.model, versioned_only=True),
+        "train_config_hash": config_hash(plain_config(tc)),
+        "base_checkpoint": base,
+    }
     mgr = CheckpointManager(storage.join(output_path, "checkpoints"), tc.checkpoint)
-    mgr.save(0, state, meta); mgr.wait()
+    mgr.save(0, state, meta)
+    mgr.wait()
+
 
 def run_sft(cfg: SFTConfig, output_path: str) -> dict:
     "Executor step: seed `output_path` with the base weights (first run only), then train; returns the trainer's summary."
     import equinox as eqx
     from marin.train.trainer import load_model, train, model_config_from_dict
     from marin.train.checkpoint import latest_checkpoint
-    if p := cfg.data.problems(): raise FileNotFoundError(p[0])
+
+    if p := cfg.data.problems():
+        raise FileNotFoundError(p[0])
     base = str(cfg.base)
     model, meta = load_model(base, None if cfg.base_step < 0 else cfg.base_step)
     tc = sft_train_config(cfg, model_config_from_dict(meta["model_config"]))
     loader = cfg.data.build()
     if loader.vocab_size > tc.model.vocab_size:
-        raise ValueError(f"data.tokenizer has {loader.vocab_size} tokens but the base model's vocab_size is {tc.model.vocab_size}; use the base model's tokenizer")
+        raise ValueError(
+            f"data.tokenizer has {loader.vocab_size} tokens but the base model's vocab_size is {tc.model.vocab_size}; use the base model's tokenizer"
+        )
     if latest_checkpoint(storage.join(output_path, "checkpoints")) is None:
         seed_from_base(tc, eqx.filter(model, eqx.is_array), output_path, base)
     save_chat_template(output_path, cfg.data.template, loader.tokenizer)
     if hasattr(loader.tokenizer, "vocab") and not hasattr(loader.tokenizer, "to_json"):
         storage.write_json(storage.join(output_path, "vocab.json"), list(loader.tokenizer.vocab))
     summary = train(dataclasses.replace(tc, data=_Prebuilt(cfg.data, loader)), output_path)
-    return dict(summary, **{"data/sft_conversations": loader.n_conversations, "data/sft_rows": loader.n_rows, "data/sft_truncated": loader.n_truncated})
+    return dict(
+        summary,
+        **{
+            "data/sft_conversations": loader.n_conversations,
+            "data/sft_rows": loader.n_rows,
+            "data/sft_truncated": loader.n_truncated,
+        },
+    )
+
 
 class _Prebuilt:
     "A data config whose loader is already built (the trainer calls `build()`); hashes and prints as the config."
-    def __init__(self, cfg, loader): self.cfg, self.loader = cfg, loader
-    def build(self): return self.loader
-    def __getattr__(self, k): return getattr(self.cfg, k)
-    def __marin_canonical__(self): from marin.core.config import canonical; return canonical(self.cfg)
-    def __repr__(self): return repr(self.cfg)
+
+    def __init__(self, cfg, loader):
+        self.cfg, self.loader = cfg, loader
+
+    def build(self):
+        return self.loader
+
+    def __getattr__(self, k):
+        return getattr(self.cfg, k)
+
+    def __marin_canonical__(self):
+        from marin.core.config import canonical
+
+        return canonical(self.cfg)
+
+    def __repr__(self):
+        return repr(self.cfg)
+
 
 def sft_step(cfg: SFTConfig, name: str = "sft") -> Step:
     return Step(name, run_sft, cfg, description=f"SFT for {cfg.num_train_steps} steps")

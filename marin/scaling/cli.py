@@ -15,29 +15,49 @@ __all__ = ['RECIPES', 'DEVICE_MEMORY_GB', 'TINY_BELOW', 'app', 'load_recipe', 'd
 # %% ../../nbs/44_scaling_cli.ipynb #a58f58d8
 RECIPES = {"compute-optimal": ComputeOptimalRecipe, "tiny-cpu": TinyCpuRecipe, "moe": MoERecipe}
 DEVICE_MEMORY_GB = {  # HBM per device
-    "H100": 80, "H200": 141, "A100": 80, "A10G": 24, "L4": 24, "B200": 192,
-    "TPU v4": 32, "TPU v5 lite": 16, "TPU v5e": 16, "TPU v5p": 95, "TPU v6 lite": 32, "TPU v6e": 32,
+    "H100": 80,
+    "H200": 141,
+    "A100": 80,
+    "A10G": 24,
+    "L4": 24,
+    "B200": 192,
+    "TPU v4": 32,
+    "TPU v5 lite": 16,
+    "TPU v5e": 16,
+    "TPU v5p": 95,
+    "TPU v6 lite": 32,
+    "TPU v6e": 32,
 }
-TINY_BELOW = 1e14   # `--recipe auto`: TinyCpuRecipe below this budget
+TINY_BELOW = 1e14  # `--recipe auto`: TinyCpuRecipe below this budget
+
 
 def load_recipe(spec: str, budget: float, **overrides):
     "A recipe instance from a name in RECIPES, 'auto', or 'package.module:Class'; `overrides` replace fields."
-    if spec == "auto": spec = "tiny-cpu" if budget < TINY_BELOW else "compute-optimal"
-    if spec in RECIPES: cls = RECIPES[spec]
+    if spec == "auto":
+        spec = "tiny-cpu" if budget < TINY_BELOW else "compute-optimal"
+    if spec in RECIPES:
+        cls = RECIPES[spec]
     elif ":" in spec:
         mod, name = spec.split(":", 1)
-        try: cls = getattr(importlib.import_module(mod), name)
-        except (ImportError, AttributeError) as e: raise ValueError(f"--recipe {spec}: cannot load it ({e}); give package.module:Class") from None
-    else: raise ValueError(f"--recipe {spec!r}: use auto, one of {list(RECIPES)}, or package.module:Class")
-    if not (dataclasses.is_dataclass(cls) and hasattr(cls, "plan")): raise ValueError(f"--recipe {spec}: {cls!r} is not a recipe class (a dataclass with plan())")
+        try:
+            cls = getattr(importlib.import_module(mod), name)
+        except (ImportError, AttributeError) as e:
+            raise ValueError(f"--recipe {spec}: cannot load it ({e}); give package.module:Class") from None
+    else:
+        raise ValueError(f"--recipe {spec!r}: use auto, one of {list(RECIPES)}, or package.module:Class")
+    if not (dataclasses.is_dataclass(cls) and hasattr(cls, "plan")):
+        raise ValueError(f"--recipe {spec}: {cls!r} is not a recipe class (a dataclass with plan())")
     return cls(**{k: v for k, v in overrides.items() if v})
+
 
 def device_spec(device_kind: str = "") -> tuple[str, float, float]:
     "(kind, bytes of memory per device, peak FLOP/s per device) for a device kind name, or this machine's first device."
     from marin.train.trainer import DEVICE_PEAK_FLOPS, peak_flops_per_device
     from marin.train.cli import device_memory_bytes
+
     if not device_kind:
         import jax
+
         device_kind = jax.devices()[0].device_kind
     if device_kind.lower() == "cpu":
         mem, _, _ = device_memory_bytes()
@@ -48,84 +68,137 @@ def device_spec(device_kind: str = "") -> tuple[str, float, float]:
             return name, DEVICE_MEMORY_GB[name] * 1e9, peak
     raise ValueError(f"--device-kind {device_kind!r}: unknown; use cpu or one of {list(DEVICE_MEMORY_GB)}")
 
+
 def accelerator_train_config(plan: ScalingPlan, n_devices: int, kind: str):
     "The TrainConfig the dry run sizes: FSDP over all devices; bf16 compute and block remat on accelerators."
     from marin.train.sharding import MeshConfig
+
     cpu = kind == "cpu"
-    return plan.train_config(compute_dtype="float32" if cpu else "bfloat16", remat="none" if cpu else "block",
-                             mesh=MeshConfig(data=1, fsdp=-1, devices=n_devices))
+    return plan.train_config(
+        compute_dtype="float32" if cpu else "bfloat16",
+        remat="none" if cpu else "block",
+        mesh=MeshConfig(data=1, fsdp=-1, devices=n_devices),
+    )
+
 
 def memory_plan(plan: ScalingPlan, device_kind: str = "", devices: int = 0) -> dict:
     "Devices, per-device memory estimate (the train CLI's) and time at 40% MFU for `plan` on `device_kind`."
     from marin.train.cli import estimate_memory
+
     kind, mem, peak = device_spec(device_kind)
-    candidates = [devices] if devices else [2 ** i for i in range(0, 17)]
+    candidates = [devices] if devices else [2**i for i in range(0, 17)]
     for n in candidates:
         est = estimate_memory(accelerator_train_config(plan, n, kind), n)
-        if devices or est.total <= 0.9 * mem: break
+        if devices or est.total <= 0.9 * mem:
+            break
     fits = est.total <= 0.9 * mem
     hours = plan.flops / (0.4 * peak * n) / 3600 if math.isfinite(peak) else float("nan")
-    return {"kind": kind, "devices": n, "device_memory": mem, "estimate": est, "fits": fits, "hours_at_40pct_mfu": hours}
+    return {
+        "kind": kind,
+        "devices": n,
+        "device_memory": mem,
+        "estimate": est,
+        "fits": fits,
+        "hours_at_40pct_mfu": hours,
+    }
+
 
 def format_memory(m: dict) -> str:
-    gb = m["device_memory"] / 2 ** 30
-    lines = [f"devices: {m['devices']} × {m['kind']} ({gb:.1f} GiB each), FSDP over all of them",
-             f"estimated memory per device:", m["estimate"].table(),
-             f"  -> {'fits' if m['fits'] else 'does NOT fit'} (90% of {gb:.1f} GiB)"]
-    if math.isfinite(m["hours_at_40pct_mfu"]): lines.append(f"wall-clock at 40% MFU: {m['hours_at_40pct_mfu']:.3g} hours")
+    gb = m["device_memory"] / 2**30
+    lines = [
+        f"devices: {m['devices']} × {m['kind']} ({gb:.1f} GiB each), FSDP over all of them",
+        f"estimated memory per device:",
+        m["estimate"].table(),
+        f"  -> {'fits' if m['fits'] else 'does NOT fit'} (90% of {gb:.1f} GiB)",
+    ]
+    if math.isfinite(m["hours_at_40pct_mfu"]):
+        lines.append(f"wall-clock at 40% MFU: {m['hours_at_40pct_mfu']:.3g} hours")
     return "\n".join(lines)
 
 # %% ../../nbs/44_scaling_cli.ipynb #12dfcc4c
 app = typer.Typer(help="Compute budgets to configurations.", no_args_is_help=True, add_completion=False)
 
+
 @app.callback()
 def _scaling():
     "Compute budgets to configurations (`marin scale`)."
 
+
 @app.command("scale")
-def scale_cmd(flops: float = typer.Option(..., "--flops", help="training compute budget in FLOPs, e.g. 3e20"),
-              dry_run: bool = typer.Option(False, "--dry-run", help="print the plan, its exact FLOPs and per-device memory; train nothing"),
-              run: bool = typer.Option(False, "--run", help="train the plan (an executor step, cached and in the ledger)"),
-              device_kind: str = typer.Option("", "--device-kind", help="cpu, H100, H200, A100, B200, TPU v4, TPU v5e, TPU v5p, TPU v6e (default: this machine)"),
-              devices: int = typer.Option(0, "--devices", help="device count (0: the fewest power of two on which it fits)"),
-              recipe: str = typer.Option("auto", "--recipe", help="auto, compute-optimal, tiny-cpu, moe, or package.module:Class"),
-              tokens_per_param: float = typer.Option(0.0, "--tokens-per-param", help="override the recipe's tokens per parameter"),
-              vocab_size: int = typer.Option(0, "--vocab-size", help="tokenizer vocabulary (0: 512 for runs and tiny-cpu, else 128256)"),
-              data: str = typer.Option("local", "--data", help="--run data: local (the three-source mixture) or synthetic"),
-              prefix: str = typer.Option("", "--prefix", help="storage prefix (default: settings)"),
-              force: bool = typer.Option(False, "--force", help="rerun even if the step already succeeded")):
+def scale_cmd(
+    flops: float = typer.Option(..., "--flops", help="training compute budget in FLOPs, e.g. 3e20"),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="print the plan, its exact FLOPs and per-device memory; train nothing"
+    ),
+    run: bool = typer.Option(False, "--run", help="train the plan (an executor step, cached and in the ledger)"),
+    device_kind: str = typer.Option(
+        "",
+        "--device-kind",
+        help="cpu, H100, H200, A100, B200, TPU v4, TPU v5e, TPU v5p, TPU v6e (default: this machine)",
+    ),
+    devices: int = typer.Option(0, "--devices", help="device count (0: the fewest power of two on which it fits)"),
+    recipe: str = typer.Option(
+        "auto", "--recipe", help="auto, compute-optimal, tiny-cpu, moe, or package.module:Class"
+    ),
+    tokens_per_param: float = typer.Option(
+        0.0, "--tokens-per-param", help="override the recipe's tokens per parameter"
+    ),
+    vocab_size: int = typer.Option(
+        0, "--vocab-size", help="tokenizer vocabulary (0: 512 for runs and tiny-cpu, else 128256)"
+    ),
+    data: str = typer.Option("local", "--data", help="--run data: local (the three-source mixture) or synthetic"),
+    prefix: str = typer.Option("", "--prefix", help="storage prefix (default: settings)"),
+    force: bool = typer.Option(False, "--force", help="rerun even if the step already succeeded"),
+):
     "Plan a training run for a FLOPs budget: model, batch, schedule, optimizer, exact FLOPs and memory; --run trains it."
-    if dry_run == run: typer.echo("error: give exactly one of --dry-run or --run", err=True); raise typer.Exit(2)
+    if dry_run == run:
+        typer.echo("error: give exactly one of --dry-run or --run", err=True)
+        raise typer.Exit(2)
     try:
         rc = load_recipe(recipe, flops, tokens_per_param=tokens_per_param)
         V = vocab_size or (512 if run or isinstance(rc, TinyCpuRecipe) else 128256)
         plan = rc.plan(flops, vocab_size=V)
-        if data not in ("local", "synthetic"): raise ValueError(f"--data {data!r}: use local or synthetic")
-    except ValueError as e: typer.echo(f"error: {e}", err=True); raise typer.Exit(2)
+        if data not in ("local", "synthetic"):
+            raise ValueError(f"--data {data!r}: use local or synthetic")
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2)
     typer.echo(plan.describe())
     if dry_run:
-        try: m = memory_plan(plan, device_kind, devices)
-        except ValueError as e: typer.echo(f"error: {e}", err=True); raise typer.Exit(2)
+        try:
+            m = memory_plan(plan, device_kind, devices)
+        except ValueError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2)
         typer.echo(format_memory(m))
         raise typer.Exit(0 if m["fits"] else 1)
     from marin.core.executor import Executor, StepFailed, read_status
     from marin.scaling.sweep import scaling_step
+
     if data == "local":
         from marin.data.recipe import local_recipe
+
         mix = local_recipe(vocab_size=V, seq_len=plan.seq_len, batch_size=plan.batch_size).steps()["mixture_config"]
         eval_data = (("mix", mix.replace(seed=mix.seed + 1, batch_size=32)),)
     else:
         from marin.train.trainer import SyntheticDataConfig
+
         mix = SyntheticDataConfig(vocab_size=V, batch_size=plan.batch_size, seq_len=plan.seq_len)
         eval_data = (("synthetic", mix.replace(seed=1)),)
     step = scaling_step(plan, mix, sweep="cli", eval_data=eval_data, progress=True, log_every=50)
     ex = Executor(prefix or None)
     out = ex.output_path(step)
-    try: res = ex.run([step], force=force); status = res.statuses.get(step.output_name)
-    except StepFailed: status = "FAILED: " + str((read_status(out) or {}).get("error", ""))
+    try:
+        res = ex.run([step], force=force)
+        status = res.statuses.get(step.output_name)
+    except StepFailed:
+        status = "FAILED: " + str((read_status(out) or {}).get("error", ""))
     typer.echo(f"{step.output_name}: {status}\noutput: {out}")
     if status in ("SUCCESS", "cached"):
         from marin.scaling.fits import sweep_runs
+
         r = sweep_runs([step], ex.ledger).iloc[0]
-        typer.echo(f"loss {r.loss:.4f} after {r.tokens:,} tokens; training FLOPs {r.flops:.4e} ({r.flops / flops - 1:+.3%} vs budget)")
+        typer.echo(
+            f"loss {r.loss:.4f} after {r.tokens:,} tokens; training FLOPs {r.flops:.4e} ({r.flops / flops - 1:+.3%} vs budget)"
+        )
     raise typer.Exit(0 if status in ("SUCCESS", "cached") else 1)

@@ -19,37 +19,60 @@ __all__ = ['RUN_COLUMNS', 'SHAPE_MEAN_OF', 'FRONTIER_METHODS', 'BACKTEST_METHODS
 # %% ../../nbs/43_fits.ipynb #57a7c2fb
 RUN_COLUMNS = ["name", "budget", "params", "tokens", "flops", "loss", "n_params", "d_model", "n_layers", "output_path"]
 
+
 class MissingRuns(ValueError):
     "Some runs a fit needs are not in the ledger as successful steps."
+
 
 def runs_from_records(df) -> "pd.DataFrame":
     "Rows of ledger records (`runs` view, with a `metrics` JSON column) -> the fit's columns."
     import pandas as pd
+
     rows = []
     for r in df.itertuples():
         m = json.loads(r.metrics) if isinstance(r.metrics, str) else (r.metrics or {})
-        if "scaling/loss" not in m: continue
-        rows.append({"name": r.version, "budget": m["scaling/budget"], "params": m["scaling/effective_params"], "tokens": m["scaling/tokens"],
-                     "flops": m["scaling/flops"], "loss": m["scaling/loss"], "n_params": m["scaling/params"], "d_model": m.get("scaling/d_model"),
-                     "n_layers": m.get("scaling/n_layers"), "output_path": r.output_path})
+        if "scaling/loss" not in m:
+            continue
+        rows.append(
+            {
+                "name": r.version,
+                "budget": m["scaling/budget"],
+                "params": m["scaling/effective_params"],
+                "tokens": m["scaling/tokens"],
+                "flops": m["scaling/flops"],
+                "loss": m["scaling/loss"],
+                "n_params": m["scaling/params"],
+                "d_model": m.get("scaling/d_model"),
+                "n_layers": m.get("scaling/n_layers"),
+                "output_path": r.output_path,
+            }
+        )
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
 
 def sweep_runs(steps: Iterable, ledger: Any = None) -> "pd.DataFrame":
     "The successful ledger runs of `steps` (executor Steps of scaling runs); raises `MissingRuns` naming any that are absent."
     from marin.core.ledger import Ledger
+
     steps = list(steps)
-    if not steps: raise ValueError("steps: give the sweep's steps (IsoFlopSweep.steps(data)); got none")
+    if not steps:
+        raise ValueError("steps: give the sweep's steps (IsoFlopSweep.steps(data)); got none")
     ledger = ledger if ledger is not None else Ledger()
     names = [s.output_name for s in steps]
     quoted = ", ".join("'" + n.replace("'", "''") + "'" for n in names)
-    df = ledger.sql(f"SELECT version, output_path, metrics, ended_at FROM runs WHERE kind = 'step' AND status = 'SUCCESS' AND version IN ({quoted}) ORDER BY ended_at")
+    df = ledger.sql(
+        f"SELECT version, output_path, metrics, ended_at FROM runs WHERE kind = 'step' AND status = 'SUCCESS' AND version IN ({quoted}) ORDER BY ended_at"
+    )
     df = df.drop_duplicates("version", keep="last")
     missing = [n for n in names if n not in set(df.version)]
     if missing:
-        raise MissingRuns(f"{len(missing)} of {len(names)} runs are not in the ledger at {ledger.root} as successful steps: "
-                          f"{', '.join(missing[:6])}{' …' if len(missing) > 6 else ''}. Run the sweep first "
-                          f"(executor_main(sweep.steps(data))) or point at the ledger that has them (Ledger(root))")
+        raise MissingRuns(
+            f"{len(missing)} of {len(names)} runs are not in the ledger at {ledger.root} as successful steps: "
+            f"{', '.join(missing[:6])}{' …' if len(missing) > 6 else ''}. Run the sweep first "
+            f"(executor_main(sweep.steps(data))) or point at the ledger that has them (Ledger(root))"
+        )
     return runs_from_records(df).set_index("name").loc[names].reset_index()
+
 
 def best_of_seeds(runs) -> "pd.DataFrame":
     """One row per (budget, size): the seed with the lowest loss, plus `seeds` (runs of that size) and `seed_spread`
@@ -63,60 +86,90 @@ def best_of_seeds(runs) -> "pd.DataFrame":
 @dataclasses.dataclass(frozen=True)
 class IsoFlopFit:
     "Loss ≈ a·x² + b·x + c with x = log10 N at one budget; the vertex is the optimum."
+
     budget: float
     a: float
     b: float
     c: float
     n_runs: int
     x_range: tuple
+
     @property
-    def log10_n_opt(self) -> float: return -self.b / (2 * self.a)
+    def log10_n_opt(self) -> float:
+        return -self.b / (2 * self.a)
+
     @property
-    def n_opt(self) -> float: return 10 ** self.log10_n_opt
+    def n_opt(self) -> float:
+        return 10**self.log10_n_opt
+
     @property
-    def d_opt(self) -> float: return self.budget / (6 * self.n_opt)
+    def d_opt(self) -> float:
+        return self.budget / (6 * self.n_opt)
+
     @property
-    def loss_opt(self) -> float: return self.c - self.b ** 2 / (4 * self.a)
+    def loss_opt(self) -> float:
+        return self.c - self.b**2 / (4 * self.a)
+
     def loss(self, n) -> np.ndarray:
-        x = np.log10(np.asarray(n, float)); return self.a * x ** 2 + self.b * x + self.c
+        x = np.log10(np.asarray(n, float))
+        return self.a * x**2 + self.b * x + self.c
+
 
 def fit_parabola(budget: float, params, losses, *, max_extrapolation: float = 0.5) -> IsoFlopFit:
     "Fit one budget's loss against log10 N; refuse fewer than 3 sizes, a downward parabola or a vertex outside the sizes (± max_extrapolation decades)."
     x, y = np.log10(np.asarray(params, float)), np.asarray(losses, float)
     ok = np.isfinite(x) & np.isfinite(y)
     x, y = x[ok], y[ok]
-    if len(np.unique(x)) < 3: raise ValueError(f"budget {budget:.3g}: a parabola needs runs at >= 3 distinct sizes, got {len(np.unique(x))}; add sizes to the sweep")
+    if len(np.unique(x)) < 3:
+        raise ValueError(
+            f"budget {budget:.3g}: a parabola needs runs at >= 3 distinct sizes, got {len(np.unique(x))}; add sizes to the sweep"
+        )
     a, b, c = np.polyfit(x, y, 2)
     fit = IsoFlopFit(float(budget), float(a), float(b), float(c), int(len(x)), (float(x.min()), float(x.max())))
-    if a <= 0: raise ValueError(f"budget {budget:.3g}: loss vs log N is not convex (a={a:.3g}); the sweep does not bracket the optimum: widen `spread` or add sizes")
+    if a <= 0:
+        raise ValueError(
+            f"budget {budget:.3g}: loss vs log N is not convex (a={a:.3g}); the sweep does not bracket the optimum: widen `spread` or add sizes"
+        )
     if not (x.min() - max_extrapolation <= fit.log10_n_opt <= x.max() + max_extrapolation):
-        raise ValueError(f"budget {budget:.3g}: the optimum 10^{fit.log10_n_opt:.2f} lies outside the sizes tried (10^{x.min():.2f}–10^{x.max():.2f}); "
-                         "move the sweep's sizes towards it (or widen spread)")
+        raise ValueError(
+            f"budget {budget:.3g}: the optimum 10^{fit.log10_n_opt:.2f} lies outside the sizes tried (10^{x.min():.2f}–10^{x.max():.2f}); "
+            "move the sweep's sizes towards it (or widen spread)"
+        )
     return fit
+
 
 def isoflop_fits(runs, *, min_budgets: int = 3) -> list[IsoFlopFit]:
     "One parabola per budget of `runs` (columns budget, params, loss); at least `min_budgets` budgets."
     budgets = sorted(set(float(b) for b in runs["budget"]))
     if len(budgets) < min_budgets:
-        raise ValueError(f"scaling fits need runs at >= {min_budgets} budgets, got {len(budgets)} ({', '.join(f'{b:.2g}' for b in budgets) or 'none'}); "
-                         "add budgets to the sweep (IsoFlopSweep(budgets=...))")
+        raise ValueError(
+            f"scaling fits need runs at >= {min_budgets} budgets, got {len(budgets)} ({', '.join(f'{b:.2g}' for b in budgets) or 'none'}); "
+            "add budgets to the sweep (IsoFlopSweep(budgets=...))"
+        )
     return [fit_parabola(C, g["params"], g["loss"]) for C, g in runs.groupby("budget")]
 
 # %% ../../nbs/43_fits.ipynb #46278c1a
 @dataclasses.dataclass(frozen=True)
 class PowerLaw:
     "y = coef · x^exponent (fitted in log10–log10 space); standard errors from the regression."
+
     coef: float
     exponent: float
     exponent_stderr: float = float("nan")
     log10_coef_stderr: float = float("nan")
-    def __call__(self, x): return self.coef * np.asarray(x, float) ** self.exponent
-    def __str__(self): return f"{self.coef:.4g} · C^{self.exponent:.4f} (± {self.exponent_stderr:.3f})"
+
+    def __call__(self, x):
+        return self.coef * np.asarray(x, float) ** self.exponent
+
+    def __str__(self):
+        return f"{self.coef:.4g} · C^{self.exponent:.4f} (± {self.exponent_stderr:.3f})"
+
 
 def fit_power_law(x, y) -> PowerLaw:
     "Least squares of log10 y on log10 x; needs >= 2 points (standard errors need >= 3)."
     lx, ly = np.log10(np.asarray(x, float)), np.log10(np.asarray(y, float))
-    if len(lx) < 2 or len(np.unique(lx)) < 2: raise ValueError(f"a power law needs >= 2 distinct x values, got {len(np.unique(lx))}")
+    if len(lx) < 2 or len(np.unique(lx)) < 2:
+        raise ValueError(f"a power law needs >= 2 distinct x values, got {len(np.unique(lx))}")
     A = np.stack([lx, np.ones_like(lx)], 1)
     coef, res, *_ = np.linalg.lstsq(A, ly, rcond=None)
     se_e = se_c = float("nan")
@@ -126,64 +179,94 @@ def fit_power_law(x, y) -> PowerLaw:
         se_e, se_c = float(np.sqrt(cov[0, 0])), float(np.sqrt(cov[1, 1]))
     return PowerLaw(float(10 ** coef[1]), float(coef[0]), se_e, se_c)
 
+
 @dataclasses.dataclass(frozen=True)
 class OptimalScaling:
     "N*(C) and D*(C) from per-budget parabolas."
+
     fits: tuple
     n_opt: PowerLaw
     d_opt: PowerLaw
+
     @property
-    def tokens_per_param(self): return lambda C: self.d_opt(C) / self.n_opt(C)
+    def tokens_per_param(self):
+        return lambda C: self.d_opt(C) / self.n_opt(C)
+
 
 def fit_optimal_scaling(runs, *, min_budgets: int = 3) -> OptimalScaling:
     fits = isoflop_fits(runs, min_budgets=min_budgets)
     C = [f.budget for f in fits]
-    return OptimalScaling(tuple(fits), fit_power_law(C, [f.n_opt for f in fits]), fit_power_law(C, [f.d_opt for f in fits]))
+    return OptimalScaling(
+        tuple(fits), fit_power_law(C, [f.n_opt for f in fits]), fit_power_law(C, [f.d_opt for f in fits])
+    )
 
 # %% ../../nbs/43_fits.ipynb #dc982469
 @dataclasses.dataclass(frozen=True)
 class ParametricFit:
     "L(N, D) = E + A/N^alpha + B/D^beta."
+
     E: float
     A: float
     B: float
     alpha: float
     beta: float
     objective: float = float("nan")
+
     def __call__(self, N, D):
         N, D = np.asarray(N, float), np.asarray(D, float)
-        return self.E + self.A / N ** self.alpha + self.B / D ** self.beta
+        return self.E + self.A / N**self.alpha + self.B / D**self.beta
+
     def optimal_params(self, C):
         "N*(C) under C = 6ND (Hoffmann et al. eq. 4): G·(C/6)^(beta/(alpha+beta)), G = (alpha·A / beta·B)^(1/(alpha+beta))."
         a, b = self.alpha, self.beta
         G = (a * self.A / (b * self.B)) ** (1 / (a + b))
         return G * (np.asarray(C, float) / 6) ** (b / (a + b))
+
     def optimal_loss(self, C):
-        N = self.optimal_params(C); return self(N, np.asarray(C, float) / (6 * N))
-    def __str__(self): return f"L = {self.E:.3f} + {self.A:.4g}/N^{self.alpha:.3f} + {self.B:.4g}/D^{self.beta:.3f}"
+        N = self.optimal_params(C)
+        return self(N, np.asarray(C, float) / (6 * N))
+
+    def __str__(self):
+        return f"L = {self.E:.3f} + {self.A:.4g}/N^{self.alpha:.3f} + {self.B:.4g}/D^{self.beta:.3f}"
+
 
 def _huber(r, delta):
-    a = np.abs(r); return np.where(a <= delta, 0.5 * r ** 2, delta * (a - 0.5 * delta))
+    a = np.abs(r)
+    return np.where(a <= delta, 0.5 * r**2, delta * (a - 0.5 * delta))
 
-def fit_parametric(N, D, L, *, delta: float = 1e-3, init: ParametricFit | None = None, grid: str = "full") -> ParametricFit:
+
+def fit_parametric(
+    N, D, L, *, delta: float = 1e-3, init: ParametricFit | None = None, grid: str = "full"
+) -> ParametricFit:
     "Robust fit of L(N, D) (Huber on log residuals, L-BFGS-B from a grid of starts); needs >= 5 runs."
     from scipy.optimize import minimize
+
     N, D, L = (np.asarray(v, float) for v in (N, D, L))
     ok = np.isfinite(N) & np.isfinite(D) & np.isfinite(L) & (L > 0)
     N, D, L = N[ok], D[ok], L[ok]
-    if len(L) < 5: raise ValueError(f"the parametric fit has 5 constants and needs >= 5 runs, got {len(L)}")
+    if len(L) < 5:
+        raise ValueError(f"the parametric fit has 5 constants and needs >= 5 runs, got {len(L)}")
     lN, lD, lL = np.log(N), np.log(D), np.log(L)
+
     def obj(p):
         a, b, e, al, be = p
-        s = np.stack([a - al * lN, b - be * lD, np.full_like(lN, e)])   # [3, n] log terms
+        s = np.stack([a - al * lN, b - be * lD, np.full_like(lN, e)])  # [3, n] log terms
         m = s.max(0)
-        pred = m + np.log(np.exp(s - m).sum(0))                         # log-sum-exp (numpy: scipy's is 100x slower here)
+        pred = m + np.log(np.exp(s - m).sum(0))  # log-sum-exp (numpy: scipy's is 100x slower here)
         r = pred - lL
-        g_r = np.clip(r, -delta, delta)                                 # d huber / d r
-        sm = np.exp(s - pred)                                           # softmax weights
-        grad = np.array([np.sum(g_r * sm[0]), np.sum(g_r * sm[1]), np.sum(g_r * sm[2]),
-                         np.sum(g_r * sm[0] * -lN), np.sum(g_r * sm[1] * -lD)])
+        g_r = np.clip(r, -delta, delta)  # d huber / d r
+        sm = np.exp(s - pred)  # softmax weights
+        grad = np.array(
+            [
+                np.sum(g_r * sm[0]),
+                np.sum(g_r * sm[1]),
+                np.sum(g_r * sm[2]),
+                np.sum(g_r * sm[0] * -lN),
+                np.sum(g_r * sm[1] * -lD),
+            ]
+        )
         return float(np.sum(_huber(r, delta))), grad
+
     if init is not None:
         starts = [(math.log(init.A), math.log(init.B), math.log(max(init.E, 1e-6)), init.alpha, init.beta)]
     else:
@@ -195,7 +278,8 @@ def fit_parametric(N, D, L, *, delta: float = 1e-3, init: ParametricFit | None =
     bounds = [(-20, 60), (-20, 60), (-10, 5), (0.01, 3.0), (0.01, 3.0)]
     for s in starts:
         r = minimize(obj, np.array(s, float), jac=True, method="L-BFGS-B", bounds=bounds)
-        if best is None or r.fun < best.fun: best = r
+        if best is None or r.fun < best.fun:
+            best = r
     a, b, e, al, be = best.x
     return ParametricFit(float(np.exp(e)), float(np.exp(a)), float(np.exp(b)), float(al), float(be), float(best.fun))
 
@@ -203,20 +287,30 @@ def fit_parametric(N, D, L, *, delta: float = 1e-3, init: ParametricFit | None =
 @dataclasses.dataclass(frozen=True)
 class Forecast:
     "A predicted loss for a planned run, with a bootstrap band."
+
     budget: float
     params: float
     tokens: float
     loss: float
-    low: float          # 5th percentile of bootstrap refits
-    high: float         # 95th percentile
+    low: float  # 5th percentile of bootstrap refits
+    high: float  # 95th percentile
     n_boot: int
-    fit: Any            # ParametricFit (method "parametric") or FrontierFit (method "frontier")
+    fit: Any  # ParametricFit (method "parametric") or FrontierFit (method "frontier")
     method: str = "parametric"
-    def error(self, actual: float) -> float: return (self.loss - actual) / actual
-    def __str__(self): return (f"C={self.budget:.3g}: N={self.params:,.0f} D={self.tokens:,.0f} -> loss {self.loss:.4f} "
-                               f"(90% band {self.low:.4f}–{self.high:.4f}, {self.n_boot} bootstrap refits)")
 
-def forecast_loss(runs, params: float, tokens: float, *, n_boot: int = 100, seed: int = 0, delta: float = 1e-3, grid: str = "full") -> Forecast:
+    def error(self, actual: float) -> float:
+        return (self.loss - actual) / actual
+
+    def __str__(self):
+        return (
+            f"C={self.budget:.3g}: N={self.params:,.0f} D={self.tokens:,.0f} -> loss {self.loss:.4f} "
+            f"(90% band {self.low:.4f}–{self.high:.4f}, {self.n_boot} bootstrap refits)"
+        )
+
+
+def forecast_loss(
+    runs, params: float, tokens: float, *, n_boot: int = 100, seed: int = 0, delta: float = 1e-3, grid: str = "full"
+) -> Forecast:
     "Parametric forecast of the loss of a run with `params` (N_eff) and `tokens`; band from refits on resampled runs."
     N, D, L = (np.asarray(runs[k], float) for k in ("params", "tokens", "loss"))
     fit = fit_parametric(N, D, L, delta=delta, grid=grid)
@@ -224,26 +318,42 @@ def forecast_loss(runs, params: float, tokens: float, *, n_boot: int = 100, seed
     preds = []
     for _ in range(n_boot):
         i = rng.integers(0, len(L), len(L))
-        if len(np.unique(i)) < 5: continue
+        if len(np.unique(i)) < 5:
+            continue
         f = fit_parametric(N[i], D[i], L[i], delta=delta, init=fit)
         preds.append(float(f(params, tokens)))
-    lo, hi = (np.percentile(preds, [5, 95]) if preds else (float("nan"), float("nan")))
-    return Forecast(6 * params * tokens, float(params), float(tokens), float(fit(params, tokens)), float(lo), float(hi), len(preds), fit)
+    lo, hi = np.percentile(preds, [5, 95]) if preds else (float("nan"), float("nan"))
+    return Forecast(
+        6 * params * tokens,
+        float(params),
+        float(tokens),
+        float(fit(params, tokens)),
+        float(lo),
+        float(hi),
+        len(preds),
+        fit,
+    )
 
 # %% ../../nbs/43_fits.ipynb #97cf887a
 @dataclasses.dataclass(frozen=True)
 class FrontierFit:
     "L*(C) through the per-budget parabola minima (a PowerLaw, or another shape: `method`), plus an off-optimum penalty curvature·(log10 N − log10 N*(C))²."
-    frontier: Any               # L*(C): PowerLaw ("power", "power-lastK"), LogQuadratic, PowerLawFloor
-    n_opt: PowerLaw             # N*(C)
-    curvature: float            # mean parabola curvature a (loss per decade²)
-    noise: float                # per-run noise sigma, from pooled parabola residuals
+
+    frontier: Any  # L*(C): PowerLaw ("power", "power-lastK"), LogQuadratic, PowerLawFloor
+    n_opt: PowerLaw  # N*(C)
+    curvature: float  # mean parabola curvature a (loss per decade²)
+    noise: float  # per-run noise sigma, from pooled parabola residuals
     method: str = "power"
+
     def __call__(self, C, params=None):
         L = self.frontier(C)
-        if params is None: return L
+        if params is None:
+            return L
         return L + self.curvature * (np.log10(np.asarray(params, float)) - np.log10(self.n_opt(C))) ** 2
-    def __str__(self): return f"L*(C) [{self.method}] = {self.frontier}; curvature {self.curvature:.3f}/decade², run noise {self.noise:.4f}"
+
+    def __str__(self):
+        return f"L*(C) [{self.method}] = {self.frontier}; curvature {self.curvature:.3f}/decade², run noise {self.noise:.4f}"
+
 
 def fit_frontier(runs, *, min_budgets: int = 3, method: str = "power") -> FrontierFit:
     "Per-budget parabolas → the frontier of their minima L*(C) (shape `method`, see `fit_frontier_curve`) and the power law N*(C); mean curvature; pooled residual noise."
@@ -252,14 +362,24 @@ def fit_frontier(runs, *, min_budgets: int = 3, method: str = "power") -> Fronti
     resid, dof = [], 0
     for f in scaling.fits:
         g = runs[np.isclose(np.asarray(runs["budget"], float), f.budget)]
-        resid.extend(np.asarray(g["loss"], float) - f.loss(g["params"])); dof += len(g) - 3
+        resid.extend(np.asarray(g["loss"], float) - f.loss(g["params"]))
+        dof += len(g) - 3
     noise = float(np.sqrt(np.sum(np.square(resid)) / max(dof, 1)))
-    return FrontierFit(fit_frontier_curve(C, [f.loss_opt for f in scaling.fits], method), scaling.n_opt,
-                       float(np.mean([f.a for f in scaling.fits])), noise, method)
+    return FrontierFit(
+        fit_frontier_curve(C, [f.loss_opt for f in scaling.fits], method),
+        scaling.n_opt,
+        float(np.mean([f.a for f in scaling.fits])),
+        noise,
+        method,
+    )
 
-def forecast_frontier(runs, params: float, tokens: float, *, n_boot: int = 200, seed: int = 0, min_budgets: int = 3, method: str = "power") -> Forecast:
+
+def forecast_frontier(
+    runs, params: float, tokens: float, *, n_boot: int = 200, seed: int = 0, min_budgets: int = 3, method: str = "power"
+) -> Forecast:
     "Forecast a run of `params` (N_eff) and `tokens` from the isoFLOP frontier L*(C) (shape `method`); band from a parametric bootstrap of run noise."
     import pandas as pd
+
     runs = pd.DataFrame({k: np.asarray(runs[k], float) for k in ("budget", "params", "tokens", "loss")})
     fit = fit_frontier(runs, min_budgets=min_budgets, method=method)
     C = 6 * float(params) * float(tokens)
@@ -272,48 +392,72 @@ def forecast_frontier(runs, params: float, tokens: float, *, n_boot: int = 200, 
     preds = []
     for _ in range(n_boot):
         boot = runs.assign(loss=fitted + fit.noise * rng.standard_normal(len(runs)))
-        try: preds.append(float(fit_frontier(boot, min_budgets=min_budgets, method=method)(C, params)))
-        except ValueError: continue          # a resample whose parabola turned over: skip it (counted in n_boot)
-    lo, hi = (np.percentile(preds, [5, 95]) if preds else (float("nan"), float("nan")))
-    return Forecast(C, float(params), float(tokens), float(fit(C, params)), float(lo), float(hi), len(preds), fit, "frontier")
+        try:
+            preds.append(float(fit_frontier(boot, min_budgets=min_budgets, method=method)(C, params)))
+        except ValueError:
+            continue  # a resample whose parabola turned over: skip it (counted in n_boot)
+    lo, hi = np.percentile(preds, [5, 95]) if preds else (float("nan"), float("nan"))
+    return Forecast(
+        C, float(params), float(tokens), float(fit(C, params)), float(lo), float(hi), len(preds), fit, "frontier"
+    )
 
 # %% ../../nbs/43_fits.ipynb #79003726
 @dataclasses.dataclass(frozen=True)
 class LogQuadratic:
     "L = 10^(c0 + c1·x + c2·x²), x = log10 C − x0: a frontier whose log–log slope c1 + 2·c2·x changes linearly in log C."
+
     c0: float
     c1: float
     c2: float
     x0: float
+
     def __call__(self, C):
         x = np.log10(np.asarray(C, float)) - self.x0
-        return 10 ** (self.c0 + self.c1 * x + self.c2 * x ** 2)
-    def slope(self, C): return self.c1 + 2 * self.c2 * (np.log10(np.asarray(C, float)) - self.x0)
-    def __str__(self): return f"10^({self.c0:.4f} {self.c1:+.4f}·x {self.c2:+.4f}·x²), x = log10 C − {self.x0:.3f}"
+        return 10 ** (self.c0 + self.c1 * x + self.c2 * x**2)
+
+    def slope(self, C):
+        return self.c1 + 2 * self.c2 * (np.log10(np.asarray(C, float)) - self.x0)
+
+    def __str__(self):
+        return f"10^({self.c0:.4f} {self.c1:+.4f}·x {self.c2:+.4f}·x²), x = log10 C − {self.x0:.3f}"
+
 
 def fit_log_quadratic(x, y) -> LogQuadratic:
     "Least squares of log10 y on a quadratic in log10 x (centred at the mean of log10 x); needs >= 3 distinct x."
     lx, ly = np.log10(np.asarray(x, float)), np.log10(np.asarray(y, float))
-    if len(np.unique(lx)) < 3: raise ValueError(f"a log-quadratic frontier has 3 constants and needs >= 3 budgets, got {len(np.unique(lx))}")
+    if len(np.unique(lx)) < 3:
+        raise ValueError(f"a log-quadratic frontier has 3 constants and needs >= 3 budgets, got {len(np.unique(lx))}")
     x0 = float(lx.mean())
     c2, c1, c0 = np.polyfit(lx - x0, ly, 2)
     return LogQuadratic(float(c0), float(c1), float(c2), x0)
 
+
 @dataclasses.dataclass(frozen=True)
 class PowerLawFloor:
     "L = E + coef·C^exponent with an irreducible loss E >= 0."
+
     E: float
     coef: float
     exponent: float
-    def __call__(self, C): return self.E + self.coef * np.asarray(C, float) ** self.exponent
-    def __str__(self): return f"{self.E:.4g} + {self.coef:.4g} · C^{self.exponent:.4f}"
+
+    def __call__(self, C):
+        return self.E + self.coef * np.asarray(C, float) ** self.exponent
+
+    def __str__(self):
+        return f"{self.E:.4g} + {self.coef:.4g} · C^{self.exponent:.4f}"
+
 
 def fit_power_law_floor(x, y) -> PowerLawFloor:
     "Least squares in log L of E + k·x^gamma: E profiled over [0, 0.99·min y] (grid, then a bounded search), k and gamma a log–log line through y − E; needs >= 3 distinct x."
     from scipy.optimize import minimize_scalar
+
     x, y = np.asarray(x, float), np.asarray(y, float)
-    if len(np.unique(x)) < 3: raise ValueError(f"E + k·C^gamma has 3 constants and needs >= 3 budgets, got {len(np.unique(x))}")
-    def sse(E): return float(np.sum((np.log(E + fit_power_law(x, y - E)(x)) - np.log(y)) ** 2))
+    if len(np.unique(x)) < 3:
+        raise ValueError(f"E + k·C^gamma has 3 constants and needs >= 3 budgets, got {len(np.unique(x))}")
+
+    def sse(E):
+        return float(np.sum((np.log(E + fit_power_law(x, y - E)(x)) - np.log(y)) ** 2))
+
     grid = np.linspace(0.0, 0.99 * y.min(), 100)
     vals = [sse(E) for E in grid]
     i = int(np.argmin(vals))
@@ -322,91 +466,152 @@ def fit_power_law_floor(x, y) -> PowerLawFloor:
     p = fit_power_law(x, y - E)
     return PowerLawFloor(E, p.coef, p.exponent)
 
+
 @dataclasses.dataclass(frozen=True)
 class ShapeMean:
     "The geometric mean of several frontier curves (an equal-weight ensemble in log loss)."
+
     curves: tuple
     names: tuple
-    def __call__(self, C): return np.exp(np.mean([np.log(c(C)) for c in self.curves], axis=0))
-    def __str__(self): return "geometric mean of " + "; ".join(f"[{n}] {c}" for n, c in zip(self.names, self.curves))
+
+    def __call__(self, C):
+        return np.exp(np.mean([np.log(c(C)) for c in self.curves], axis=0))
+
+    def __str__(self):
+        return "geometric mean of " + "; ".join(f"[{n}] {c}" for n, c in zip(self.names, self.curves))
+
 
 SHAPE_MEAN_OF = ("power", "power-last2", "log-quadratic")
 FRONTIER_METHODS = ("power", "power-last3", "power-last2", "log-quadratic", "power+floor", "shape-mean")
 BACKTEST_METHODS = FRONTIER_METHODS + ("parametric",)
 
+
 def fit_frontier_curve(C, L, method: str = "power"):
     "The frontier L*(C) through per-budget minima (C_i, L_i), by `method` (one of FRONTIER_METHODS; see the table above)."
     C, L = np.asarray(C, float), np.asarray(L, float)
-    o = np.argsort(C); C, L = C[o], L[o]
-    if method == "power": return fit_power_law(C, L)
+    o = np.argsort(C)
+    C, L = C[o], L[o]
+    if method == "power":
+        return fit_power_law(C, L)
     if method.startswith("power-last"):
-        k = int(method[len("power-last"):])
-        if len(C) < k: raise ValueError(f"frontier {method!r} needs >= {k} budgets, got {len(C)}")
+        k = int(method[len("power-last") :])
+        if len(C) < k:
+            raise ValueError(f"frontier {method!r} needs >= {k} budgets, got {len(C)}")
         return fit_power_law(C[-k:], L[-k:])
-    if method == "log-quadratic": return fit_log_quadratic(C, L)
-    if method == "power+floor": return fit_power_law_floor(C, L)
-    if method == "shape-mean": return ShapeMean(tuple(fit_frontier_curve(C, L, m) for m in SHAPE_MEAN_OF), SHAPE_MEAN_OF)
+    if method == "log-quadratic":
+        return fit_log_quadratic(C, L)
+    if method == "power+floor":
+        return fit_power_law_floor(C, L)
+    if method == "shape-mean":
+        return ShapeMean(tuple(fit_frontier_curve(C, L, m) for m in SHAPE_MEAN_OF), SHAPE_MEAN_OF)
     raise ValueError(f"unknown frontier method {method!r}; use one of {', '.join(FRONTIER_METHODS)}")
+
 
 def predict_with(runs, method: str, budget: float, params: float, *, delta: float = 1e-3) -> float:
     "Fit `method` (a frontier shape, or 'parametric') on `runs` and predict the loss of a run of `params` at `budget` (D = C / 6N)."
     if method == "parametric":
-        return float(fit_parametric(runs["params"], runs["tokens"], runs["loss"], delta=delta)(params, budget / (6 * params)))
+        return float(
+            fit_parametric(runs["params"], runs["tokens"], runs["loss"], delta=delta)(params, budget / (6 * params))
+        )
     return float(fit_frontier(runs, method=method)(budget, params))
 
-def backtest_forecasts(runs, methods: Iterable[str] = BACKTEST_METHODS, *, extra=None, min_ratio: float = 3.0, min_budgets: int = 3) -> "pd.DataFrame":
+
+def backtest_forecasts(
+    runs, methods: Iterable[str] = BACKTEST_METHODS, *, extra=None, min_ratio: float = 3.0, min_budgets: int = 3
+) -> "pd.DataFrame":
     """Forecast what is already known from what came before it. Targets: each sweep budget's parabola minimum L*(B) at N*(B),
     and each row of `extra` (single runs: budget, params, tokens, loss); for each, every method fits on the sweep budgets
     <= target/`min_ratio` (>= `min_budgets` of them) and predicts it. One row per (target, method)."""
     import pandas as pd
+
     runs = pd.DataFrame({k: np.asarray(runs[k], float) for k in ("budget", "params", "tokens", "loss")})
     methods = list(methods)
     fits = {f.budget: f for f in isoflop_fits(runs, min_budgets=1)}
     budgets = sorted(fits)
     targets = [(f"sweep minimum L*({B:.2g})", B, fits[B].n_opt, fits[B].loss_opt) for B in budgets]
     if extra is not None:
-        targets += [(f"run at {float(r.budget):.2g} (N={float(r.params):,.0f})", float(r.budget), float(r.params), float(r.loss)) for r in extra.itertuples()]
+        targets += [
+            (
+                f"run at {float(r.budget):.2g} (N={float(r.params):,.0f})",
+                float(r.budget),
+                float(r.params),
+                float(r.loss),
+            )
+            for r in extra.itertuples()
+        ]
     rows = []
     for name, C, N, actual in targets:
         train_b = [b for b in budgets if b <= C / min_ratio * (1 + 1e-9)]
-        if len(train_b) < min_budgets: continue
+        if len(train_b) < min_budgets:
+            continue
         train = runs[runs.budget.isin(train_b)]
         for m in methods:
-            try: pred = predict_with(train, m, C, N)
-            except ValueError: pred = float("nan")
-            rows.append({"target": name, "budget": C, "params": N, "train_budgets": ", ".join(f"{b:.2g}" for b in train_b),
-                         "ratio": C / max(train_b), "method": m, "predicted": pred, "actual": actual, "error": (pred - actual) / actual})
+            try:
+                pred = predict_with(train, m, C, N)
+            except ValueError:
+                pred = float("nan")
+            rows.append(
+                {
+                    "target": name,
+                    "budget": C,
+                    "params": N,
+                    "train_budgets": ", ".join(f"{b:.2g}" for b in train_b),
+                    "ratio": C / max(train_b),
+                    "method": m,
+                    "predicted": pred,
+                    "actual": actual,
+                    "error": (pred - actual) / actual,
+                }
+            )
     if not rows:
-        raise ValueError(f"no backtest target has >= {min_budgets} sweep budgets at least {min_ratio:g}x below it "
-                         f"(budgets {', '.join(f'{b:.2g}' for b in budgets)}); add a budget (or pass an already-run larger run as extra)")
+        raise ValueError(
+            f"no backtest target has >= {min_budgets} sweep budgets at least {min_ratio:g}x below it "
+            f"(budgets {', '.join(f'{b:.2g}' for b in budgets)}); add a budget (or pass an already-run larger run as extra)"
+        )
     return pd.DataFrame(rows)
+
 
 def backtest_summary(backtest) -> "pd.DataFrame":
     "Per method (in the backtest's order): mean and max |error|, RMS error, and how many targets it forecast."
     import pandas as pd
+
     order = list(dict.fromkeys(backtest.method))
     g = backtest.groupby("method", sort=False)["error"]
-    return pd.DataFrame({"mean_abs_error": g.apply(lambda e: np.abs(e).mean()), "max_abs_error": g.apply(lambda e: np.abs(e).max()),
-                         "rms_error": g.apply(lambda e: float(np.sqrt(np.mean(np.square(e))))), "targets": g.count(),
-                         "of": g.size()}).loc[order]
+    return pd.DataFrame(
+        {
+            "mean_abs_error": g.apply(lambda e: np.abs(e).mean()),
+            "max_abs_error": g.apply(lambda e: np.abs(e).max()),
+            "rms_error": g.apply(lambda e: float(np.sqrt(np.mean(np.square(e))))),
+            "targets": g.count(),
+            "of": g.size(),
+        }
+    ).loc[order]
+
 
 def select_method(backtest, *, tol: float = 1e-4) -> str:
     "The method with the smallest mean |error| over the backtest targets; methods that missed a target (NaN) are out; ties within `tol` go to the first listed."
     s = backtest_summary(backtest)
     s = s[s.targets == s["of"]]
-    if s.empty: raise ValueError("no method forecast every backtest target")
+    if s.empty:
+        raise ValueError("no method forecast every backtest target")
     best = s.mean_abs_error.min()
     return str(s.index[s.mean_abs_error <= best + tol][0])
+
 
 def with_model_error(fc: Forecast, rel_sd: float, z: float = 1.645) -> Forecast:
     "`fc` with its band widened by a relative model (shape) error `rel_sd` (e.g. the backtest's RMS error), added in quadrature to the bootstrap half-widths (z=1.645: 90%)."
     m = z * rel_sd * fc.loss
-    return dataclasses.replace(fc, low=float(fc.loss - math.hypot(fc.loss - fc.low, m)), high=float(fc.loss + math.hypot(fc.high - fc.loss, m)))
+    return dataclasses.replace(
+        fc, low=float(fc.loss - math.hypot(fc.loss - fc.low, m)), high=float(fc.loss + math.hypot(fc.high - fc.loss, m))
+    )
 
 # %% ../../nbs/43_fits.ipynb #376e5141
-def plot_isoflops(runs, scaling: OptimalScaling | None = None, ax=None, forecast: Forecast | None = None, actual: dict | None = None):
+def plot_isoflops(
+    runs, scaling: OptimalScaling | None = None, ax=None, forecast: Forecast | None = None, actual: dict | None = None
+):
     "Loss vs N per budget with the parabolas and their minima; optionally a forecast (with band) and the actual run."
     import matplotlib.pyplot as plt
+
     ax = ax or plt.gca()
     budgets = sorted(set(runs["budget"]))
     colors = plt.cm.viridis(np.linspace(0, 0.85, len(budgets)))
@@ -420,21 +625,42 @@ def plot_isoflops(runs, scaling: OptimalScaling | None = None, ax=None, forecast
             ax.plot(xs, f.loss(xs), color=col, lw=1)
             ax.scatter([f.n_opt], [f.loss_opt], color=col, marker="*", s=150, edgecolor="k", zorder=5)
     if forecast is not None:
-        ax.errorbar([forecast.params], [forecast.loss], yerr=[[forecast.loss - forecast.low], [forecast.high - forecast.loss]], fmt="s",
-                    color="crimson", capsize=4, label=f"forecast C = {forecast.budget:.2g}")
-    if actual is not None: ax.scatter([actual["params"]], [actual["loss"]], marker="x", s=90, color="k", zorder=6, label="actual")
-    ax.set_xscale("log"); ax.set_xlabel("effective parameters N (FLOPs/token / 6)"); ax.set_ylabel("loss (nats/token)")
-    ax.set_title("isoFLOP curves"); ax.legend(fontsize=8)
+        ax.errorbar(
+            [forecast.params],
+            [forecast.loss],
+            yerr=[[forecast.loss - forecast.low], [forecast.high - forecast.loss]],
+            fmt="s",
+            color="crimson",
+            capsize=4,
+            label=f"forecast C = {forecast.budget:.2g}",
+        )
+    if actual is not None:
+        ax.scatter([actual["params"]], [actual["loss"]], marker="x", s=90, color="k", zorder=6, label="actual")
+    ax.set_xscale("log")
+    ax.set_xlabel("effective parameters N (FLOPs/token / 6)")
+    ax.set_ylabel("loss (nats/token)")
+    ax.set_title("isoFLOP curves")
+    ax.legend(fontsize=8)
     return ax
+
 
 def plot_optima(scaling: OptimalScaling, axes=None, extra_budgets: Iterable[float] = ()):
     "N*(C) and D*(C) with their power laws, extended to `extra_budgets`."
     import matplotlib.pyplot as plt
-    if axes is None: _, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(9, 3.4))
     C = np.array([f.budget for f in scaling.fits])
     Cs = np.geomspace(C.min() / 2, max([C.max() * 2, *extra_budgets]), 50)
-    for ax, pts, law, what in ((axes[0], [f.n_opt for f in scaling.fits], scaling.n_opt, "N*"), (axes[1], [f.d_opt for f in scaling.fits], scaling.d_opt, "D*")):
+    for ax, pts, law, what in (
+        (axes[0], [f.n_opt for f in scaling.fits], scaling.n_opt, "N*"),
+        (axes[1], [f.d_opt for f in scaling.fits], scaling.d_opt, "D*"),
+    ):
         ax.scatter(C, pts, color="k", zorder=3)
         ax.plot(Cs, law(Cs), label=f"{what} = {law}")
-        ax.set_xscale("log"); ax.set_yscale("log"); ax.set_xlabel("compute C (FLOPs)"); ax.set_ylabel(what); ax.legend(fontsize=8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("compute C (FLOPs)")
+        ax.set_ylabel(what)
+        ax.legend(fontsize=8)
     return axes

@@ -16,17 +16,21 @@ def training_flops_per_token(model: Any, seq_len: int | None = None) -> float:
     "Training (forward + backward) FLOPs per token: the model config's own count, the one place it is derived."
     return float(model.flops_per_token(seq_len or model.seq_len))
 
+
 def forward_flops_per_token(model: Any, seq_len: int | None = None) -> float:
     "Forward FLOPs per token (training = 3 × forward)."
     return training_flops_per_token(model, seq_len) / 3.0
+
 
 def effective_params(model: Any, seq_len: int | None = None) -> float:
     "N of C = 6·N·D with the attention term folded in: training FLOPs per token / 6."
     return training_flops_per_token(model, seq_len) / 6.0
 
+
 def training_flops(model: Any, tokens: float, seq_len: int | None = None) -> float:
     "Total training FLOPs of `tokens` tokens at context `seq_len`."
     return training_flops_per_token(model, seq_len) * float(tokens)
+
 
 def attention_share(model: Any, seq_len: int | None = None) -> float:
     "Fraction of the training FLOPs spent in QK^T and AV."
@@ -36,14 +40,19 @@ def attention_share(model: Any, seq_len: int | None = None) -> float:
 # %% ../../nbs/40_flops.ipynb #b3c54221
 def _cost_flops(fn, *args) -> float:
     import jax
+
     c = jax.jit(fn).lower(*args).compile().cost_analysis()
     c = c[0] if isinstance(c, (list, tuple)) else c
     return float(c["flops"])
 
-def compiled_training_flops(model: Any, batch_size: int = 2, seq_len: int | None = None, *, forward_only: bool = False) -> float:
+
+def compiled_training_flops(
+    model: Any, batch_size: int = 2, seq_len: int | None = None, *, forward_only: bool = False
+) -> float:
     "FLOPs of the compiled training (or forward) program per token, from XLA's cost analysis (scan over layers unrolled by arithmetic)."
     import jax, jax.numpy as jnp, equinox as eqx
     from marin.models.transformer import init, next_token_loss, block_forward, attention_mask, rope_frequencies
+
     S = seq_len or model.seq_len
     one = model.replace(n_layers=1)
     m1 = init(one, key=jax.random.PRNGKey(0))
@@ -53,9 +62,13 @@ def compiled_training_flops(model: Any, batch_size: int = 2, seq_len: int | None
     loss = lambda p: next_token_loss(eqx.combine(p, static), batch)[0]
     total = _cost_flops(loss if forward_only else jax.grad(loss), params)
     if model.n_layers > 1:
-        layer = jax.tree.map(lambda a: a[0], m1.blocks)                     # one layer's weights, no leading axis
+        layer = jax.tree.map(lambda a: a[0], m1.blocks)  # one layer's weights, no leading axis
         x = jnp.zeros((batch_size, S, model.d_model), jnp.float32)
-        mask, pos, inv = attention_mask(batch["segment_ids"]), jnp.broadcast_to(jnp.arange(S)[None], (batch_size, S)), rope_frequencies(model)
+        mask, pos, inv = (
+            attention_mask(batch["segment_ids"]),
+            jnp.broadcast_to(jnp.arange(S)[None], (batch_size, S)),
+            rope_frequencies(model),
+        )
         blk = lambda p, x: jnp.sum(block_forward(model, p, x, mask, pos, inv))
         per_layer = _cost_flops(blk if forward_only else jax.grad(blk, argnums=(0, 1)), layer, x)
         total += (model.n_layers - 1) * per_layer

@@ -18,9 +18,10 @@ __all__ = ['ScalingPlan', 'ComputeOptimalRecipe', 'TinyCpuRecipe', 'MoERecipe']
 @dataclasses.dataclass(frozen=True)
 class ScalingPlan:
     "A runnable configuration for a compute budget: model, batch, steps, optimizer, and what they cost."
+
     budget: float
     model: LlamaConfig
-    batch_size: int            # sequences per step
+    batch_size: int  # sequences per step
     seq_len: int
     num_steps: int
     optimizer: OptimizerConfig
@@ -28,102 +29,189 @@ class ScalingPlan:
     target_params: float = 0.0  # the N the recipe aimed at (the model's N_eff is the nearest buildable one)
 
     @property
-    def tokens_per_step(self) -> int: return self.batch_size * self.seq_len
+    def tokens_per_step(self) -> int:
+        return self.batch_size * self.seq_len
+
     @property
-    def tokens(self) -> int: return self.num_steps * self.tokens_per_step
+    def tokens(self) -> int:
+        return self.num_steps * self.tokens_per_step
+
     @property
-    def flops_per_token(self) -> float: return training_flops_per_token(self.model, self.seq_len)
+    def flops_per_token(self) -> float:
+        return training_flops_per_token(self.model, self.seq_len)
+
     @property
-    def flops(self) -> float: return self.flops_per_token * self.tokens
+    def flops(self) -> float:
+        return self.flops_per_token * self.tokens
+
     @property
-    def flops_error(self) -> float: return self.flops / self.budget - 1.0
+    def flops_error(self) -> float:
+        return self.flops / self.budget - 1.0
+
     @property
-    def n_params(self) -> int: return self.model.n_params
+    def n_params(self) -> int:
+        return self.model.n_params
+
     @property
-    def effective_params(self) -> float: return effective_params(self.model, self.seq_len)
+    def effective_params(self) -> float:
+        return effective_params(self.model, self.seq_len)
+
     @property
-    def tokens_per_param(self) -> float: return self.tokens / self.effective_params
+    def tokens_per_param(self) -> float:
+        return self.tokens / self.effective_params
 
     def train_config(self, data: Any = None, *, compute_dtype: str = "float32", remat: str = "none", **overrides):
         "A `TrainConfig` for this plan; `data` must yield `batch_size × seq_len` batches (default: synthetic tokens)."
         from marin.train.trainer import TrainConfig, SyntheticDataConfig
-        if data is None: data = SyntheticDataConfig(vocab_size=self.model.vocab_size, batch_size=self.batch_size, seq_len=self.seq_len)
+
+        if data is None:
+            data = SyntheticDataConfig(
+                vocab_size=self.model.vocab_size, batch_size=self.batch_size, seq_len=self.seq_len
+            )
         for f, want in (("batch_size", self.batch_size), ("seq_len", self.seq_len)):
             got = getattr(data, f, want)
-            if got != want: raise ValueError(f"data.{f}={got} but the plan needs {want}; build the data with {f}={want} (e.g. mixture.replace({f}={want}))")
-        return TrainConfig(model=self.model, data=data, optimizer=self.optimizer, num_train_steps=self.num_steps,
-                           compute_dtype=compute_dtype, remat=remat, **overrides)
+            if got != want:
+                raise ValueError(
+                    f"data.{f}={got} but the plan needs {want}; build the data with {f}={want} (e.g. mixture.replace({f}={want}))"
+                )
+        return TrainConfig(
+            model=self.model,
+            data=data,
+            optimizer=self.optimizer,
+            num_train_steps=self.num_steps,
+            compute_dtype=compute_dtype,
+            remat=remat,
+            **overrides,
+        )
 
     def summary(self) -> dict:
         m, o = self.model, self.optimizer
-        return {"recipe": self.recipe, "budget": self.budget, "flops": self.flops, "flops_error": self.flops_error,
-                "n_params": self.n_params, "effective_params": self.effective_params, "tokens": self.tokens,
-                "tokens_per_param": self.tokens_per_param, "d_model": m.d_model, "n_layers": m.n_layers, "n_heads": m.n_heads,
-                "n_kv_heads": m.n_kv_heads, "head_dim": m.head_size, "d_ff": m.d_ff, "vocab_size": m.vocab_size, "seq_len": self.seq_len,
-                "batch_size": self.batch_size, "num_steps": self.num_steps, "learning_rate": o.learning_rate, "beta1": o.beta1,
-                "beta2": o.beta2, "eps": o.eps, "weight_decay": o.weight_decay, "warmup_steps": o.warmup, "schedule": o.schedule,
-                "min_lr_ratio": o.min_lr_ratio}
+        return {
+            "recipe": self.recipe,
+            "budget": self.budget,
+            "flops": self.flops,
+            "flops_error": self.flops_error,
+            "n_params": self.n_params,
+            "effective_params": self.effective_params,
+            "tokens": self.tokens,
+            "tokens_per_param": self.tokens_per_param,
+            "d_model": m.d_model,
+            "n_layers": m.n_layers,
+            "n_heads": m.n_heads,
+            "n_kv_heads": m.n_kv_heads,
+            "head_dim": m.head_size,
+            "d_ff": m.d_ff,
+            "vocab_size": m.vocab_size,
+            "seq_len": self.seq_len,
+            "batch_size": self.batch_size,
+            "num_steps": self.num_steps,
+            "learning_rate": o.learning_rate,
+            "beta1": o.beta1,
+            "beta2": o.beta2,
+            "eps": o.eps,
+            "weight_decay": o.weight_decay,
+            "warmup_steps": o.warmup,
+            "schedule": o.schedule,
+            "min_lr_ratio": o.min_lr_ratio,
+        }
 
     def describe(self) -> str:
         s = self.summary()
-        return "\n".join([
-            f"recipe: {self.recipe}   budget: {self.budget:.3e} FLOPs",
-            f"model: {self.model.summary()}",
-            f"  effective params N_eff = FLOPs/token / 6 = {s['effective_params']:,.0f}",
-            f"data: {self.num_steps:,} steps × {self.batch_size} seqs × {self.seq_len} tokens = {self.tokens:,} tokens ({s['tokens_per_param']:.1f} tokens/param)",
-            f"optimizer: AdamW lr={s['learning_rate']:.3g} betas=({s['beta1']}, {s['beta2']:.4g}) eps={s['eps']:.1e} wd={s['weight_decay']}, "
-            f"warmup {int(s['warmup_steps'])} steps, {s['schedule']} to {s['min_lr_ratio']:.0%}",
-            f"training FLOPs (exact): {self.flops:.6e} = {self.flops_per_token:,.0f} FLOPs/token × {self.tokens:,} tokens ({self.flops_error:+.3%} vs budget)"])
+        return "\n".join(
+            [
+                f"recipe: {self.recipe}   budget: {self.budget:.3e} FLOPs",
+                f"model: {self.model.summary()}",
+                f"  effective params N_eff = FLOPs/token / 6 = {s['effective_params']:,.0f}",
+                f"data: {self.num_steps:,} steps × {self.batch_size} seqs × {self.seq_len} tokens = {self.tokens:,} tokens ({s['tokens_per_param']:.1f} tokens/param)",
+                f"optimizer: AdamW lr={s['learning_rate']:.3g} betas=({s['beta1']}, {s['beta2']:.4g}) eps={s['eps']:.1e} wd={s['weight_decay']}, "
+                f"warmup {int(s['warmup_steps'])} steps, {s['schedule']} to {s['min_lr_ratio']:.0%}",
+                f"training FLOPs (exact): {self.flops:.6e} = {self.flops_per_token:,.0f} FLOPs/token × {self.tokens:,} tokens ({self.flops_error:+.3%} vs budget)",
+            ]
+        )
 
 # %% ../../nbs/41_recipe.ipynb #cbcf6488
 @dataclasses.dataclass(frozen=True)
 class ComputeOptimalRecipe(Config):
     "Chinchilla tokens/param, DeepSeek LR/batch power laws, a fixed aspect ratio; every output from a method below."
+
     name: str = "compute-optimal-v1"
-    tokens_per_param: float = 20.0        # Hoffmann et al. 2022
-    aspect_ratio: float = 128.0           # d_model / n_layers (Kaplan et al. 2020 §3.2)
+    tokens_per_param: float = 20.0  # Hoffmann et al. 2022
+    aspect_ratio: float = 128.0  # d_model / n_layers (Kaplan et al. 2020 §3.2)
     min_layers: int = 2
-    width_multiple: int = 64              # d_model and d_ff are multiples of this
+    width_multiple: int = 64  # d_model and d_ff are multiples of this
     head_dim: int = 128
-    kv_group: int = 4                     # query heads per KV head once there are >= 2*kv_group heads
-    mlp_ratio: float = 8 / 3              # SwiGLU (Shazeer 2020)
+    kv_group: int = 4  # query heads per KV head once there are >= 2*kv_group heads
+    mlp_ratio: float = 8 / 3  # SwiGLU (Shazeer 2020)
     tie_embeddings: bool = False
     rope_theta: float = 10000.0
-    attention_share: float = 1 / 6        # context: attention FLOPs <= this share of the dense FLOPs
+    attention_share: float = 1 / 6  # context: attention FLOPs <= this share of the dense FLOPs
     min_seq_len: int = 128
     max_seq_len: int = 8192
-    batch_coef: float = 0.292             # DeepSeek LLM 2024: B_opt = 0.292 C^0.3271 tokens
+    batch_coef: float = 0.292  # DeepSeek LLM 2024: B_opt = 0.292 C^0.3271 tokens
     batch_exp: float = 0.3271
-    batch_multiple: int = 8               # sequences per step are a multiple of this (devices)
-    min_steps: int = 20                   # fewer steps would make budgets inexact (rounding) and schedules meaningless
-    lr_coef: float = 0.3118               # DeepSeek LLM 2024: eta_opt = 0.3118 C^-0.125
+    batch_multiple: int = 8  # sequences per step are a multiple of this (devices)
+    min_steps: int = 20  # fewer steps would make budgets inexact (rounding) and schedules meaningless
+    lr_coef: float = 0.3118  # DeepSeek LLM 2024: eta_opt = 0.3118 C^-0.125
     lr_exp: float = -0.125
     max_learning_rate: float = 1e-2
     beta1: float = 0.9
-    beta2_ref: float = 0.95               # at beta2_ref_batch tokens (Llama 2: 4M tokens, beta2 0.95)
-    beta2_ref_batch: float = 4 * 2 ** 20
-    beta2_max: float = 0.99               # Porian et al. 2024: 0.99 at small batches
-    eps_ref: float = 1e-8                 # at d_model = eps_ref_width (Wortsman et al. 2023: shrink with width)
+    beta2_ref: float = 0.95  # at beta2_ref_batch tokens (Llama 2: 4M tokens, beta2 0.95)
+    beta2_ref_batch: float = 4 * 2**20
+    beta2_max: float = 0.99  # Porian et al. 2024: 0.99 at small batches
+    eps_ref: float = 1e-8  # at d_model = eps_ref_width (Wortsman et al. 2023: shrink with width)
     eps_ref_width: int = 1024
     weight_decay: float = 0.1
-    warmup_param_tokens: float = 1.0      # warmup = this × N_eff tokens (Porian et al. 2024)
+    warmup_param_tokens: float = 1.0  # warmup = this × N_eff tokens (Porian et al. 2024)
     max_warmup_fraction: float = 0.25
-    min_warmup_fraction: float = added(0.0)   # warmup >= this share of the run (see "A warmup floor" below)
-    schedule: str = "cosine"              # Hoffmann et al. 2022: cosine to 10% over the run
+    min_warmup_fraction: float = added(0.0)  # warmup >= this share of the run (see "A warmup floor" below)
+    schedule: str = "cosine"  # Hoffmann et al. 2022: cosine to 10% over the run
     min_lr_ratio: float = 0.1
 
     def validate(self):
-        for f in ("tokens_per_param", "aspect_ratio", "mlp_ratio", "attention_share", "batch_coef", "lr_coef", "max_learning_rate",
-                  "beta2_ref_batch", "eps_ref", "warmup_param_tokens"):
+        for f in (
+            "tokens_per_param",
+            "aspect_ratio",
+            "mlp_ratio",
+            "attention_share",
+            "batch_coef",
+            "lr_coef",
+            "max_learning_rate",
+            "beta2_ref_batch",
+            "eps_ref",
+            "warmup_param_tokens",
+        ):
             check(getattr(self, f) > 0, f, f"must be positive, got {getattr(self, f)}")
-        for f in ("min_layers", "width_multiple", "head_dim", "kv_group", "min_seq_len", "max_seq_len", "batch_multiple", "min_steps"):
+        for f in (
+            "min_layers",
+            "width_multiple",
+            "head_dim",
+            "kv_group",
+            "min_seq_len",
+            "max_seq_len",
+            "batch_multiple",
+            "min_steps",
+        ):
             check(int(getattr(self, f)) >= 1, f, f"must be an integer >= 1, got {getattr(self, f)}")
         check(self.width_multiple % 2 == 0, "width_multiple", "must be even (rotary embeddings need even head sizes)")
-        check(self.min_seq_len <= self.max_seq_len, "min_seq_len", f"{self.min_seq_len} > max_seq_len={self.max_seq_len}")
-        check(0 <= self.beta1 < 1 and 0 < self.beta2_ref < 1 and self.beta2_ref <= self.beta2_max < 1, "beta2_ref", "betas in [0, 1) with beta2_ref <= beta2_max")
+        check(
+            self.min_seq_len <= self.max_seq_len, "min_seq_len", f"{self.min_seq_len} > max_seq_len={self.max_seq_len}"
+        )
+        check(
+            0 <= self.beta1 < 1 and 0 < self.beta2_ref < 1 and self.beta2_ref <= self.beta2_max < 1,
+            "beta2_ref",
+            "betas in [0, 1) with beta2_ref <= beta2_max",
+        )
         check(0 <= self.max_warmup_fraction < 1, "max_warmup_fraction", "must be in [0, 1)")
-        check(0 <= self.min_warmup_fraction <= self.max_warmup_fraction, "min_warmup_fraction", f"must be in [0, max_warmup_fraction={self.max_warmup_fraction}]")
-        check(self.schedule in ("cosine", "wsd", "linear", "constant"), "schedule", f"{self.schedule!r}: cosine, wsd, linear or constant")
+        check(
+            0 <= self.min_warmup_fraction <= self.max_warmup_fraction,
+            "min_warmup_fraction",
+            f"must be in [0, max_warmup_fraction={self.max_warmup_fraction}]",
+        )
+        check(
+            self.schedule in ("cosine", "wsd", "linear", "constant"),
+            "schedule",
+            f"{self.schedule!r}: cosine, wsd, linear or constant",
+        )
 
     # ---- size -------------------------------------------------------------------------------------------------
     def target_params(self, budget: float) -> float:
@@ -136,7 +224,8 @@ class ComputeOptimalRecipe(Config):
     def heads_for(self, d_model: int) -> tuple[int, int, int]:
         "(n_heads, n_kv_heads, head_dim): head_dim heads; KV heads shared by the largest group <= kv_group once H >= 2·kv_group."
         dh = min(self.head_dim, d_model)
-        while d_model % dh: dh -= 2
+        while d_model % dh:
+            dh -= 2
         H = d_model // dh
         g = max(x for x in range(1, self.kv_group + 1) if H % x == 0) if H >= 2 * self.kv_group else 1
         return H, H // g, dh
@@ -160,9 +249,18 @@ class ComputeOptimalRecipe(Config):
     def model_for_width(self, d_model: int, vocab_size: int) -> LlamaConfig:
         H, K, dh = self.heads_for(d_model)
         S = self.seq_len_for(d_model)
-        return LlamaConfig(vocab_size=vocab_size, seq_len=S, d_model=d_model, n_layers=self.n_layers_for(d_model), n_heads=H,
-                           n_kv_heads=K, head_dim=dh if dh * H != d_model else 0, d_ff=self.d_ff_for(d_model),
-                           tie_embeddings=self.tie_embeddings, rope_theta=self.rope_theta)
+        return LlamaConfig(
+            vocab_size=vocab_size,
+            seq_len=S,
+            d_model=d_model,
+            n_layers=self.n_layers_for(d_model),
+            n_heads=H,
+            n_kv_heads=K,
+            head_dim=dh if dh * H != d_model else 0,
+            d_ff=self.d_ff_for(d_model),
+            tie_embeddings=self.tie_embeddings,
+            rope_theta=self.rope_theta,
+        )
 
     def model_for_params(self, n_params: float, vocab_size: int) -> LlamaConfig:
         "The buildable model whose N_eff is nearest (in log) to `n_params`."
@@ -171,19 +269,30 @@ class ComputeOptimalRecipe(Config):
             cfg = self.model_for_width(d, vocab_size)
             n = effective_params(cfg)
             gap = abs(math.log(n / n_params))
-            if best is None or gap < best[0]: best = (gap, cfg)
-            if n > n_params * 2 or d > 10 ** 6: return best[1]
+            if best is None or gap < best[0]:
+                best = (gap, cfg)
+            if n > n_params * 2 or d > 10**6:
+                return best[1]
 
     # ---- batch and optimizer ----------------------------------------------------------------------------------
-    def batch_tokens(self, budget: float) -> float: return self.batch_coef * budget ** self.batch_exp
-    def learning_rate(self, budget: float) -> float: return min(self.lr_coef * budget ** self.lr_exp, self.max_learning_rate)
+    def batch_tokens(self, budget: float) -> float:
+        return self.batch_coef * budget**self.batch_exp
+
+    def learning_rate(self, budget: float) -> float:
+        return min(self.lr_coef * budget**self.lr_exp, self.max_learning_rate)
+
     def beta2_for(self, batch_tokens: float) -> float:
         "Adam SDE rule: 1 - beta2 grows linearly with the batch; clipped to [beta2_ref, beta2_max]."
         b2 = 1 - (1 - self.beta2_ref) * batch_tokens / self.beta2_ref_batch
         return float(min(max(b2, self.beta2_ref), self.beta2_max))
-    def eps_for(self, d_model: int) -> float: return float(min(max(self.eps_ref * self.eps_ref_width / d_model, 1e-15), self.eps_ref))
+
+    def eps_for(self, d_model: int) -> float:
+        return float(min(max(self.eps_ref * self.eps_ref_width / d_model, 1e-15), self.eps_ref))
+
     def warmup_steps(self, n_eff: float, tokens_per_step: int, num_steps: int) -> int:
-        by_tokens = max(round(self.warmup_param_tokens * n_eff / tokens_per_step), math.ceil(self.min_warmup_fraction * num_steps))
+        by_tokens = max(
+            round(self.warmup_param_tokens * n_eff / tokens_per_step), math.ceil(self.min_warmup_fraction * num_steps)
+        )
         return int(min(by_tokens, int(self.max_warmup_fraction * num_steps)))
 
     def batch_size_for(self, budget: float, seq_len: int, tokens: float) -> int:
@@ -194,17 +303,24 @@ class ComputeOptimalRecipe(Config):
         return min(b, cap)
 
     def optimizer_for(self, budget: float, model: LlamaConfig, tokens_per_step: int, num_steps: int) -> OptimizerConfig:
-        return OptimizerConfig(learning_rate=self.learning_rate(budget), schedule=self.schedule, min_lr_ratio=self.min_lr_ratio,
-                               warmup=float(self.warmup_steps(effective_params(model), tokens_per_step, num_steps)),
-                               beta1=self.beta1, beta2=self.beta2_for(tokens_per_step), eps=self.eps_for(model.d_model),
-                               weight_decay=self.weight_decay)
+        return OptimizerConfig(
+            learning_rate=self.learning_rate(budget),
+            schedule=self.schedule,
+            min_lr_ratio=self.min_lr_ratio,
+            warmup=float(self.warmup_steps(effective_params(model), tokens_per_step, num_steps)),
+            beta1=self.beta1,
+            beta2=self.beta2_for(tokens_per_step),
+            eps=self.eps_for(model.d_model),
+            weight_decay=self.weight_decay,
+        )
 
     # ---- the plan ---------------------------------------------------------------------------------------------
     def plan(self, budget: float, *, vocab_size: int, n_params: float | None = None) -> ScalingPlan:
         "The configuration for `budget` FLOPs (at the compute-optimal size, or at `n_params` for an isoFLOP point)."
         if not (isinstance(budget, (int, float)) and math.isfinite(budget) and budget > 0):
             raise ValueError(f"budget: {budget!r} must be a positive number of FLOPs, e.g. 1e18")
-        if vocab_size < 2: raise ValueError(f"vocab_size: {vocab_size} must be >= 2 (the tokenizer's vocabulary)")
+        if vocab_size < 2:
+            raise ValueError(f"vocab_size: {vocab_size} must be >= 2 (the tokenizer's vocabulary)")
         target = float(n_params) if n_params else self.target_params(budget)
         model = self.model_for_params(target, vocab_size)
         S = model.seq_len
@@ -213,15 +329,26 @@ class ComputeOptimalRecipe(Config):
         B = self.batch_size_for(budget, S, tokens)
         steps = int(round(tokens / (B * S)))
         if steps < self.min_steps:
-            raise ValueError(f"budget {budget:.3g}: the smallest model this recipe builds ({model.summary()}) gets only {steps} steps of "
-                             f"{B}×{S} tokens; raise the budget or lower min_seq_len / width_multiple / vocab_size")
-        return ScalingPlan(budget=float(budget), model=model, batch_size=B, seq_len=S, num_steps=steps,
-                           optimizer=self.optimizer_for(budget, model, B * S, steps), recipe=self.name, target_params=target)
+            raise ValueError(
+                f"budget {budget:.3g}: the smallest model this recipe builds ({model.summary()}) gets only {steps} steps of "
+                f"{B}×{S} tokens; raise the budget or lower min_seq_len / width_multiple / vocab_size"
+            )
+        return ScalingPlan(
+            budget=float(budget),
+            model=model,
+            batch_size=B,
+            seq_len=S,
+            num_steps=steps,
+            optimizer=self.optimizer_for(budget, model, B * S, steps),
+            recipe=self.name,
+            target_params=target,
+        )
 
 # %% ../../nbs/41_recipe.ipynb #75b711a3
 @dataclasses.dataclass(frozen=True)
 class TinyCpuRecipe(ComputeOptimalRecipe):
     "The default rules at CPU scale (1e10–1e13 FLOPs): fine width grid, 16-wide heads, context 128."
+
     name: str = "tiny-cpu-v1"
     width_multiple: int = 8
     head_dim: int = 16
@@ -234,17 +361,25 @@ class TinyCpuRecipe(ComputeOptimalRecipe):
 @dataclasses.dataclass(frozen=True)
 class MoERecipe(ComputeOptimalRecipe):
     "Fine-grained MoE: experts d_ff/granularity wide, top_k = granularity active of n_experts; dense rules on active params."
+
     name: str = "moe-v1"
     n_experts: int = 64
-    granularity: int = 8                  # expert width = dense d_ff / granularity; top_k = granularity
+    granularity: int = 8  # expert width = dense d_ff / granularity; top_k = granularity
     balance: str = "quantile"
 
     def validate(self):
         super().validate()
-        check(1 <= self.granularity < self.n_experts, "granularity", f"must be in [1, n_experts={self.n_experts}), got {self.granularity}")
+        check(
+            1 <= self.granularity < self.n_experts,
+            "granularity",
+            f"must be in [1, n_experts={self.n_experts}), got {self.granularity}",
+        )
 
     def model_for_width(self, d_model: int, vocab_size: int) -> LlamaConfig:
         from marin.models.moe import MoEConfig
+
         dense = super().model_for_width(d_model, vocab_size)
         d_expert = max(8, int(round(dense.d_ff / self.granularity / 8)) * 8)
-        return dense.replace(moe=MoEConfig(n_experts=self.n_experts, top_k=self.granularity, d_expert=d_expert, balance=self.balance))
+        return dense.replace(
+            moe=MoEConfig(n_experts=self.n_experts, top_k=self.granularity, d_expert=d_expert, balance=self.balance)
+        )

@@ -18,7 +18,8 @@ __all__ = ['ScalingRunConfig', 'scaling_metrics', 'scaling_run', 'run_name', 'sc
 @dataclasses.dataclass(frozen=True)
 class ScalingRunConfig(Config):
     "A training run that belongs to a scaling study: the TrainConfig and the budget it was planned for."
-    train: Any = versioned()          # marin.train.trainer.TrainConfig
+
+    train: Any = versioned()  # marin.train.trainer.TrainConfig
     budget: float = versioned(0.0)
     sweep: str = versioned("")
     target_params: float = 0.0
@@ -26,58 +27,100 @@ class ScalingRunConfig(Config):
     def validate(self):
         check(self.budget > 0, "budget", "must be the planned FLOPs budget (> 0)")
 
+
 def scaling_metrics(cfg: ScalingRunConfig, summary: dict) -> dict:
     "The `scaling/` numbers of a finished run (they go into its ledger record)."
     from marin.scaling.flops import training_flops_per_token
+
     t = cfg.train
     S, B = int(t.data.seq_len), int(t.data.batch_size)
     tokens = t.num_train_steps * B * S
     fpt = training_flops_per_token(t.model, S)
     evals = [k for k in summary if k.startswith("eval/") and k.endswith("/loss")]
-    loss = summary[f"eval/{t.eval_data[0][0]}/loss"] if t.eval_data and f"eval/{t.eval_data[0][0]}/loss" in summary else summary["train/final_loss"]
-    return {"scaling/sweep": cfg.sweep, "scaling/budget": cfg.budget, "scaling/flops": fpt * tokens, "scaling/tokens": tokens,
-            "scaling/params": t.model.n_params, "scaling/effective_params": fpt / 6, "scaling/loss": float(loss),
-            "scaling/d_model": t.model.d_model, "scaling/n_layers": t.model.n_layers}
+    loss = (
+        summary[f"eval/{t.eval_data[0][0]}/loss"]
+        if t.eval_data and f"eval/{t.eval_data[0][0]}/loss" in summary
+        else summary["train/final_loss"]
+    )
+    return {
+        "scaling/sweep": cfg.sweep,
+        "scaling/budget": cfg.budget,
+        "scaling/flops": fpt * tokens,
+        "scaling/tokens": tokens,
+        "scaling/params": t.model.n_params,
+        "scaling/effective_params": fpt / 6,
+        "scaling/loss": float(loss),
+        "scaling/d_model": t.model.d_model,
+        "scaling/n_layers": t.model.n_layers,
+    }
+
 
 def scaling_run(cfg: ScalingRunConfig, output_path: str) -> dict:
     "Executor step function: train, then add the scaling numbers to the summary."
     from marin.train.trainer import train
+
     summary = train(cfg.train, output_path)
     return {**summary, **scaling_metrics(cfg, summary)}
 
-def _budget_tag(budget: float) -> str: return f"C{budget:.1e}".replace("+", "").replace(".0e", "e")
+
+def _budget_tag(budget: float) -> str:
+    return f"C{budget:.1e}".replace("+", "").replace(".0e", "e")
+
 
 def run_name(plan: ScalingPlan, sweep: str = "") -> str:
     "The step name of a scaling run: `scaling/<sweep>/C<budget>-d<width>L<depth>`."
     return f"scaling/{sweep or 'run'}/{_budget_tag(plan.budget)}-d{plan.model.d_model}L{plan.model.n_layers}"
 
-def scaling_step(plan: ScalingPlan, data: Any, *, sweep: str = "", eval_data: tuple = (), name: str = "", **train_overrides) -> Step:
+
+def scaling_step(
+    plan: ScalingPlan, data: Any, *, sweep: str = "", eval_data: tuple = (), name: str = "", **train_overrides
+) -> Step:
     "The executor step that trains `plan` on `data` (a data config; its batch_size/seq_len are set from the plan)."
     d = data.replace(batch_size=plan.batch_size, seq_len=plan.seq_len)
-    cfg = ScalingRunConfig(plan.train_config(d, eval_data=tuple(eval_data), **train_overrides), budget=plan.budget, sweep=sweep,
-                           target_params=plan.target_params)
+    cfg = ScalingRunConfig(
+        plan.train_config(d, eval_data=tuple(eval_data), **train_overrides),
+        budget=plan.budget,
+        sweep=sweep,
+        target_params=plan.target_params,
+    )
     name = name or run_name(plan, sweep)
-    return Step(name, scaling_run, cfg, description=f"{plan.budget:.2e} FLOPs: {plan.model.summary()}, {plan.tokens:,} tokens")
+    return Step(
+        name, scaling_run, cfg, description=f"{plan.budget:.2e} FLOPs: {plan.model.summary()}, {plan.tokens:,} tokens"
+    )
 
 # %% ../../nbs/42_sweep.ipynb #7c7a2e34
 @dataclasses.dataclass(frozen=True)
 class IsoFlopSweep(Config):
     "Budgets × model sizes around the recipe's optimum; `steps(data)` makes them executor steps."
+
     recipe: ComputeOptimalRecipe = dataclasses.field(default_factory=ComputeOptimalRecipe)
     budgets: tuple = (1e11, 3e11, 1e12)
     vocab_size: int = 512
     sizes_per_budget: int = 5
-    spread: float = 4.0                 # sizes from N*/spread to N*·spread (log-spaced)
+    spread: float = 4.0  # sizes from N*/spread to N*·spread (log-spaced)
     name: str = "isoflop"
-    min_steps: int = 0                  # sizes whose run would take fewer optimizer steps are left out (see below)
-    seeds: tuple = (0,)                 # initialisation seeds: every size is trained once per seed (see below)
+    min_steps: int = 0  # sizes whose run would take fewer optimizer steps are left out (see below)
+    seeds: tuple = (0,)  # initialisation seeds: every size is trained once per seed (see below)
 
     def validate(self):
-        check(len(self.budgets) >= 1 and all(b > 0 for b in self.budgets), "budgets", "give positive FLOPs budgets, e.g. (1e11, 3e11, 1e12)")
-        check(self.sizes_per_budget >= 3, "sizes_per_budget", f"a parabola needs >= 3 sizes per budget, got {self.sizes_per_budget}")
+        check(
+            len(self.budgets) >= 1 and all(b > 0 for b in self.budgets),
+            "budgets",
+            "give positive FLOPs budgets, e.g. (1e11, 3e11, 1e12)",
+        )
+        check(
+            self.sizes_per_budget >= 3,
+            "sizes_per_budget",
+            f"a parabola needs >= 3 sizes per budget, got {self.sizes_per_budget}",
+        )
         check(self.spread > 1, "spread", f"must be > 1 (sizes from N*/spread to N*·spread), got {self.spread}")
-        check(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds) and all(isinstance(x, int) for x in self.seeds),
-              "seeds", f"distinct integer seeds, e.g. (0, 1, 2); got {self.seeds!r}")
+        check(
+            len(self.seeds) >= 1
+            and len(set(self.seeds)) == len(self.seeds)
+            and all(isinstance(x, int) for x in self.seeds),
+            "seeds",
+            f"distinct integer seeds, e.g. (0, 1, 2); got {self.seeds!r}",
+        )
 
     def plans(self) -> list[ScalingPlan]:
         "Plans per budget, smallest model first; sizes that round to the same model are kept once, sizes under `min_steps` steps not at all."
@@ -87,18 +130,48 @@ class IsoFlopSweep(Config):
             seen = set()
             for f in np.geomspace(1 / self.spread, self.spread, self.sizes_per_budget):
                 p = self.recipe.plan(C, vocab_size=self.vocab_size, n_params=n_star * f)
-                if p.model in seen or p.num_steps < self.min_steps: continue
-                seen.add(p.model); out.append(p)
-            if len(seen) < 3: raise ValueError(f"budget {C:.2e}: only {len(seen)} distinct models of >= {self.min_steps} steps; "
-                                               "raise spread, lower recipe.width_multiple or lower min_steps")
+                if p.model in seen or p.num_steps < self.min_steps:
+                    continue
+                seen.add(p.model)
+                out.append(p)
+            if len(seen) < 3:
+                raise ValueError(
+                    f"budget {C:.2e}: only {len(seen)} distinct models of >= {self.min_steps} steps; "
+                    "raise spread, lower recipe.width_multiple or lower min_steps"
+                )
         return out
 
     def steps(self, data: Any, *, eval_data: tuple = (), **train_overrides) -> list[Step]:
-        return [scaling_step(p, data, sweep=self.name, eval_data=eval_data, seed=seed,
-                             name=run_name(p, self.name) + (f"-s{seed}" if seed != 0 else ""), **train_overrides)
-                for p in self.plans() for seed in self.seeds]
+        return [
+            scaling_step(
+                p,
+                data,
+                sweep=self.name,
+                eval_data=eval_data,
+                seed=seed,
+                name=run_name(p, self.name) + (f"-s{seed}" if seed != 0 else ""),
+                **train_overrides,
+            )
+            for p in self.plans()
+            for seed in self.seeds
+        ]
 
     def table(self):
         import pandas as pd
-        return pd.DataFrame([p.summary() for p in self.plans()])[["budget", "effective_params", "d_model", "n_layers", "n_heads", "d_ff",
-                              "batch_size", "num_steps", "tokens", "tokens_per_param", "learning_rate", "flops_error"]]
+
+        return pd.DataFrame([p.summary() for p in self.plans()])[
+            [
+                "budget",
+                "effective_params",
+                "d_model",
+                "n_layers",
+                "n_heads",
+                "d_ff",
+                "batch_size",
+                "num_steps",
+                "tokens",
+                "tokens_per_param",
+                "learning_rate",
+                "flops_error",
+            ]
+        ]

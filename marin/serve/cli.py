@@ -9,65 +9,103 @@ import typer
 
 app = typer.Typer(help="Export, download and serve models.", no_args_is_help=True)
 
-def _gb(n: int) -> str: return f"{n / 2**30:.3f} GiB" if n >= 2**27 else f"{n / 2**20:.2f} MiB"
+
+def _gb(n: int) -> str:
+    return f"{n / 2**30:.3f} GiB" if n >= 2**27 else f"{n / 2**20:.2f} MiB"
+
 
 @app.command("export")
-def export_cmd(checkpoint: str = typer.Option(..., help="a training output directory (holds checkpoints/)"),
-               output: str = typer.Option(..., help="folder (or fsspec URL) to write the Hugging Face checkpoint to"),
-               step: int = typer.Option(-1, help="checkpoint step (-1: newest)"),
-               dtype: str = typer.Option("float32", help="float32 | bfloat16 | float16"),
-               tokenizer: str = typer.Option("", help="tokenizer spec (default: the run's vocab.json if any)"),
-               chat_template: str = typer.Option("", help="a Jinja chat template file to include"),
-               max_shard_gb: float = typer.Option(5.0, help="split weights into shards of at most this size")):
+def export_cmd(
+    checkpoint: str = typer.Option(..., help="a training output directory (holds checkpoints/)"),
+    output: str = typer.Option(..., help="folder (or fsspec URL) to write the Hugging Face checkpoint to"),
+    step: int = typer.Option(-1, help="checkpoint step (-1: newest)"),
+    dtype: str = typer.Option("float32", help="float32 | bfloat16 | float16"),
+    tokenizer: str = typer.Option("", help="tokenizer spec (default: the run's vocab.json if any)"),
+    chat_template: str = typer.Option("", help="a Jinja chat template file to include"),
+    max_shard_gb: float = typer.Option(5.0, help="split weights into shards of at most this size"),
+):
     "Export a training checkpoint to the Hugging Face layout (config, safetensors, tokenizer, model card)."
     from marin.serve.hf import export_checkpoint
+
     template = open(chat_template).read() if chat_template else None
-    s = export_checkpoint(checkpoint, output, step=None if step < 0 else step, tokenizer=tokenizer or None, chat_template=template,
-                          dtype=dtype, max_shard_bytes=int(max_shard_gb * 2**30))
-    typer.echo(f"exported {s['architecture']} ({s['n_params']:,} params, {_gb(s['bytes'])}, {s['shards']} shard(s)) to {output}")
+    s = export_checkpoint(
+        checkpoint,
+        output,
+        step=None if step < 0 else step,
+        tokenizer=tokenizer or None,
+        chat_template=template,
+        dtype=dtype,
+        max_shard_bytes=int(max_shard_gb * 2**30),
+    )
+    typer.echo(
+        f"exported {s['architecture']} ({s['n_params']:,} params, {_gb(s['bytes'])}, {s['shards']} shard(s)) to {output}"
+    )
+
 
 @app.command("download")
-def download_cmd(model: str = typer.Option(..., help="hub ORG/NAME[@revision], a local folder, or an fsspec URL"),
-                 output: str = typer.Option(..., help="folder to write to"),
-                 revision: str = typer.Option(None, help="hub revision (branch, tag or commit)"),
-                 token: str = typer.Option(None, envvar="HF_TOKEN", help="hub token for gated models"),
-                 include: list[str] = typer.Option(None, help="file patterns to fetch (default: what serving needs)")):
+def download_cmd(
+    model: str = typer.Option(..., help="hub ORG/NAME[@revision], a local folder, or an fsspec URL"),
+    output: str = typer.Option(..., help="folder to write to"),
+    revision: str = typer.Option(None, help="hub revision (branch, tag or commit)"),
+    token: str = typer.Option(None, envvar="HF_TOKEN", help="hub token for gated models"),
+    include: list[str] = typer.Option(None, help="file patterns to fetch (default: what serving needs)"),
+):
     "Download a model (resumable, checksums verified)."
     from marin.serve.download import download_model
+
     m = download_model(model, output, revision=revision, token=token, allow_patterns=include or None)
     total = sum(e["size"] for e in m["files"].values())
-    typer.echo(f"{len(m['files'])} files ({_gb(total)}) verified in {output}" + (f"; {m['skipped']} already there" if m.get("skipped") else ""))
+    typer.echo(
+        f"{len(m['files'])} files ({_gb(total)}) verified in {output}"
+        + (f"; {m['skipped']} already there" if m.get("skipped") else "")
+    )
+
 
 @app.command("serve")
-def serve_cmd(model: str = typer.Option(..., help="a Hugging Face model folder or a marin training output"),
-              port: int = typer.Option(8000, help="TCP port"), host: str = typer.Option("127.0.0.1", help="interface to bind (0.0.0.0: all)"),
-              quantize: str = typer.Option("none", help="none | int8 | int4 (weight-only)"),
-              group_size: int = typer.Option(128, help="int4 group size"),
-              api_key: str = typer.Option(None, envvar="MARIN_API_KEY", help="require 'Authorization: Bearer KEY'"),
-              max_batch: int = typer.Option(8, help="concurrent sequences decoded together"),
-              name: str = typer.Option("", help="the model id clients use (default: the folder name)"),
-              dry_run: bool = typer.Option(False, "--dry-run", help="check the checkpoint and print memory needs, then exit"),
-              verbose: bool = typer.Option(False, help="log every request")):
+def serve_cmd(
+    model: str = typer.Option(..., help="a Hugging Face model folder or a marin training output"),
+    port: int = typer.Option(8000, help="TCP port"),
+    host: str = typer.Option("127.0.0.1", help="interface to bind (0.0.0.0: all)"),
+    quantize: str = typer.Option("none", help="none | int8 | int4 (weight-only)"),
+    group_size: int = typer.Option(128, help="int4 group size"),
+    api_key: str = typer.Option(None, envvar="MARIN_API_KEY", help="require 'Authorization: Bearer KEY'"),
+    max_batch: int = typer.Option(8, help="concurrent sequences decoded together"),
+    name: str = typer.Option("", help="the model id clients use (default: the folder name)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="check the checkpoint and print memory needs, then exit"),
+    verbose: bool = typer.Option(False, help="log every request"),
+):
     "Serve a model over an OpenAI-compatible HTTP API."
     from marin.core import storage
+
     if dry_run:
         from marin.serve.server import inspect_model
+
         if not storage.exists(storage.join(model, "config.json")):
-            raise FileNotFoundError(f"--model {model}: --dry-run inspects Hugging Face folders (config.json); export the run first with `marin export`")
+            raise FileNotFoundError(
+                f"--model {model}: --dry-run inspects Hugging Face folders (config.json); export the run first with `marin export`"
+            )
         r = inspect_model(model, quantize=quantize, group_size=group_size, max_batch=max_batch)
-        typer.echo(f"{model}: {r['architecture']}, {r['params']:,} parameters, {r['layers']} layers, context {r['context']}, vocab {r['vocab']}, "
-                   f"tokenizer {'yes' if r['tokenizer'] else 'NO (token-id prompts only)'}")
-        typer.echo(f"memory: weights {_gb(r['serving_weight_bytes'])} ({quantize}; {_gb(r['stored_weight_bytes'])} on disk) + "
-                   f"KV cache {_gb(r['kv_cache_bytes'])} ({max_batch} x {r['context']} tokens) = {_gb(r['total_bytes'])}")
+        typer.echo(
+            f"{model}: {r['architecture']}, {r['params']:,} parameters, {r['layers']} layers, context {r['context']}, vocab {r['vocab']}, "
+            f"tokenizer {'yes' if r['tokenizer'] else 'NO (token-id prompts only)'}"
+        )
+        typer.echo(
+            f"memory: weights {_gb(r['serving_weight_bytes'])} ({quantize}; {_gb(r['stored_weight_bytes'])} on disk) + "
+            f"KV cache {_gb(r['kv_cache_bytes'])} ({max_batch} x {r['context']} tokens) = {_gb(r['total_bytes'])}"
+        )
         typer.echo("ok: checkpoint is complete and consistent (dry run: not serving)")
         return
     from marin.serve.server import Server, ServedModel
+
     sm = ServedModel.load(model, name=name, quantize=quantize, group_size=group_size, max_batch=max_batch)
     srv = Server(sm, host=host, port=port, api_key=api_key, verbose=verbose)
     typer.echo(f"serving {sm.name!r} ({quantize}) at {srv.url}  (Ctrl-C to stop)", err=True)
-    try: srv.serve_forever()
-    except KeyboardInterrupt: pass
-    finally: srv.shutdown()
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        srv.shutdown()
 
 # %% auto #0
 __all__ = ['app', 'export_cmd', 'download_cmd', 'serve_cmd']

@@ -16,14 +16,19 @@ __all__ = ['MANIFEST', 'DEFAULT_PATTERNS', 'DownloadError', 'looks_like_repo_id'
 MANIFEST = ".marin_download.json"
 DEFAULT_PATTERNS = ("*.json", "*.safetensors", "tokenizer.model", "*.txt", "*.md", "*.jinja", "*.tiktoken")
 
+
 class DownloadError(RuntimeError):
     "A download could not be done or did not verify; the message says why and what to do."
 
-def _is_url(s: str) -> bool: return bool(re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", s))
+
+def _is_url(s: str) -> bool:
+    return bool(re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", s))
+
 
 def looks_like_repo_id(s: str) -> bool:
     "ORG/NAME (optionally @revision), not an existing local path or a URL."
     return not _is_url(s) and not os.path.exists(s) and re.fullmatch(r"[\w.-]+/[\w.-]+(@[\w./-]+)?", s) is not None
+
 
 def _wanted(rel: str, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(os.path.basename(rel), p) for p in patterns)
@@ -32,11 +37,15 @@ def _wanted(rel: str, patterns: Sequence[str]) -> bool:
 def copy_tree(source: str, output: str, patterns: Sequence[str] = ("*",), progress: bool = True) -> dict:
     "Copy a folder (local path or fsspec URL) to `output`, resumably, verifying each file's checksum."
     from tqdm.auto import tqdm
+
     fs, root = storage.fs_path(source)
     if not fs.exists(root) or not fs.isdir(root):
-        raise FileNotFoundError(f"{source}: no such folder; pass ORG/NAME for the hub, or an existing folder / fsspec URL")
+        raise FileNotFoundError(
+            f"{source}: no such folder; pass ORG/NAME for the hub, or an existing folder / fsspec URL"
+        )
     src = {e["path"]: e for e in storage.tree_manifest(source) if _wanted(e["path"], patterns)}
-    if not src: raise DownloadError(f"{source}: no files match {list(patterns)}")
+    if not src:
+        raise DownloadError(f"{source}: no files match {list(patterns)}")
     files, skipped = {}, 0
     for rel, e in tqdm(sorted(src.items()), desc="copy", unit="file", disable=not progress):
         dst = storage.join(output, rel)
@@ -45,10 +54,13 @@ def copy_tree(source: str, output: str, patterns: Sequence[str] = ("*",), progre
         else:
             sf, sp = storage.fs_path(storage.join(source, rel))
             with sf.open(sp, "rb") as fin, storage.atomic_open(dst, "wb") as fout:
-                while chunk := fin.read(storage.CHUNK): fout.write(chunk)
+                while chunk := fin.read(storage.CHUNK):
+                    fout.write(chunk)
             if storage.file_checksum(dst) != e["xxh3"]:
                 storage.remove(dst)
-                raise DownloadError(f"{rel}: the copy's checksum differs from the source's (the source changed while copying?); run again")
+                raise DownloadError(
+                    f"{rel}: the copy's checksum differs from the source's (the source changed while copying?); run again"
+                )
         files[rel] = {"size": e["size"], "xxh3": e["xxh3"]}
     return {"files": files, "skipped": skipped}
 
@@ -56,55 +68,85 @@ def copy_tree(source: str, output: str, patterns: Sequence[str] = ("*",), progre
 def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
+
 def _sha256(path: str) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        while chunk := f.read(1 << 22): h.update(chunk)
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
     return h.hexdigest()
 
-def hub_download(repo_id: str, output: str, *, revision: str | None = None, patterns: Sequence[str] = DEFAULT_PATTERNS,
-                 token: str | None = None) -> dict:
+
+def hub_download(
+    repo_id: str,
+    output: str,
+    *,
+    revision: str | None = None,
+    patterns: Sequence[str] = DEFAULT_PATTERNS,
+    token: str | None = None,
+) -> dict:
     "snapshot_download `repo_id` into `output`, then verify sizes and LFS SHA-256s against the hub's metadata."
     if _offline():
-        raise DownloadError(f"{repo_id}: HF_HUB_OFFLINE=1 is set, so the hub cannot be used. Download on a machine with network "
-                            f"(`marin download --model {repo_id} --output DIR`) and copy DIR here, or pass a local folder / fsspec URL")
+        raise DownloadError(
+            f"{repo_id}: HF_HUB_OFFLINE=1 is set, so the hub cannot be used. Download on a machine with network "
+            f"(`marin download --model {repo_id} --output DIR`) and copy DIR here, or pass a local folder / fsspec URL"
+        )
     try:
         from huggingface_hub import HfApi, snapshot_download
+
         info = HfApi(token=token).model_info(repo_id, revision=revision, files_metadata=True)
         snapshot_download(repo_id, revision=info.sha, local_dir=output, allow_patterns=list(patterns), token=token)
     except Exception as e:
         name = type(e).__name__
         if "NotFound" in name or "404" in str(e):
-            raise DownloadError(f"{repo_id}: no such model (or revision {revision!r}) on the hub, or it is gated: check the name, or pass --token") from None
-        raise DownloadError(f"{repo_id}: cannot download from the hub ({name}: {str(e)[:300]}). If this machine is offline, "
-                            "download elsewhere and copy the folder, or pass a local folder / fsspec URL") from None
+            raise DownloadError(
+                f"{repo_id}: no such model (or revision {revision!r}) on the hub, or it is gated: check the name, or pass --token"
+            ) from None
+        raise DownloadError(
+            f"{repo_id}: cannot download from the hub ({name}: {str(e)[:300]}). If this machine is offline, "
+            "download elsewhere and copy the folder, or pass a local folder / fsspec URL"
+        ) from None
     files = {}
     for s in info.siblings or []:
         rel = s.rfilename
-        if not _wanted(rel, patterns): continue
+        if not _wanted(rel, patterns):
+            continue
         local = os.path.join(output, rel)
-        if not os.path.exists(local): raise DownloadError(f"{rel}: listed on the hub but missing after download; run again to resume")
+        if not os.path.exists(local):
+            raise DownloadError(f"{rel}: listed on the hub but missing after download; run again to resume")
         size = os.path.getsize(local)
-        if s.size is not None and size != s.size: raise DownloadError(f"{rel}: {size} bytes on disk, the hub says {s.size}; delete it and run again")
+        if s.size is not None and size != s.size:
+            raise DownloadError(f"{rel}: {size} bytes on disk, the hub says {s.size}; delete it and run again")
         entry = {"size": size}
         if s.lfs is not None:
             digest = _sha256(local)
             want = s.lfs.sha256 if hasattr(s.lfs, "sha256") else s.lfs["sha256"]
             if digest != want:
                 os.remove(local)
-                raise DownloadError(f"{rel}: SHA-256 {digest[:12]}... differs from the hub's {want[:12]}...; the corrupt file was deleted, run again")
+                raise DownloadError(
+                    f"{rel}: SHA-256 {digest[:12]}... differs from the hub's {want[:12]}...; the corrupt file was deleted, run again"
+                )
             entry["sha256"] = digest
         files[rel] = entry
     return {"files": files, "revision": info.sha}
 
 # %% ../../nbs/61_download.ipynb #fc2ceff0
-def download_model(source: str, output: str, *, revision: str | None = None, token: str | None = None,
-                   allow_patterns: Sequence[str] | None = None, progress: bool = True) -> dict:
+def download_model(
+    source: str,
+    output: str,
+    *,
+    revision: str | None = None,
+    token: str | None = None,
+    allow_patterns: Sequence[str] | None = None,
+    progress: bool = True,
+) -> dict:
     "Fetch a model (hub ORG/NAME[@rev], local folder or fsspec URL) into `output`; returns the download manifest."
     source = str(source)
-    if "@" in source and looks_like_repo_id(source): source, revision = source.split("@", 1)
+    if "@" in source and looks_like_repo_id(source):
+        source, revision = source.split("@", 1)
     if looks_like_repo_id(source):
-        if not storage.is_local(output): raise ValueError(f"--output {output}: hub downloads go to a local folder; copy it to {output} afterwards")
+        if not storage.is_local(output):
+            raise ValueError(f"--output {output}: hub downloads go to a local folder; copy it to {output} afterwards")
         res = hub_download(source, output, revision=revision, patterns=allow_patterns or DEFAULT_PATTERNS, token=token)
         kind = "hub"
     else:
@@ -114,14 +156,20 @@ def download_model(source: str, output: str, *, revision: str | None = None, tok
     storage.write_json(storage.join(output, MANIFEST), manifest)
     return dict(manifest, skipped=res.get("skipped", 0))
 
+
 def verify_download(output: str) -> list[str]:
     "Files of a downloaded folder that no longer match its manifest (empty: all good)."
     m = storage.read_json(storage.join(output, MANIFEST), None)
-    if m is None: return [f"{output}: no {MANIFEST}; it was not written by `marin download`"]
+    if m is None:
+        return [f"{output}: no {MANIFEST}; it was not written by `marin download`"]
     bad = []
     for rel, e in m["files"].items():
         f = storage.join(output, rel)
-        if not storage.exists(f): bad.append(f"{rel}: missing"); continue
-        if "xxh3" in e and storage.file_checksum(f) != e["xxh3"]: bad.append(f"{rel}: checksum differs")
-        elif "sha256" in e and storage.is_local(f) and _sha256(storage.fs_path(f)[1]) != e["sha256"]: bad.append(f"{rel}: SHA-256 differs")
+        if not storage.exists(f):
+            bad.append(f"{rel}: missing")
+            continue
+        if "xxh3" in e and storage.file_checksum(f) != e["xxh3"]:
+            bad.append(f"{rel}: checksum differs")
+        elif "sha256" in e and storage.is_local(f) and _sha256(storage.fs_path(f)[1]) != e["sha256"]:
+            bad.append(f"{rel}: SHA-256 differs")
     return bad

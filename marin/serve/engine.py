@@ -19,15 +19,18 @@ __all__ = ['TOP_N', 'serving_moe_config', 'prefill', 'decode', 'sample_tokens', 
            'Completion', 'RequestHandle', 'length_bucket', 'Engine']
 
 # %% ../../nbs/63_engine.ipynb #99d20f1d
-TOP_N = 20   # top log-probabilities returned with every token (the OpenAI API allows up to 20)
+TOP_N = 20  # top log-probabilities returned with every token (the OpenAI API allows up to 20)
+
 
 def _project_qkv(cfg, p, h, positions, inv_freq):
     B, T, _ = h.shape
     q = qmatmul(h, p.wq).reshape(B, T, cfg.n_heads, cfg.head_size)
     k = qmatmul(h, p.wk).reshape(B, T, cfg.n_kv_heads, cfg.head_size)
     v = qmatmul(h, p.wv).reshape(B, T, cfg.n_kv_heads, cfg.head_size)
-    if cfg.qk_norm: q, k = rms_norm(q, p.q_norm, cfg.norm_eps), rms_norm(k, p.k_norm, cfg.norm_eps)
+    if cfg.qk_norm:
+        q, k = rms_norm(q, p.q_norm, cfg.norm_eps), rms_norm(k, p.k_norm, cfg.norm_eps)
     return apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq), v
+
 
 def _attend(cfg, q, k, v, mask):
     "q [B,T,H,dh], k/v [B,A,K,dh], mask [B,T,A] -> [B,T,H*dh]"
@@ -38,45 +41,59 @@ def _attend(cfg, q, k, v, mask):
     pr = jax.nn.softmax(s, axis=-1).astype(v.dtype)
     return jnp.einsum("bkgts,bskd->btkgd", pr, v).reshape(B, T, H * dh)
 
+
 @functools.lru_cache(maxsize=None)
 def serving_moe_config(cfg):
     "The config the engine evaluates MoE layers with: dropless, XLA dispatch, no balancing statistics (see above)."
-    if getattr(cfg, "moe", None) is None: return cfg
-    return dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, dispatch="dropless", kernel="xla", balance="none", log_expert_load=False))
+    if getattr(cfg, "moe", None) is None:
+        return cfg
+    return dataclasses.replace(
+        cfg, moe=dataclasses.replace(cfg.moe, dispatch="dropless", kernel="xla", balance="none", log_expert_load=False)
+    )
+
 
 def _mlp_and_out(cfg, p, x, a):
     x = x + qmatmul(a, p.wo)
     h = rms_norm(x, p.mlp_norm, cfg.norm_eps)
-    if getattr(p, "moe", None) is not None:                               # an MoE layer (a Mixtral checkpoint)
+    if getattr(p, "moe", None) is not None:  # an MoE layer (a Mixtral checkpoint)
         from marin.models.moe import moe_mlp
+
         y, _ = moe_mlp(serving_moe_config(cfg), dequantize_tree(p.moe, h.dtype), h)
         return x + y.astype(x.dtype)
     return x + qmatmul(jax.nn.silu(qmatmul(h, p.w_gate)) * qmatmul(h, p.w_up), p.w_down)
+
 
 def _logits(model, x):
     x = rms_norm(x, model.final_norm, model.cfg.norm_eps)
     head = model.lm_head if model.lm_head is not None else model.embed.T
     return qmatmul(x, head).astype(jnp.float32)
 
+
 def _cast_float(tree, dtype):
     out = jax.tree.map(lambda a: a.astype(dtype) if eqx.is_inexact_array(a) else a, tree)
     moe = getattr(getattr(tree, "blocks", None), "moe", None)
-    if moe is not None:                                                    # the router stays float32, as in `forward`
+    if moe is not None:  # the router stays float32, as in `forward`
         out = eqx.tree_at(lambda t: (t.blocks.moe.router, t.blocks.moe.router_bias), out, (moe.router, moe.router_bias))
     return out
+
 
 def _partial_moe(cfg) -> bool:
     m = getattr(cfg, "moe", None)
     return m is not None and hasattr(m, "all_layers_moe") and not m.all_layers_moe(cfg.n_layers)
 
+
 def _layer_weights(cfg, blocks, i: int):
     "Layer `i`'s weights when MoE MLPs are in only some layers (dense MLP weights stacked over the dense layers only)."
     ids = cfg.moe.moe_layer_ids(cfg.n_layers)
-    take = lambda t, j: jax.tree.map(lambda v: v[j], t)                     # works on quantized weights too
+    take = lambda t, j: jax.tree.map(lambda v: v[j], t)  # works on quantized weights too
     one = take(dataclasses.replace(blocks, w_gate=None, w_up=None, w_down=None, moe=None), i)
-    if i in ids: return dataclasses.replace(one, moe=take(blocks.moe, ids.index(i)))
-    j = i - sum(l < i for l in ids)                                        # index among the dense layers
-    return dataclasses.replace(one, w_gate=take(blocks.w_gate, j), w_up=take(blocks.w_up, j), w_down=take(blocks.w_down, j))
+    if i in ids:
+        return dataclasses.replace(one, moe=take(blocks.moe, ids.index(i)))
+    j = i - sum(l < i for l in ids)  # index among the dense layers
+    return dataclasses.replace(
+        one, w_gate=take(blocks.w_gate, j), w_up=take(blocks.w_up, j), w_down=take(blocks.w_down, j)
+    )
+
 
 def _run_layers(m, body, x, cache_k, cache_v):
     "`body(x, (layer weights, k cache, v cache))` over the layers: one scan, or a loop when the layers differ."
@@ -87,19 +104,22 @@ def _run_layers(m, body, x, cache_k, cache_v):
     ks, vs = [], []
     for i in range(cfg.n_layers):
         x, (k, v) = body(x, (_layer_weights(cfg, m.blocks, i), cache_k[i], cache_v[i]))
-        ks.append(k); vs.append(v)
+        ks.append(k)
+        vs.append(v)
     return x, jnp.stack(ks), jnp.stack(vs)
+
 
 def prefill(model, tokens, length, cache_k, cache_v, slot, dtype=jnp.float32):
     "Logits [T, V] of a padded prompt `tokens[T]` (valid up to `length`); its K/V written into `slot` of the cache."
     cfg = model.cfg
     m = _cast_float(model, dtype)
     T = tokens.shape[0]
-    x = m.embed[tokens][None]                                              # [1, T, D]
+    x = m.embed[tokens][None]  # [1, T, D]
     pos = jnp.arange(T)[None]
     valid = jnp.arange(T) < length
-    mask = (jnp.tril(jnp.ones((T, T), bool)) & valid[None, :])[None]      # [1, T, T]
+    mask = (jnp.tril(jnp.ones((T, T), bool)) & valid[None, :])[None]  # [1, T, T]
     inv_freq = rope_frequencies(cfg)
+
     def body(x, layer):
         p, ck, cv = layer
         h = rms_norm(x, p.attn_norm, cfg.norm_eps)
@@ -107,19 +127,22 @@ def prefill(model, tokens, length, cache_k, cache_v, slot, dtype=jnp.float32):
         ck = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), (slot, 0, 0, 0))
         cv = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), (slot, 0, 0, 0))
         return _mlp_and_out(cfg, p, x, _attend(cfg, q, k, v, mask)), (ck, cv)
+
     x, cache_k, cache_v = _run_layers(m, body, x, cache_k, cache_v)
     return _logits(m, x)[0], cache_k, cache_v
+
 
 def decode(model, tokens, positions, cache_k, cache_v, attn_len: int, dtype=jnp.float32):
     "Logits [B, V] of one new token per slot at `positions[B]`; the cache updated in place (donated)."
     cfg = model.cfg
     m = _cast_float(model, dtype)
     B = tokens.shape[0]
-    x = m.embed[tokens][:, None]                                           # [B, 1, D]
+    x = m.embed[tokens][:, None]  # [B, 1, D]
     pos = positions[:, None]
     mask = (jnp.arange(attn_len)[None, :] <= positions[:, None])[:, None]  # [B, 1, A]
     inv_freq = rope_frequencies(cfg)
     rows = jnp.arange(B)
+
     def body(x, layer):
         p, ck, cv = layer
         h = rms_norm(x, p.attn_norm, cfg.norm_eps)
@@ -128,6 +151,7 @@ def decode(model, tokens, positions, cache_k, cache_v, attn_len: int, dtype=jnp.
         cv = cv.at[rows, positions].set(v[:, 0].astype(cv.dtype))
         a = _attend(cfg, q, ck[:, :attn_len], cv[:, :attn_len], mask)
         return _mlp_and_out(cfg, p, x, a), (ck, cv)
+
     x, cache_k, cache_v = _run_layers(m, body, x, cache_k, cache_v)
     return _logits(m, x)[:, 0], cache_k, cache_v
 
@@ -137,12 +161,12 @@ def sample_tokens(logits, keys, temperature, top_k, top_p):
     logp = jax.nn.log_softmax(logits, axis=-1)
     top_vals, top_ids = jax.lax.top_k(logp, min(TOP_N, logits.shape[-1]))
     scaled = logits / jnp.maximum(temperature, 1e-6)[:, None]
-    srt = jnp.sort(scaled, axis=-1)[:, ::-1]                               # descending
+    srt = jnp.sort(scaled, axis=-1)[:, ::-1]  # descending
     V = logits.shape[-1]
     kth = jnp.take_along_axis(srt, jnp.clip(top_k - 1, 0, V - 1)[:, None], axis=-1)
     kth = jnp.where(top_k[:, None] > 0, kth, -jnp.inf)
     probs = jax.nn.softmax(srt, axis=-1)
-    before = jnp.cumsum(probs, axis=-1) - probs                            # mass of strictly better tokens
+    before = jnp.cumsum(probs, axis=-1) - probs  # mass of strictly better tokens
     keep = before < top_p[:, None]
     pth = jnp.min(jnp.where(keep, srt, jnp.inf), axis=-1, keepdims=True)
     masked = jnp.where((scaled >= kth) & (scaled >= pth), scaled, -jnp.inf)
@@ -150,14 +174,16 @@ def sample_tokens(logits, keys, temperature, top_k, top_p):
     tok = jnp.where(temperature > 0, sampled, jnp.argmax(logits, axis=-1)).astype(jnp.int32)
     return tok, jnp.take_along_axis(logp, tok[:, None], axis=-1)[:, 0], top_vals, top_ids
 
+
 @jax.jit
 def _request_keys(seeds, counts):
     "One PRNG key per row: the request's seed folded with the index of the token being sampled."
     return jax.vmap(lambda s, c: jax.random.fold_in(jax.random.PRNGKey(s), c))(seeds, counts)
 
+
 def prompt_logprobs(logits, tokens):
     "For positions t: log p(tokens[t+1] | ≤t), and the top-N of that distribution."
-    logp = jax.nn.log_softmax(logits, axis=-1)                             # [T, V]
+    logp = jax.nn.log_softmax(logits, axis=-1)  # [T, V]
     nxt = jnp.roll(tokens, -1)
     tv, ti = jax.lax.top_k(logp, min(TOP_N, logits.shape[-1]))
     return jnp.take_along_axis(logp, nxt[:, None], axis=-1)[:, 0], tv, ti
@@ -166,16 +192,17 @@ def prompt_logprobs(logits, tokens):
 @dataclasses.dataclass(frozen=True)
 class SamplingParams(Config):
     "What a request asks for. `logprobs`: how many top alternatives to report per token (0: only the token's own)."
+
     max_tokens: int = 16
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
-    stop: tuple = ()                   # strings: generation stops before the first occurrence
+    stop: tuple = ()  # strings: generation stops before the first occurrence
     stop_token_ids: tuple = ()
     ignore_eos: bool = False
     seed: int | None = None
     logprobs: int = 0
-    echo: bool = False                 # also return the prompt's tokens and their log-probabilities
+    echo: bool = False  # also return the prompt's tokens and their log-probabilities
 
     def validate(self):
         check(self.max_tokens >= 0, "max_tokens", f"must be >= 0, got {self.max_tokens}")
@@ -184,13 +211,16 @@ class SamplingParams(Config):
         check(self.top_k >= 0, "top_k", f"must be >= 0 (0: off), got {self.top_k}")
         check(0 <= self.logprobs <= TOP_N, "logprobs", f"must be in [0, {TOP_N}], got {self.logprobs}")
 
+
 @dataclasses.dataclass
 class TokenOut:
     "One generated token: id, log-probability, the top alternatives (id, logprob), and the new text it adds."
+
     token: int
     logprob: float
     top: list
     text: str = ""
+
 
 @dataclasses.dataclass
 class Completion:
@@ -198,14 +228,16 @@ class Completion:
     tokens: list = dataclasses.field(default_factory=list)
     logprobs: list = dataclasses.field(default_factory=list)
     top: list = dataclasses.field(default_factory=list)
-    prompt_logprobs: list = dataclasses.field(default_factory=list)   # [None, lp(tok1), ...] when echo
+    prompt_logprobs: list = dataclasses.field(default_factory=list)  # [None, lp(tok1), ...] when echo
     prompt_top: list = dataclasses.field(default_factory=list)
     text: str = ""
     finish_reason: str = ""
-    ttft_s: float = 0.0                # submit -> first token
+    ttft_s: float = 0.0  # submit -> first token
+
 
 class RequestHandle:
     "A submitted request: iterate `stream()` for tokens as they come, or wait for `result()`."
+
     def __init__(self, rid: int, prompt: list[int], params: SamplingParams):
         self.id, self.prompt, self.params = rid, list(prompt), params
         self.events: queue.Queue = queue.Queue()
@@ -223,26 +255,42 @@ class RequestHandle:
     def stream(self) -> Iterator[TokenOut]:
         while True:
             ev = self.events.get()
-            if ev is None: break
+            if ev is None:
+                break
             yield ev
-        if self.error: raise self.error
+        if self.error:
+            raise self.error
 
     def result(self, timeout: float | None = None) -> Completion:
-        if not self.done.wait(timeout): raise TimeoutError(f"request {self.id} did not finish within {timeout}s")
-        if self.error: raise self.error
+        if not self.done.wait(timeout):
+            raise TimeoutError(f"request {self.id} did not finish within {timeout}s")
+        if self.error:
+            raise self.error
         return self.completion
 
 # %% ../../nbs/63_engine.ipynb #7a998ca6
 def length_bucket(n: int, limit: int, smallest: int = 16) -> int:
     "The smallest power of two >= n (at least `smallest`), capped at `limit`."
     b = smallest
-    while b < n: b *= 2
+    while b < n:
+        b *= 2
     return min(b, limit)
+
 
 class Engine:
     "Serves one model to many concurrent requests (see above)."
-    def __init__(self, model, *, max_batch: int = 8, max_seq_len: int | None = None, eos_ids: Sequence[int] = (),
-                 decode_text: Callable[[list[int]], str] | None = None, dtype: str = "float32", cache_dtype: str | None = None):
+
+    def __init__(
+        self,
+        model,
+        *,
+        max_batch: int = 8,
+        max_seq_len: int | None = None,
+        eos_ids: Sequence[int] = (),
+        decode_text: Callable[[list[int]], str] | None = None,
+        dtype: str = "float32",
+        cache_dtype: str | None = None,
+    ):
         cfg = model.cfg
         self.model, self.cfg, self.max_batch = model, cfg, int(max_batch)
         self.max_seq_len = min(int(max_seq_len or cfg.seq_len), cfg.seq_len)
@@ -253,35 +301,41 @@ class Engine:
         shape = (cfg.n_layers, self.max_batch, self.max_seq_len, cfg.n_kv_heads, cfg.head_size)
         self.cache_k, self.cache_v = jnp.zeros(shape, cdt), jnp.zeros(shape, cdt)
         self._prefill = jax.jit(functools.partial(prefill, dtype=self.dtype), donate_argnums=(3, 4))
-        self._decode = jax.jit(functools.partial(decode, dtype=self.dtype), static_argnames=("attn_len",), donate_argnums=(3, 4))
+        self._decode = jax.jit(
+            functools.partial(decode, dtype=self.dtype), static_argnames=("attn_len",), donate_argnums=(3, 4)
+        )
         self._sample = jax.jit(sample_tokens)
         self._prompt_lp = jax.jit(prompt_logprobs)
         self._pending: collections.deque = collections.deque()
         self._cv = threading.Condition()
         self._slots: list[RequestHandle | None] = [None] * self.max_batch
-        self._pos = np.zeros(self.max_batch, np.int32)                    # next position to write per slot
-        self._next = np.zeros(self.max_batch, np.int32)                   # token to feed per slot
+        self._pos = np.zeros(self.max_batch, np.int32)  # next position to write per slot
+        self._next = np.zeros(self.max_batch, np.int32)  # token to feed per slot
         self._ids = 0
         self._thread: threading.Thread | None = None
         self._stop = False
         self.stats = {"decode_steps": 0, "prefills": 0, "tokens": 0, "max_active": 0}
 
     @property
-    def cache_bytes(self) -> int: return 2 * self.cache_k.size * self.cache_k.dtype.itemsize
+    def cache_bytes(self) -> int:
+        return 2 * self.cache_k.size * self.cache_k.dtype.itemsize
 
     # -- public API -------------------------------------------------------------------------------------------
     def submit(self, prompt: Sequence[int], params: SamplingParams | None = None) -> RequestHandle:
         params = params or SamplingParams()
         prompt = [int(t) for t in prompt]
-        if not prompt: raise ValueError("prompt: empty; give at least one token")
-        if len(prompt) > self.max_seq_len: raise ValueError(f"prompt: {len(prompt)} tokens exceed the context of {self.max_seq_len}")
-        if any(t < 0 or t >= self.cfg.vocab_size for t in prompt): raise ValueError(f"prompt: token ids must be in [0, {self.cfg.vocab_size})")
+        if not prompt:
+            raise ValueError("prompt: empty; give at least one token")
+        if len(prompt) > self.max_seq_len:
+            raise ValueError(f"prompt: {len(prompt)} tokens exceed the context of {self.max_seq_len}")
+        if any(t < 0 or t >= self.cfg.vocab_size for t in prompt):
+            raise ValueError(f"prompt: token ids must be in [0, {self.cfg.vocab_size})")
         with self._cv:
             self._ids += 1
             h = RequestHandle(self._ids, prompt, params)
             self._pending.append(h)
             self._cv.notify()
-            self._ensure_thread()                                          # under the lock: exactly one loop thread
+            self._ensure_thread()  # under the lock: exactly one loop thread
         return h
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams | None = None) -> list[Completion]:
@@ -290,49 +344,71 @@ class Engine:
         return [h.result() for h in hs]
 
     def close(self):
-        with self._cv: self._stop = True; self._cv.notify()
-        if self._thread: self._thread.join(timeout=10)
+        with self._cv:
+            self._stop = True
+            self._cv.notify()
+        if self._thread:
+            self._thread.join(timeout=10)
 
-    def __enter__(self): return self
-    def __exit__(self, *exc): self.close()
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     # -- the loop -------------------------------------------------------------------------------------------
     def _ensure_thread(self):
         if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._loop, name="marin-engine", daemon=True); self._thread.start()
+            self._thread = threading.Thread(target=self._loop, name="marin-engine", daemon=True)
+            self._thread.start()
 
     def _loop(self):
         while True:
             with self._cv:
-                while not self._stop and not self._pending and not any(self._slots): self._cv.wait(timeout=1.0)
-                if self._stop: break
+                while not self._stop and not self._pending and not any(self._slots):
+                    self._cv.wait(timeout=1.0)
+                if self._stop:
+                    break
                 admit = []
                 while self._pending and None in self._slots:
                     slot = self._slots.index(None)
-                    h = self._pending.popleft(); self._slots[slot] = h; admit.append((slot, h))
+                    h = self._pending.popleft()
+                    self._slots[slot] = h
+                    admit.append((slot, h))
             for slot, h in admit:
-                try: self._admit(slot, h)
-                except BaseException as e: self._fail(slot, h, e)
+                try:
+                    self._admit(slot, h)
+                except BaseException as e:
+                    self._fail(slot, h, e)
             if any(self._slots):
-                try: self._step()
+                try:
+                    self._step()
                 except BaseException as e:
                     for s, h in enumerate(self._slots):
-                        if h is not None: self._fail(s, h, e)
+                        if h is not None:
+                            self._fail(s, h, e)
         for s, h in enumerate(self._slots):
-            if h is not None: self._fail(s, h, RuntimeError("engine closed"))
+            if h is not None:
+                self._fail(s, h, RuntimeError("engine closed"))
 
     def _fail(self, slot, h, e):
-        h.error = e; self._slots[slot] = None; h.events.put(None); h.done.set()
+        h.error = e
+        self._slots[slot] = None
+        h.events.put(None)
+        h.done.set()
 
     def _finish(self, slot: int, h: RequestHandle, reason: str):
         c = h.completion
         c.finish_reason = reason
         self._slots[slot] = None
-        h.events.put(None); h.done.set()
+        h.events.put(None)
+        h.done.set()
 
     def _keys(self, hs: list, counts) -> jnp.ndarray:
         seeds = [(h.params.seed if h.params.seed is not None else h.id) if h else 0 for h in hs]
-        return _request_keys(jnp.asarray(np.array(seeds, np.uint64).astype(np.uint32)), jnp.asarray(np.array(counts, np.uint32)))
+        return _request_keys(
+            jnp.asarray(np.array(seeds, np.uint64).astype(np.uint32)), jnp.asarray(np.array(counts, np.uint32))
+        )
 
     def _params_arrays(self, hs: list):
         t = np.array([h.params.temperature if h else 0.0 for h in hs], np.float32)
@@ -343,13 +419,16 @@ class Engine:
     def _admit(self, slot: int, h: RequestHandle):
         P = len(h.prompt)
         T = length_bucket(P, self.max_seq_len)
-        toks = np.zeros(T, np.int32); toks[:P] = h.prompt
-        logits, self.cache_k, self.cache_v = self._prefill(self.model, jnp.asarray(toks), P, self.cache_k, self.cache_v, slot)
+        toks = np.zeros(T, np.int32)
+        toks[:P] = h.prompt
+        logits, self.cache_k, self.cache_v = self._prefill(
+            self.model, jnp.asarray(toks), P, self.cache_k, self.cache_v, slot
+        )
         self.stats["prefills"] += 1
         c = h.completion
         if h.params.echo:
             lp, tv, ti = (np.asarray(a) for a in self._prompt_lp(logits, jnp.asarray(toks)))
-            c.prompt_logprobs = [None] + [float(x) for x in lp[:P - 1]]
+            c.prompt_logprobs = [None] + [float(x) for x in lp[: P - 1]]
             c.prompt_top = [None] + [list(zip(ti[i].tolist(), tv[i].tolist())) for i in range(P - 1)]
         if h.params.max_tokens == 0:
             c.ttft_s = time.perf_counter() - h.t_submit
@@ -357,15 +436,16 @@ class Engine:
         t, k, p = self._params_arrays([h])
         out = self._sample(logits[P - 1][None], self._keys([h], [0]), t, k, p)
         self._pos[slot], self._next[slot] = P, 0
-        self._emit(slot, h, *(np.asarray(a)[0] for a in out))             # np.asarray waits for the device: TTFT is real
+        self._emit(slot, h, *(np.asarray(a)[0] for a in out))  # np.asarray waits for the device: TTFT is real
 
     def _step(self):
         active = [s for s, h in enumerate(self._slots) if h is not None]
         self.stats["max_active"] = max(self.stats["max_active"], len(active))
         attn_len = length_bucket(int(self._pos[active].max()) + 1, self.max_seq_len)
         pos = np.where([h is not None for h in self._slots], self._pos, 0).astype(np.int32)
-        logits, self.cache_k, self.cache_v = self._decode(self.model, jnp.asarray(self._next), jnp.asarray(pos),
-                                                          self.cache_k, self.cache_v, attn_len=attn_len)
+        logits, self.cache_k, self.cache_v = self._decode(
+            self.model, jnp.asarray(self._next), jnp.asarray(pos), self.cache_k, self.cache_v, attn_len=attn_len
+        )
         self.stats["decode_steps"] += 1
         hs = list(self._slots)
         counts = [len(h.completion.tokens) if h else 0 for h in hs]
@@ -378,21 +458,33 @@ class Engine:
     def _emit(self, slot: int, h: RequestHandle, tok, lp, tv, ti):
         c, prm = h.completion, h.params
         tok = int(tok)
-        c.tokens.append(tok); c.logprobs.append(float(lp)); self.stats["tokens"] += 1
-        if len(c.tokens) == 1: c.ttft_s = time.perf_counter() - h.t_submit
+        c.tokens.append(tok)
+        c.logprobs.append(float(lp))
+        self.stats["tokens"] += 1
+        if len(c.tokens) == 1:
+            c.ttft_s = time.perf_counter() - h.t_submit
         top = list(zip(ti.tolist(), tv.tolist()))
         c.top.append(top)
         text = self.decode_text(c.tokens)
         reason = ""
-        if (tok in self.eos_ids and not prm.ignore_eos) or tok in prm.stop_token_ids: reason = "stop"
+        if (tok in self.eos_ids and not prm.ignore_eos) or tok in prm.stop_token_ids:
+            reason = "stop"
         cut = min((i for i in (text.find(s) for s in prm.stop if s) if i >= 0), default=-1)
-        if cut >= 0: text, reason = text[:cut], "stop"
-        if not reason and h.cancelled: reason = "cancelled"
-        if not reason and len(c.tokens) >= prm.max_tokens: reason = "length"
-        if not reason and self._pos[slot] >= self.max_seq_len: reason = "length"
-        new = text[h._text_len:] if len(text) >= h._text_len else ""
-        if reason == "stop" and cut < 0: new, text = "", text[:h._text_len]     # the end-of-text token itself adds no text
-        h._text_len = len(text); c.text = text
+        if cut >= 0:
+            text, reason = text[:cut], "stop"
+        if not reason and h.cancelled:
+            reason = "cancelled"
+        if not reason and len(c.tokens) >= prm.max_tokens:
+            reason = "length"
+        if not reason and self._pos[slot] >= self.max_seq_len:
+            reason = "length"
+        new = text[h._text_len :] if len(text) >= h._text_len else ""
+        if reason == "stop" and cut < 0:
+            new, text = "", text[: h._text_len]  # the end-of-text token itself adds no text
+        h._text_len = len(text)
+        c.text = text
         h.events.put(TokenOut(tok, float(lp), top, new))
-        if reason: self._finish(slot, h, reason)
-        else: self._next[slot] = tok
+        if reason:
+            self._finish(slot, h, reason)
+        else:
+            self._next[slot] = tok

@@ -24,9 +24,20 @@ __all__ = ['BLOCK_TENSORS', 'MLP_TENSORS', 'LAYER_TENSORS', 'QK_NORM_TENSORS', '
 # %% ../../nbs/60_hf.ipynb #62af4393
 def _st_dtypes() -> dict[str, np.dtype]:
     import ml_dtypes
-    return {"F64": np.dtype(np.float64), "F32": np.dtype(np.float32), "F16": np.dtype(np.float16), "BF16": np.dtype(ml_dtypes.bfloat16),
-            "I64": np.dtype(np.int64), "I32": np.dtype(np.int32), "I16": np.dtype(np.int16), "I8": np.dtype(np.int8),
-            "U8": np.dtype(np.uint8), "BOOL": np.dtype(np.bool_)}
+
+    return {
+        "F64": np.dtype(np.float64),
+        "F32": np.dtype(np.float32),
+        "F16": np.dtype(np.float16),
+        "BF16": np.dtype(ml_dtypes.bfloat16),
+        "I64": np.dtype(np.int64),
+        "I32": np.dtype(np.int32),
+        "I16": np.dtype(np.int16),
+        "I8": np.dtype(np.int8),
+        "U8": np.dtype(np.uint8),
+        "BOOL": np.dtype(np.bool_),
+    }
+
 
 def safetensors_bytes(tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = None) -> bytes:
     "A safetensors file holding `tensors` (sorted by name; deterministic bytes)."
@@ -34,75 +45,106 @@ def safetensors_bytes(tensors: dict[str, np.ndarray], metadata: dict[str, str] |
     header, chunks, offset = {}, [], 0
     for name in sorted(tensors):
         a = np.ascontiguousarray(tensors[name])
-        if a.dtype not in names: raise ValueError(f"tensor {name}: dtype {a.dtype} has no safetensors equivalent")
+        if a.dtype not in names:
+            raise ValueError(f"tensor {name}: dtype {a.dtype} has no safetensors equivalent")
         b = a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
         header[name] = {"dtype": names[a.dtype], "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
-        chunks.append(b); offset += len(b)
+        chunks.append(b)
+        offset += len(b)
     header = {"__metadata__": dict(metadata or {"format": "pt"}), **header}
     h = json.dumps(header, separators=(",", ":")).encode()
     h += b" " * (-len(h) % 8)
     return struct.pack("<Q", len(h)) + h + b"".join(chunks)
 
+
 def parse_safetensors(data: bytes) -> dict[str, np.ndarray]:
     "The tensors of a safetensors file's bytes."
-    if len(data) < 8: raise ValueError("not a safetensors file: shorter than its 8-byte header length")
+    if len(data) < 8:
+        raise ValueError("not a safetensors file: shorter than its 8-byte header length")
     (n,) = struct.unpack("<Q", data[:8])
-    if n > len(data) - 8: raise ValueError("not a safetensors file: header length exceeds the file (truncated download?)")
-    header = json.loads(data[8:8 + n])
+    if n > len(data) - 8:
+        raise ValueError("not a safetensors file: header length exceeds the file (truncated download?)")
+    header = json.loads(data[8 : 8 + n])
     header.pop("__metadata__", None)
     dt, base, out = _st_dtypes(), 8 + n, {}
     for name, h in header.items():
         s, e = h["data_offsets"]
-        out[name] = np.frombuffer(data, dtype=dt[h["dtype"]], count=int(np.prod(h["shape"], dtype=np.int64)), offset=base + s).reshape(h["shape"]).copy()
+        out[name] = (
+            np.frombuffer(data, dtype=dt[h["dtype"]], count=int(np.prod(h["shape"], dtype=np.int64)), offset=base + s)
+            .reshape(h["shape"])
+            .copy()
+        )
     return out
 
-def read_safetensors(url: str) -> dict[str, np.ndarray]: return parse_safetensors(storage.read_bytes(url))
+
+def read_safetensors(url: str) -> dict[str, np.ndarray]:
+    return parse_safetensors(storage.read_bytes(url))
 
 # %% ../../nbs/60_hf.ipynb #54ba1c10
 BLOCK_TENSORS: dict[str, tuple[str, bool]] = {
-    "attn_norm": ("input_layernorm.weight", False), "wq": ("self_attn.q_proj.weight", True),
-    "wk": ("self_attn.k_proj.weight", True), "wv": ("self_attn.v_proj.weight", True), "wo": ("self_attn.o_proj.weight", True),
+    "attn_norm": ("input_layernorm.weight", False),
+    "wq": ("self_attn.q_proj.weight", True),
+    "wk": ("self_attn.k_proj.weight", True),
+    "wv": ("self_attn.v_proj.weight", True),
+    "wo": ("self_attn.o_proj.weight", True),
     "mlp_norm": ("post_attention_layernorm.weight", False),
 }
-MLP_TENSORS: dict[str, tuple[str, bool]] = {"w_gate": ("mlp.gate_proj.weight", True), "w_up": ("mlp.up_proj.weight", True),
-                                            "w_down": ("mlp.down_proj.weight", True)}
-LAYER_TENSORS: dict[str, tuple[str, bool]] = {**BLOCK_TENSORS, **MLP_TENSORS}     # the whole dense Llama layer
-QK_NORM_TENSORS: dict[str, tuple[str, bool]] = {"q_norm": ("self_attn.q_norm.weight", False), "k_norm": ("self_attn.k_norm.weight", False)}
+MLP_TENSORS: dict[str, tuple[str, bool]] = {
+    "w_gate": ("mlp.gate_proj.weight", True),
+    "w_up": ("mlp.up_proj.weight", True),
+    "w_down": ("mlp.down_proj.weight", True),
+}
+LAYER_TENSORS: dict[str, tuple[str, bool]] = {**BLOCK_TENSORS, **MLP_TENSORS}  # the whole dense Llama layer
+QK_NORM_TENSORS: dict[str, tuple[str, bool]] = {
+    "q_norm": ("self_attn.q_norm.weight", False),
+    "k_norm": ("self_attn.k_norm.weight", False),
+}
 EXPORT_DTYPES = ("float32", "bfloat16", "float16")
+
 
 def _np_dtype(name: str) -> np.dtype:
     check(name in EXPORT_DTYPES, "dtype", f"{name!r}: use one of {EXPORT_DTYPES}")
     return _st_dtypes()[{"float32": "F32", "bfloat16": "BF16", "float16": "F16"}[name]]
 
+
 def _host_fn(dtype: str) -> Callable:
     dt = _np_dtype(dtype)
     return lambda x: np.asarray(x, dtype=np.float32).astype(dt)
+
 
 def _shared_hf_tensors(model, table: dict, host: Callable) -> dict[str, np.ndarray]:
     "Embeddings, final norm, output projection and the per-layer tensors of `table`."
     cfg = model.cfg
     out = {"model.embed_tokens.weight": host(model.embed), "model.norm.weight": host(model.final_norm)}
-    if not cfg.tie_embeddings: out["lm_head.weight"] = host(model.lm_head).T
+    if not cfg.tie_embeddings:
+        out["lm_head.weight"] = host(model.lm_head).T
     for field, (hf, transpose) in dict(table, **(QK_NORM_TENSORS if cfg.qk_norm else {})).items():
-        stacked = host(getattr(model.blocks, field))                                    # [L, ...]
-        for i in range(cfg.n_layers): out[f"model.layers.{i}.{hf}"] = stacked[i].T if transpose else stacked[i]
+        stacked = host(getattr(model.blocks, field))  # [L, ...]
+        for i in range(cfg.n_layers):
+            out[f"model.layers.{i}.{hf}"] = stacked[i].T if transpose else stacked[i]
     return out
+
 
 def dense_hf_tensors(model, dtype: str = "float32") -> dict[str, np.ndarray]:
     "HF-named tensors (`[out, in]` layout) of a marin `Transformer`."
     out = _shared_hf_tensors(model, LAYER_TENSORS, _host_fn(dtype))
     return {k: np.ascontiguousarray(v) for k, v in out.items()}
 
+
 def _getter(tensors: dict[str, np.ndarray], what: str) -> Callable:
     def get(name):
-        if name not in tensors: raise ValueError(f"checkpoint lacks tensor {name!r}; is it a {what} checkpoint?")
+        if name not in tensors:
+            raise ValueError(f"checkpoint lacks tensor {name!r}; is it a {what} checkpoint?")
         return np.asarray(tensors[name]).astype(np.float32)
+
     return get
+
 
 def _assemble(tensors: dict[str, np.ndarray], cfg, table: dict, mlp: dict, what: str):
     "A marin `Transformer` (float32) from HF tensors: the tensors of `table` (per layer) plus the given MLP fields."
     import jax.numpy as jnp
     from marin.models.transformer import Block, Transformer
+
     get = _getter(tensors, what)
     fields = {f: None for f in ("q_norm", "k_norm")}
     for field, (hf, transpose) in dict(table, **(QK_NORM_TENSORS if cfg.qk_norm else {})).items():
@@ -111,75 +153,142 @@ def _assemble(tensors: dict[str, np.ndarray], cfg, table: dict, mlp: dict, what:
     fields.update(mlp)
     embed = jnp.asarray(get("model.embed_tokens.weight"))
     lm_head = None if cfg.tie_embeddings else jnp.asarray(get("lm_head.weight").T)
-    model = Transformer(embed=embed, blocks=Block(**fields), final_norm=jnp.asarray(get("model.norm.weight")), lm_head=lm_head, cfg=cfg)
-    expect = {"embed": (cfg.vocab_size, cfg.d_model), "wq": (cfg.n_layers, cfg.d_model, cfg.q_dim), "wk": (cfg.n_layers, cfg.d_model, cfg.kv_dim)}
+    model = Transformer(
+        embed=embed, blocks=Block(**fields), final_norm=jnp.asarray(get("model.norm.weight")), lm_head=lm_head, cfg=cfg
+    )
+    expect = {
+        "embed": (cfg.vocab_size, cfg.d_model),
+        "wq": (cfg.n_layers, cfg.d_model, cfg.q_dim),
+        "wk": (cfg.n_layers, cfg.d_model, cfg.kv_dim),
+    }
     got = {"embed": model.embed.shape, "wq": model.blocks.wq.shape, "wk": model.blocks.wk.shape}
     for k in expect:
-        if tuple(got[k]) != expect[k]: raise ValueError(f"tensor {k}: shape {tuple(got[k])} does not match config.json ({expect[k]}); the config and weights disagree")
+        if tuple(got[k]) != expect[k]:
+            raise ValueError(
+                f"tensor {k}: shape {tuple(got[k])} does not match config.json ({expect[k]}); the config and weights disagree"
+            )
     return model
+
 
 def dense_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
     "A marin `Transformer` (float32) from HF-named tensors."
     model = _assemble(tensors, cfg, LAYER_TENSORS, {}, f"{cfg.n_layers}-layer Llama-family")
     want = (cfg.n_layers, cfg.d_model, cfg.d_ff)
     if tuple(model.blocks.w_gate.shape) != want:
-        raise ValueError(f"tensor w_gate: shape {tuple(model.blocks.w_gate.shape)} does not match config.json ({want}); the config and weights disagree")
+        raise ValueError(
+            f"tensor w_gate: shape {tuple(model.blocks.w_gate.shape)} does not match config.json ({want}); the config and weights disagree"
+        )
     return model
+
 
 def dense_hf_shapes(cfg) -> dict[str, list[int]]:
     "Every tensor a dense checkpoint of `cfg` holds, with its HF shape (what `marin serve --dry-run` checks)."
     D, F = cfg.d_model, cfg.d_ff
     out = _shared_hf_shapes(cfg)
     for i in range(cfg.n_layers):
-        out.update({f"model.layers.{i}.mlp.gate_proj.weight": [F, D], f"model.layers.{i}.mlp.up_proj.weight": [F, D],
-                    f"model.layers.{i}.mlp.down_proj.weight": [D, F]})
+        out.update(
+            {
+                f"model.layers.{i}.mlp.gate_proj.weight": [F, D],
+                f"model.layers.{i}.mlp.up_proj.weight": [F, D],
+                f"model.layers.{i}.mlp.down_proj.weight": [D, F],
+            }
+        )
     return out
+
 
 def _shared_hf_shapes(cfg) -> dict[str, list[int]]:
     D = cfg.d_model
     out = {"model.embed_tokens.weight": [cfg.vocab_size, D], "model.norm.weight": [D]}
-    if not cfg.tie_embeddings: out["lm_head.weight"] = [cfg.vocab_size, D]
+    if not cfg.tie_embeddings:
+        out["lm_head.weight"] = [cfg.vocab_size, D]
     for i in range(cfg.n_layers):
         l = f"model.layers.{i}."
-        out.update({l + "input_layernorm.weight": [D], l + "post_attention_layernorm.weight": [D],
-                    l + "self_attn.q_proj.weight": [cfg.q_dim, D], l + "self_attn.k_proj.weight": [cfg.kv_dim, D],
-                    l + "self_attn.v_proj.weight": [cfg.kv_dim, D], l + "self_attn.o_proj.weight": [D, cfg.q_dim]})
-        if cfg.qk_norm: out.update({l + "self_attn.q_norm.weight": [cfg.head_size], l + "self_attn.k_norm.weight": [cfg.head_size]})
+        out.update(
+            {
+                l + "input_layernorm.weight": [D],
+                l + "post_attention_layernorm.weight": [D],
+                l + "self_attn.q_proj.weight": [cfg.q_dim, D],
+                l + "self_attn.k_proj.weight": [cfg.kv_dim, D],
+                l + "self_attn.v_proj.weight": [cfg.kv_dim, D],
+                l + "self_attn.o_proj.weight": [D, cfg.q_dim],
+            }
+        )
+        if cfg.qk_norm:
+            out.update({l + "self_attn.q_norm.weight": [cfg.head_size], l + "self_attn.k_norm.weight": [cfg.head_size]})
     return out
 
 # %% ../../nbs/60_hf.ipynb #a026ddfe
 def _rope_parameters(cfg) -> dict:
     theta = cfg.rope_theta
-    if cfg.rope_scaling == "ntk": theta = theta * cfg.rope_factor ** (cfg.head_size / (cfg.head_size - 2))  # exact: see above
+    if cfg.rope_scaling == "ntk":
+        theta = theta * cfg.rope_factor ** (cfg.head_size / (cfg.head_size - 2))  # exact: see above
     p = {"rope_type": "default", "rope_theta": float(theta)}
-    if cfg.rope_scaling == "linear": p.update(rope_type="linear", factor=float(cfg.rope_factor))
+    if cfg.rope_scaling == "linear":
+        p.update(rope_type="linear", factor=float(cfg.rope_factor))
     elif cfg.rope_scaling == "llama3":
-        p.update(rope_type="llama3", factor=float(cfg.rope_factor), low_freq_factor=1.0, high_freq_factor=4.0,
-                 original_max_position_embeddings=int(cfg.rope_original_seq_len))
+        p.update(
+            rope_type="llama3",
+            factor=float(cfg.rope_factor),
+            low_freq_factor=1.0,
+            high_freq_factor=4.0,
+            original_max_position_embeddings=int(cfg.rope_original_seq_len),
+        )
     return p
 
-def dense_hf_config(cfg, architecture: str = "LlamaForCausalLM", *, bos_id: int | None = None, eos_id: int | None = None,
-                    pad_id: int | None = None, dtype: str = "float32") -> dict:
+
+def dense_hf_config(
+    cfg,
+    architecture: str = "LlamaForCausalLM",
+    *,
+    bos_id: int | None = None,
+    eos_id: int | None = None,
+    pad_id: int | None = None,
+    dtype: str = "float32",
+) -> dict:
     "The `config.json` of a dense marin model."
     rope = _rope_parameters(cfg)
     legacy = None if rope["rope_type"] == "default" else {k: v for k, v in rope.items() if k != "rope_theta"}
-    d = {"architectures": [architecture], "model_type": ARCHITECTURES[architecture].model_type,
-         "vocab_size": cfg.vocab_size, "hidden_size": cfg.d_model, "intermediate_size": cfg.d_ff,
-         "num_hidden_layers": cfg.n_layers, "num_attention_heads": cfg.n_heads, "num_key_value_heads": cfg.n_kv_heads,
-         "head_dim": cfg.head_size, "max_position_embeddings": cfg.seq_len, "rms_norm_eps": cfg.norm_eps,
-         "rope_theta": rope["rope_theta"], "rope_scaling": legacy, "rope_parameters": rope,
-         "tie_word_embeddings": cfg.tie_embeddings, "hidden_act": "silu", "attention_bias": False, "mlp_bias": False,
-         "attention_dropout": 0.0, "initializer_range": cfg.init_std, "use_cache": True, "dtype": dtype, "torch_dtype": dtype,
-         "bos_token_id": bos_id, "eos_token_id": eos_id, "pad_token_id": pad_id,
-         "marin_config": canonical(cfg)}
-    if architecture == "Qwen3ForCausalLM": d.update(use_sliding_window=False, sliding_window=None, max_window_layers=cfg.n_layers)
+    d = {
+        "architectures": [architecture],
+        "model_type": ARCHITECTURES[architecture].model_type,
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.d_model,
+        "intermediate_size": cfg.d_ff,
+        "num_hidden_layers": cfg.n_layers,
+        "num_attention_heads": cfg.n_heads,
+        "num_key_value_heads": cfg.n_kv_heads,
+        "head_dim": cfg.head_size,
+        "max_position_embeddings": cfg.seq_len,
+        "rms_norm_eps": cfg.norm_eps,
+        "rope_theta": rope["rope_theta"],
+        "rope_scaling": legacy,
+        "rope_parameters": rope,
+        "tie_word_embeddings": cfg.tie_embeddings,
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "mlp_bias": False,
+        "attention_dropout": 0.0,
+        "initializer_range": cfg.init_std,
+        "use_cache": True,
+        "dtype": dtype,
+        "torch_dtype": dtype,
+        "bos_token_id": bos_id,
+        "eos_token_id": eos_id,
+        "pad_token_id": pad_id,
+        "marin_config": canonical(cfg),
+    }
+    if architecture == "Qwen3ForCausalLM":
+        d.update(use_sliding_window=False, sliding_window=None, max_window_layers=cfg.n_layers)
     return d
+
 
 def dense_config_from_hf(d: dict):
     "A marin `LlamaConfig` from a Llama-family `config.json` (exact when the file was written by marin)."
     from marin.models.transformer import LlamaConfig
+
     if "marin_config" in d:
         from marin.train.trainer import model_config_from_dict
+
         return model_config_from_dict(d["marin_config"])
     arch = (d.get("architectures") or ["LlamaForCausalLM"])[0]
     rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
@@ -189,89 +298,142 @@ def dense_config_from_hf(d: dict):
         raise ValueError(f"config.json: rope_type {rtype!r} is not supported by marin (default, linear, llama3)")
     sw = d.get("sliding_window")
     if sw and d.get("use_sliding_window", True) and sw < d.get("max_position_embeddings", 0):
-        raise ValueError(f"config.json: sliding_window={sw} attention is not implemented in marin; use a checkpoint without it")
+        raise ValueError(
+            f"config.json: sliding_window={sw} attention is not implemented in marin; use a checkpoint without it"
+        )
     if d.get("attention_bias") or d.get("mlp_bias"):
         raise ValueError("config.json: attention_bias/mlp_bias are not supported by marin's Llama model")
-    if d.get("hidden_act", "silu") != "silu": raise ValueError(f"config.json: hidden_act={d['hidden_act']!r}; marin uses SwiGLU (silu)")
+    if d.get("hidden_act", "silu") != "silu":
+        raise ValueError(f"config.json: hidden_act={d['hidden_act']!r}; marin uses SwiGLU (silu)")
     n_heads = d["num_attention_heads"]
-    return LlamaConfig(vocab_size=d["vocab_size"], seq_len=d.get("max_position_embeddings", 2048), d_model=d["hidden_size"],
-                       n_layers=d["num_hidden_layers"], n_heads=n_heads, n_kv_heads=d.get("num_key_value_heads") or n_heads,
-                       head_dim=d.get("head_dim") or 0, d_ff=d["intermediate_size"], rope_theta=float(theta),
-                       rope_scaling="none" if rtype == "default" else rtype, rope_factor=float(rope.get("factor", 1.0)),
-                       rope_original_seq_len=int(rope.get("original_max_position_embeddings", 8192)),
-                       qk_norm=ARCHITECTURES[arch].qk_norm, tie_embeddings=bool(d.get("tie_word_embeddings", False)),
-                       norm_eps=float(d.get("rms_norm_eps", 1e-5)), init_std=float(d.get("initializer_range", 0.02)))
+    return LlamaConfig(
+        vocab_size=d["vocab_size"],
+        seq_len=d.get("max_position_embeddings", 2048),
+        d_model=d["hidden_size"],
+        n_layers=d["num_hidden_layers"],
+        n_heads=n_heads,
+        n_kv_heads=d.get("num_key_value_heads") or n_heads,
+        head_dim=d.get("head_dim") or 0,
+        d_ff=d["intermediate_size"],
+        rope_theta=float(theta),
+        rope_scaling="none" if rtype == "default" else rtype,
+        rope_factor=float(rope.get("factor", 1.0)),
+        rope_original_seq_len=int(rope.get("original_max_position_embeddings", 8192)),
+        qk_norm=ARCHITECTURES[arch].qk_norm,
+        tie_embeddings=bool(d.get("tie_word_embeddings", False)),
+        norm_eps=float(d.get("rms_norm_eps", 1e-5)),
+        init_std=float(d.get("initializer_range", 0.02)),
+    )
 
 # %% ../../nbs/60_hf.ipynb #83a65b68
 def mixtral_refusal(cfg, router_bias=None) -> str:
     "Why a marin model cannot be written as `MixtralForCausalLM` (empty: it can). Names the field and the fix."
     m = cfg.moe
-    if m is None: return "model.moe is None: a dense model exports as LlamaForCausalLM, not Mixtral"
+    if m is None:
+        return "model.moe is None: a dense model exports as LlamaForCausalLM, not Mixtral"
     if m.router != "softmax":
-        return (f"moe.router={m.router!r}: Mixtral routes with a softmax over all experts, then top-k, then renormalises; "
-                "a sigmoid router computes different weights. Train with moe.router='softmax' to export as Mixtral")
+        return (
+            f"moe.router={m.router!r}: Mixtral routes with a softmax over all experts, then top-k, then renormalises; "
+            "a sigmoid router computes different weights. Train with moe.router='softmax' to export as Mixtral"
+        )
     if m.n_shared_experts:
-        return (f"moe.n_shared_experts={m.n_shared_experts}: Mixtral has no shared (always-on) experts; "
-                "train with n_shared_experts=0 to export as Mixtral")
-    if cfg.qk_norm: return "qk_norm=True: Mixtral has no QK-norm; train with qk_norm=False to export as Mixtral"
+        return (
+            f"moe.n_shared_experts={m.n_shared_experts}: Mixtral has no shared (always-on) experts; "
+            "train with n_shared_experts=0 to export as Mixtral"
+        )
+    if cfg.qk_norm:
+        return "qk_norm=True: Mixtral has no QK-norm; train with qk_norm=False to export as Mixtral"
     if hasattr(m, "all_layers_moe") and not m.all_layers_moe(cfg.n_layers):
-        return (f"moe.every={m.every}, moe.first_dense_layers={m.first_dense_layers}: MoE MLPs in layers {list(m.moe_layer_ids(cfg.n_layers))} "
-                f"of {cfg.n_layers} only, and Mixtral has an MoE MLP in every layer; train with every=1, first_dense_layers=0 to export as Mixtral")
+        return (
+            f"moe.every={m.every}, moe.first_dense_layers={m.first_dense_layers}: MoE MLPs in layers {list(m.moe_layer_ids(cfg.n_layers))} "
+            f"of {cfg.n_layers} only, and Mixtral has an MoE MLP in every layer; train with every=1, first_dense_layers=0 to export as Mixtral"
+        )
     if router_bias is not None:
         b = np.asarray(router_bias, dtype=np.float32)
         if b.ndim != 2 or b.shape[0] != cfg.n_layers:
             return f"moe.router_bias has shape {b.shape}, expected [n_layers={cfg.n_layers}, n_experts]: MoE in only some layers; Mixtral has an MoE MLP in every layer"
         if np.any(b != 0):
-            return (f"moe.router_bias is non-zero (max |bias| {np.abs(b).max():.3g}, moe.balance={m.balance!r}): the {m.balance} balancing bias "
-                    "changes which experts a token is routed to, and Mixtral has no router bias, so the exported model would compute a "
-                    "different function. Train with moe.balance='switch' or 'none' to export as Mixtral")
+            return (
+                f"moe.router_bias is non-zero (max |bias| {np.abs(b).max():.3g}, moe.balance={m.balance!r}): the {m.balance} balancing bias "
+                "changes which experts a token is routed to, and Mixtral has no router bias, so the exported model would compute a "
+                "different function. Train with moe.balance='switch' or 'none' to export as Mixtral"
+            )
     return ""
+
 
 def _check_mixtral(model):
     moe = model.blocks.moe
     why = mixtral_refusal(model.cfg, None if moe is None else moe.router_bias)
     if not why and any(getattr(model.blocks, f, None) is not None for f in MLP_TENSORS):
         why = "MoE in only some layers (the model has dense MLP weights as well); Mixtral has an MoE MLP in every layer"
-    if why: raise ValueError(f"cannot export as MixtralForCausalLM: {why}")
+    if why:
+        raise ValueError(f"cannot export as MixtralForCausalLM: {why}")
+
 
 def _mixtral_names():
     from marin.models.moe import MIXTRAL_WEIGHT_NAMES
+
     return MIXTRAL_WEIGHT_NAMES
 
-MIXTRAL_FUSED_NAMES = {                                                         # transformers >= 5 in memory (and with save_original_format=False)
-    "router": "model.layers.{l}.mlp.gate.weight",                               # [E, D]      = block_sparse_moe.gate.weight
-    "gate_up": "model.layers.{l}.mlp.experts.gate_up_proj",                     # [E, 2F, D]: [e, :F] = experts.{e}.w1, [e, F:] = experts.{e}.w3
-    "down": "model.layers.{l}.mlp.experts.down_proj",                           # [E, D, F]:  [e]     = experts.{e}.w2
+
+MIXTRAL_FUSED_NAMES = {  # transformers >= 5 in memory (and with save_original_format=False)
+    "router": "model.layers.{l}.mlp.gate.weight",  # [E, D]      = block_sparse_moe.gate.weight
+    "gate_up": "model.layers.{l}.mlp.experts.gate_up_proj",  # [E, 2F, D]: [e, :F] = experts.{e}.w1, [e, F:] = experts.{e}.w3
+    "down": "model.layers.{l}.mlp.experts.down_proj",  # [E, D, F]:  [e]     = experts.{e}.w2
 }
+
 
 def mixtral_unfused(tensors: dict[str, np.ndarray], cfg=None) -> dict[str, np.ndarray]:
     "Mixtral tensors in the per-expert layout (`MIXTRAL_WEIGHT_NAMES`): fused ones (`MIXTRAL_FUSED_NAMES`) split into views per expert."
     fused = re.compile(r"model\.layers\.(\d+)\.mlp\.(gate\.weight|experts\.gate_up_proj|experts\.down_proj)$")
-    if not any(fused.match(k) for k in tensors): return tensors
+    if not any(fused.match(k) for k in tensors):
+        return tensors
     names, out = _mixtral_names(), {k: v for k, v in tensors.items() if not fused.match(k)}
     E = None if cfg is None else cfg.moe.n_experts
     D, F = (None, None) if cfg is None else (cfg.d_model, cfg.moe.expert_width(cfg.d_ff))
+
     def put(name, v):
-        if name in out: raise ValueError(f"checkpoint holds both {name!r} and the fused tensor it would be split from; which one is meant?")
+        if name in out:
+            raise ValueError(
+                f"checkpoint holds both {name!r} and the fused tensor it would be split from; which one is meant?"
+            )
         out[name] = v
+
     for k, v in tensors.items():
         m = fused.match(k)
-        if not m: continue
+        if not m:
+            continue
         l, what = int(m[1]), m[2]
-        if what == "gate.weight": put(names["router"].format(l=l), v); continue
+        if what == "gate.weight":
+            put(names["router"].format(l=l), v)
+            continue
         v = np.asarray(v)
         want = {"experts.gate_up_proj": (E, None if F is None else 2 * F, D), "experts.down_proj": (E, D, F)}[what]
-        if v.ndim != 3 or any(w is not None and w != n for w, n in zip(want, v.shape)) or (what == "experts.gate_up_proj" and v.shape[1] % 2):
-            axes = "[n_experts, 2*intermediate_size, hidden_size]" if what == "experts.gate_up_proj" else "[n_experts, hidden_size, intermediate_size]"
-            raise ValueError(f"tensor {k!r}: shape {tuple(v.shape)}, expected {axes}" + ("" if cfg is None else f" = {list(want)}") +
-                             " (transformers' MixtralExperts layout); the config and weights disagree")
+        if (
+            v.ndim != 3
+            or any(w is not None and w != n for w, n in zip(want, v.shape))
+            or (what == "experts.gate_up_proj" and v.shape[1] % 2)
+        ):
+            axes = (
+                "[n_experts, 2*intermediate_size, hidden_size]"
+                if what == "experts.gate_up_proj"
+                else "[n_experts, hidden_size, intermediate_size]"
+            )
+            raise ValueError(
+                f"tensor {k!r}: shape {tuple(v.shape)}, expected {axes}"
+                + ("" if cfg is None else f" = {list(want)}")
+                + " (transformers' MixtralExperts layout); the config and weights disagree"
+            )
         if what == "experts.down_proj":
-            for e in range(v.shape[0]): put(names["expert_down"].format(l=l, e=e), v[e])
+            for e in range(v.shape[0]):
+                put(names["expert_down"].format(l=l, e=e), v[e])
         else:
             f = v.shape[1] // 2
             for e in range(v.shape[0]):
-                put(names["expert_gate"].format(l=l, e=e), v[e, :f]); put(names["expert_up"].format(l=l, e=e), v[e, f:])
+                put(names["expert_gate"].format(l=l, e=e), v[e, :f])
+                put(names["expert_up"].format(l=l, e=e), v[e, f:])
     return out
+
 
 def mixtral_hf_tensors(model, dtype: str = "float32") -> dict[str, np.ndarray]:
     "HF-named tensors of a marin MoE `Transformer` in the Mixtral layout (refuses what Mixtral cannot express)."
@@ -279,60 +441,111 @@ def mixtral_hf_tensors(model, dtype: str = "float32") -> dict[str, np.ndarray]:
     host, names, cfg = _host_fn(dtype), _mixtral_names(), model.cfg
     out = _shared_hf_tensors(model, BLOCK_TENSORS, host)
     moe = model.blocks.moe
-    router = host(moe.router)                                                          # [L, D, E]
-    experts = {k: host(getattr(moe, k)) for k in ("expert_gate", "expert_up", "expert_down")}   # [L, E, D, F] / [L, E, F, D]
+    router = host(moe.router)  # [L, D, E]
+    experts = {
+        k: host(getattr(moe, k)) for k in ("expert_gate", "expert_up", "expert_down")
+    }  # [L, E, D, F] / [L, E, F, D]
     for l in range(cfg.n_layers):
-        out[names["router"].format(l=l)] = router[l].T                                 # [E, D]
+        out[names["router"].format(l=l)] = router[l].T  # [E, D]
         for k, w in experts.items():
-            for e in range(cfg.moe.n_experts): out[names[k].format(l=l, e=e)] = w[l, e].T
+            for e in range(cfg.moe.n_experts):
+                out[names[k].format(l=l, e=e)] = w[l, e].T
     return {k: np.ascontiguousarray(v) for k, v in out.items()}
+
 
 def mixtral_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
     "A marin MoE `Transformer` (float32, zero router bias) from Mixtral-named tensors, per expert or fused (`mixtral_unfused`)."
     import jax.numpy as jnp
     from marin.models.moe import MoEParams
+
     tensors = mixtral_unfused(tensors, cfg)
     names, L, E = _mixtral_names(), cfg.n_layers, cfg.moe.n_experts
     get = _getter(tensors, f"{L}-layer, {E}-expert Mixtral")
     router = np.stack([get(names["router"].format(l=l)).T for l in range(L)])
-    experts = {k: np.stack([np.stack([get(names[k].format(l=l, e=e)).T for e in range(E)]) for l in range(L)])
-               for k in ("expert_gate", "expert_up", "expert_down")}
+    experts = {
+        k: np.stack([np.stack([get(names[k].format(l=l, e=e)).T for e in range(E)]) for l in range(L)])
+        for k in ("expert_gate", "expert_up", "expert_down")
+    }
     D, F = cfg.d_model, cfg.moe.expert_width(cfg.d_ff)
     want = {"router": (L, D, E), "expert_gate": (L, E, D, F), "expert_up": (L, E, D, F), "expert_down": (L, E, F, D)}
     for k, a in dict(experts, router=router).items():
-        if a.shape != want[k]: raise ValueError(f"tensor {k}: shape {a.shape} does not match config.json ({want[k]}); the config and weights disagree")
-    moe = MoEParams(router=jnp.asarray(router), router_bias=jnp.zeros((L, E), jnp.float32), **{k: jnp.asarray(v) for k, v in experts.items()})
-    return _assemble(tensors, cfg, BLOCK_TENSORS, dict(w_gate=None, w_up=None, w_down=None, moe=moe), f"{L}-layer, {E}-expert Mixtral")
+        if a.shape != want[k]:
+            raise ValueError(
+                f"tensor {k}: shape {a.shape} does not match config.json ({want[k]}); the config and weights disagree"
+            )
+    moe = MoEParams(
+        router=jnp.asarray(router),
+        router_bias=jnp.zeros((L, E), jnp.float32),
+        **{k: jnp.asarray(v) for k, v in experts.items()},
+    )
+    return _assemble(
+        tensors,
+        cfg,
+        BLOCK_TENSORS,
+        dict(w_gate=None, w_up=None, w_down=None, moe=moe),
+        f"{L}-layer, {E}-expert Mixtral",
+    )
 
-def mixtral_hf_config(cfg, architecture: str = "MixtralForCausalLM", *, bos_id: int | None = None, eos_id: int | None = None,
-                      pad_id: int | None = None, dtype: str = "float32") -> dict:
+
+def mixtral_hf_config(
+    cfg,
+    architecture: str = "MixtralForCausalLM",
+    *,
+    bos_id: int | None = None,
+    eos_id: int | None = None,
+    pad_id: int | None = None,
+    dtype: str = "float32",
+) -> dict:
     "The `config.json` of a marin MoE model as Mixtral (`marin.models.moe.mixtral_config` plus RoPE, ids and dtype)."
     from marin.models.moe import mixtral_config
+
     why = mixtral_refusal(cfg)
-    if why: raise ValueError(f"cannot export as MixtralForCausalLM: {why}")
+    if why:
+        raise ValueError(f"cannot export as MixtralForCausalLM: {why}")
     rope = _rope_parameters(cfg)
     d = mixtral_config(cfg)
-    d.update(rope_theta=rope["rope_theta"], rope_parameters=rope,
-             rope_scaling=None if rope["rope_type"] == "default" else {k: v for k, v in rope.items() if k != "rope_theta"},
-             router_jitter_noise=0.0, use_cache=True, dtype=dtype, torch_dtype=dtype, bos_token_id=bos_id, eos_token_id=eos_id,
-             pad_token_id=pad_id, marin_config=canonical(cfg))
+    d.update(
+        rope_theta=rope["rope_theta"],
+        rope_parameters=rope,
+        rope_scaling=None if rope["rope_type"] == "default" else {k: v for k, v in rope.items() if k != "rope_theta"},
+        router_jitter_noise=0.0,
+        use_cache=True,
+        dtype=dtype,
+        torch_dtype=dtype,
+        bos_token_id=bos_id,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+        marin_config=canonical(cfg),
+    )
     return d
+
 
 def mixtral_config_from_hf(d: dict):
     "A marin `LlamaConfig` with `moe` from a Mixtral `config.json` (exact when the file was written by marin)."
     if "marin_config" in d:
         from marin.train.trainer import model_config_from_dict
+
         return model_config_from_dict(d["marin_config"])
     from marin.models.moe import MoEConfig
+
     for k in ("num_local_experts", "num_experts_per_tok"):
-        if not d.get(k): raise ValueError(f"config.json: MixtralForCausalLM without {k!r}; the checkpoint's config is incomplete")
+        if not d.get(k):
+            raise ValueError(f"config.json: MixtralForCausalLM without {k!r}; the checkpoint's config is incomplete")
     dd = dict(d, architectures=["LlamaForCausalLM"])
-    if "rope_theta" not in d and "rope_theta" not in (d.get("rope_parameters") or {}): dd["rope_theta"] = 1e6   # Mixtral's default
+    if "rope_theta" not in d and "rope_theta" not in (d.get("rope_parameters") or {}):
+        dd["rope_theta"] = 1e6  # Mixtral's default
     base = dense_config_from_hf(dd)
     aux = float(d.get("router_aux_loss_coef", 0.0) or 0.0)
-    moe = MoEConfig(n_experts=int(d["num_local_experts"]), top_k=int(d["num_experts_per_tok"]), router="softmax",
-                    balance="switch" if aux > 0 else "none", aux_loss_coef=aux, dispatch="dropless")
+    moe = MoEConfig(
+        n_experts=int(d["num_local_experts"]),
+        top_k=int(d["num_experts_per_tok"]),
+        router="softmax",
+        balance="switch" if aux > 0 else "none",
+        aux_loss_coef=aux,
+        dispatch="dropless",
+    )
     return dataclasses.replace(base, moe=moe)
+
 
 def mixtral_hf_shapes(cfg) -> dict[str, list[int]]:
     "Every tensor a Mixtral checkpoint of `cfg` holds, with its HF shape."
@@ -341,81 +554,147 @@ def mixtral_hf_shapes(cfg) -> dict[str, list[int]]:
     for l in range(cfg.n_layers):
         out[names["router"].format(l=l)] = [E, D]
         for e in range(E):
-            out.update({names["expert_gate"].format(l=l, e=e): [F, D], names["expert_up"].format(l=l, e=e): [F, D],
-                        names["expert_down"].format(l=l, e=e): [D, F]})
+            out.update(
+                {
+                    names["expert_gate"].format(l=l, e=e): [F, D],
+                    names["expert_up"].format(l=l, e=e): [F, D],
+                    names["expert_down"].format(l=l, e=e): [D, F],
+                }
+            )
     return out
 
 # %% ../../nbs/60_hf.ipynb #de6ab1f9
 @dataclasses.dataclass(frozen=True)
 class HFArchitecture:
     "How one HF architecture maps to a marin model."
-    name: str                                   # the `architectures[0]` of config.json
+
+    name: str  # the `architectures[0]` of config.json
     model_type: str
     qk_norm: bool = False
-    to_config: Callable | None = None           # (cfg, architecture, **ids) -> config.json dict
-    to_tensors: Callable | None = None          # (model, dtype) -> {HF name: array}
-    from_config: Callable | None = None         # config.json dict -> marin config
-    from_tensors: Callable | None = None        # (tensors, marin config) -> marin model
-    unsupported: str = ""                       # why it cannot be used yet (empty: supported)
-    shapes: Callable | None = None              # marin config -> {HF name: shape} (the dry run's completeness check)
-    canonical: Callable | None = None           # ({HF name: array}, marin config) -> the same in the names of `shapes` (fused experts split)
+    to_config: Callable | None = None  # (cfg, architecture, **ids) -> config.json dict
+    to_tensors: Callable | None = None  # (model, dtype) -> {HF name: array}
+    from_config: Callable | None = None  # config.json dict -> marin config
+    from_tensors: Callable | None = None  # (tensors, marin config) -> marin model
+    unsupported: str = ""  # why it cannot be used yet (empty: supported)
+    shapes: Callable | None = None  # marin config -> {HF name: shape} (the dry run's completeness check)
+    canonical: Callable | None = (
+        None  # ({HF name: array}, marin config) -> the same in the names of `shapes` (fused experts split)
+    )
+
 
 ARCHITECTURES: dict[str, HFArchitecture] = {}
+
 
 def register_architecture(arch: HFArchitecture) -> HFArchitecture:
     ARCHITECTURES[arch.name] = arch
     return arch
 
-for _name, _type, _qk in (("LlamaForCausalLM", "llama", False), ("MistralForCausalLM", "mistral", False), ("Qwen3ForCausalLM", "qwen3", True)):
-    register_architecture(HFArchitecture(_name, _type, _qk, dense_hf_config, dense_hf_tensors, dense_config_from_hf, dense_from_hf_tensors,
-                                         shapes=dense_hf_shapes))
-register_architecture(HFArchitecture("MixtralForCausalLM", "mixtral", False, mixtral_hf_config, mixtral_hf_tensors, mixtral_config_from_hf,
-                                     mixtral_from_hf_tensors, shapes=mixtral_hf_shapes, canonical=mixtral_unfused))
+
+for _name, _type, _qk in (
+    ("LlamaForCausalLM", "llama", False),
+    ("MistralForCausalLM", "mistral", False),
+    ("Qwen3ForCausalLM", "qwen3", True),
+):
+    register_architecture(
+        HFArchitecture(
+            _name,
+            _type,
+            _qk,
+            dense_hf_config,
+            dense_hf_tensors,
+            dense_config_from_hf,
+            dense_from_hf_tensors,
+            shapes=dense_hf_shapes,
+        )
+    )
+register_architecture(
+    HFArchitecture(
+        "MixtralForCausalLM",
+        "mixtral",
+        False,
+        mixtral_hf_config,
+        mixtral_hf_tensors,
+        mixtral_config_from_hf,
+        mixtral_from_hf_tensors,
+        shapes=mixtral_hf_shapes,
+        canonical=mixtral_unfused,
+    )
+)
+
 
 def architecture_for(model) -> str:
     "The HF architecture a marin model exports to."
     cfg = model.cfg
-    if getattr(cfg, "moe", None) is not None or getattr(model.blocks, "moe", None) is not None: return "MixtralForCausalLM"
+    if getattr(cfg, "moe", None) is not None or getattr(model.blocks, "moe", None) is not None:
+        return "MixtralForCausalLM"
     return "Qwen3ForCausalLM" if cfg.qk_norm else "LlamaForCausalLM"
+
 
 def _architecture(d: dict) -> HFArchitecture:
     name = (d.get("architectures") or [""])[0]
     if name not in ARCHITECTURES:
-        raise ValueError(f"config.json: architecture {name!r} is not supported; marin reads {sorted(k for k, a in ARCHITECTURES.items() if not a.unsupported)}")
+        raise ValueError(
+            f"config.json: architecture {name!r} is not supported; marin reads {sorted(k for k, a in ARCHITECTURES.items() if not a.unsupported)}"
+        )
     arch = ARCHITECTURES[name]
-    if arch.unsupported: raise NotImplementedError(f"{name}: {arch.unsupported}")
+    if arch.unsupported:
+        raise NotImplementedError(f"{name}: {arch.unsupported}")
     return arch
 
 # %% ../../nbs/60_hf.ipynb #462d06b6
 def char_level_tokenizer_json(vocab: list[str], unk: str | None = None) -> str:
     "A `tokenizers` JSON for a character vocabulary (token i = vocab[i])."
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+
     table = {c: i for i, c in enumerate(vocab)}
     tok = Tokenizer(models.WordLevel(table, unk_token=unk if unk in table else None))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     tok.decoder = decoders.Fuse()
     return tok.to_str()
 
+
 def tokenizer_json_of(tokenizer) -> tuple[str, dict]:
     "(tokenizer.json text, special tokens) for a marin tokenizer, a `tokenizers.Tokenizer`, or a list of characters."
     from marin.data.tokenizers import EOS, PAD, UNK, BPETokenizer, CharTokenizer
-    if isinstance(tokenizer, (list, tuple)): return char_level_tokenizer_json(list(tokenizer)), {}
+
+    if isinstance(tokenizer, (list, tuple)):
+        return char_level_tokenizer_json(list(tokenizer)), {}
     if isinstance(tokenizer, CharTokenizer):
-        if tokenizer.k != 1: raise ValueError(f"{tokenizer.name} k-mer tokenizers (k={tokenizer.k}) have no tokenizers.json equivalent; export with k=1")
+        if tokenizer.k != 1:
+            raise ValueError(
+                f"{tokenizer.name} k-mer tokenizers (k={tokenizer.k}) have no tokenizers.json equivalent; export with k=1"
+            )
         vocab = list(tokenizer.special_tokens) + list(tokenizer.alphabet) + [UNK]
-        return char_level_tokenizer_json(vocab, UNK), {"eos_token": EOS if tokenizer.eos_id is not None else None,
-                                                      "pad_token": PAD if tokenizer.pad_id is not None else None, "unk_token": UNK}
-    if isinstance(tokenizer, BPETokenizer): tokenizer = tokenizer.tok
+        return char_level_tokenizer_json(vocab, UNK), {
+            "eos_token": EOS if tokenizer.eos_id is not None else None,
+            "pad_token": PAD if tokenizer.pad_id is not None else None,
+            "unk_token": UNK,
+        }
+    if isinstance(tokenizer, BPETokenizer):
+        tokenizer = tokenizer.tok
     if hasattr(tokenizer, "to_str"):
         vocab = tokenizer.get_vocab(with_added_tokens=True)
-        return tokenizer.to_str(), {"eos_token": EOS if EOS in vocab else None, "pad_token": PAD if PAD in vocab else None}
-    raise TypeError(f"tokenizer: {type(tokenizer).__name__} is not a marin tokenizer, a tokenizers.Tokenizer or a character list")
+        return tokenizer.to_str(), {
+            "eos_token": EOS if EOS in vocab else None,
+            "pad_token": PAD if PAD in vocab else None,
+        }
+    raise TypeError(
+        f"tokenizer: {type(tokenizer).__name__} is not a marin tokenizer, a tokenizers.Tokenizer or a character list"
+    )
+
 
 def tokenizer_config(special: dict, seq_len: int, chat_template: str | None = None) -> dict:
-    d = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": seq_len, "clean_up_tokenization_spaces": False,
-         "bos_token": None, "add_bos_token": False, "add_eos_token": False,
-         **{k: v for k, v in special.items() if v is not None}}
-    if chat_template: d["chat_template"] = chat_template
+    d = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": seq_len,
+        "clean_up_tokenization_spaces": False,
+        "bos_token": None,
+        "add_bos_token": False,
+        "add_eos_token": False,
+        **{k: v for k, v in special.items() if v is not None},
+    }
+    if chat_template:
+        d["chat_template"] = chat_template
     return d
 
 # %% ../../nbs/60_hf.ipynb #55c38fcf
@@ -427,69 +706,139 @@ def _mixture_info(data: dict) -> list[dict]:
         tokens = c.get("tokens")
         if isinstance(tokens, str):
             m = storage.read_json(storage.join(tokens, "manifest.json"), None)
-            if m: row.update(tokens=m.get("tokens"), hash=m.get("hash"), tokenizer_hash=(m.get("tokenizer") or {}).get("hash"))
+            if m:
+                row.update(
+                    tokens=m.get("tokens"), hash=m.get("hash"), tokenizer_hash=(m.get("tokenizer") or {}).get("hash")
+                )
         out.append(row)
     return out
+
 
 def training_provenance(train_output: str, step: int | None = None, meta: dict | None = None) -> dict:
     "What the model card says about how a checkpoint was trained (only what is known)."
     from marin.train.trainer import from_canonical, model_config_from_dict
+
     tc = from_canonical(storage.read_json(storage.join(train_output, "train_config.json"), {}) or {})
     p: dict[str, Any] = {"train_output": train_output}
-    if meta: step = meta.get("step", step)
-    if step is not None: p["step"] = int(step)
+    if meta:
+        step = meta.get("step", step)
+    if step is not None:
+        p["step"] = int(step)
     data = tc.get("data") or {}
     bs, sl = data.get("batch_size"), data.get("seq_len")
     if step is not None and bs and sl:
         p["tokens"] = int(step) * int(bs) * int(sl)
         if meta and "model_config" in meta:
             p["flops"] = model_config_from_dict(meta["model_config"]).flops_per_token(int(sl)) * p["tokens"]
-    if data.get("path") is not None and "components" not in data: p["data"] = {"kind": "text file", "path": data.get("path") or "tinyshakespeare (shared)"}
-    if (mix := _mixture_info(data)): p["mixture"] = mix
-    if "optimizer" in tc: p["optimizer"] = tc["optimizer"]
+    if data.get("path") is not None and "components" not in data:
+        p["data"] = {"kind": "text file", "path": data.get("path") or "tinyshakespeare (shared)"}
+    if mix := _mixture_info(data):
+        p["mixture"] = mix
+    if "optimizer" in tc:
+        p["optimizer"] = tc["optimizer"]
     status = storage.read_json(storage.join(train_output, ".executor_status.json"), None)
     if status:
         p["run_id"] = status.get("run_id", "")
         ledger_root = storage.join(os.path.dirname(train_output.rstrip("/")), "ledger")
         try:
             from marin.core.ledger import Ledger
+
             rid = p["run_id"].replace("'", "''")
-            rows = Ledger(ledger_root).sql(f"select hardware, retries, attempt, git_commit from runs where run_id = '{rid}' order by written_at desc limit 1")
+            rows = Ledger(ledger_root).sql(
+                f"select hardware, retries, attempt, git_commit from runs where run_id = '{rid}' order by written_at desc limit 1"
+            )
             if len(rows):
                 r = rows.iloc[0]
-                p.update(hardware=json.loads(r["hardware"]) if r["hardware"] else None, retries=int(r["retries"]), attempt=int(r["attempt"]),
-                         git_commit=r["git_commit"])
-        except Exception: pass
+                p.update(
+                    hardware=json.loads(r["hardware"]) if r["hardware"] else None,
+                    retries=int(r["retries"]),
+                    attempt=int(r["attempt"]),
+                    git_commit=r["git_commit"],
+                )
+        except Exception:
+            pass
     return p
+
 
 def model_card(cfg, architecture: str, provenance: dict | None = None, *, name: str = "") -> str:
     "README.md for an exported model."
     p = provenance or {}
-    lines = ["---", "library_name: transformers", "tags:", "- marin", f"- {ARCHITECTURES[architecture].model_type}", "---", "",
-             f"# {name or 'marin model'}", "", f"A `{architecture}` checkpoint exported by [marin](https://github.com/marin-community/marin).", "",
-             "## Model", "", "| | |", "|---|---|",
-             f"| parameters | {cfg.n_params:,} ({cfg.n_non_embedding_params:,} non-embedding) |",
-             f"| shape | {cfg.n_layers} layers, d_model {cfg.d_model}, heads {cfg.n_heads} (kv {cfg.n_kv_heads}), head dim {cfg.head_size}, d_ff {cfg.d_ff} |",
-             *([f"| experts | {cfg.moe.n_experts} per layer, top-{cfg.moe.top_k}, width {cfg.moe.expert_width(cfg.d_ff)}; softmax router, "
-                f"top-k renormalised; {cfg.n_matmul_params:,} matmul parameters active per token |"] if getattr(cfg, "moe", None) is not None else []),
-             f"| context | {cfg.seq_len} tokens, RoPE θ={cfg.rope_theta:g} ({cfg.rope_scaling}) |",
-             f"| vocabulary | {cfg.vocab_size} |", "", "## Training", ""]
-    if not p: lines.append("Unknown: this export was not made from a recorded training run.")
+    lines = [
+        "---",
+        "library_name: transformers",
+        "tags:",
+        "- marin",
+        f"- {ARCHITECTURES[architecture].model_type}",
+        "---",
+        "",
+        f"# {name or 'marin model'}",
+        "",
+        f"A `{architecture}` checkpoint exported by [marin](https://github.com/marin-community/marin).",
+        "",
+        "## Model",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| parameters | {cfg.n_params:,} ({cfg.n_non_embedding_params:,} non-embedding) |",
+        f"| shape | {cfg.n_layers} layers, d_model {cfg.d_model}, heads {cfg.n_heads} (kv {cfg.n_kv_heads}), head dim {cfg.head_size}, d_ff {cfg.d_ff} |",
+        *(
+            [
+                f"| experts | {cfg.moe.n_experts} per layer, top-{cfg.moe.top_k}, width {cfg.moe.expert_width(cfg.d_ff)}; softmax router, "
+                f"top-k renormalised; {cfg.n_matmul_params:,} matmul parameters active per token |"
+            ]
+            if getattr(cfg, "moe", None) is not None
+            else []
+        ),
+        f"| context | {cfg.seq_len} tokens, RoPE θ={cfg.rope_theta:g} ({cfg.rope_scaling}) |",
+        f"| vocabulary | {cfg.vocab_size} |",
+        "",
+        "## Training",
+        "",
+    ]
+    if not p:
+        lines.append("Unknown: this export was not made from a recorded training run.")
     else:
         fmt = lambda k, v: f"| {k} | {v} |"
-        rows = [("ledger run id", f"`{p['run_id']}`" if p.get("run_id") else None), ("step", p.get("step")),
-                ("tokens", f"{p['tokens']:,}" if p.get("tokens") else None),
-                ("training FLOPs", f"{p['flops']:.3e}" if p.get("flops") else None),
-                ("hardware", ", ".join(f"{k}={v}" for k, v in (p.get("hardware") or {}).items() if k in ("device_kind", "device_count", "backend", "host")) or None),
-                ("retries", p.get("retries")), ("git commit", p.get("git_commit")), ("output", f"`{p.get('train_output')}`")]
+        rows = [
+            ("ledger run id", f"`{p['run_id']}`" if p.get("run_id") else None),
+            ("step", p.get("step")),
+            ("tokens", f"{p['tokens']:,}" if p.get("tokens") else None),
+            ("training FLOPs", f"{p['flops']:.3e}" if p.get("flops") else None),
+            (
+                "hardware",
+                ", ".join(
+                    f"{k}={v}"
+                    for k, v in (p.get("hardware") or {}).items()
+                    if k in ("device_kind", "device_count", "backend", "host")
+                )
+                or None,
+            ),
+            ("retries", p.get("retries")),
+            ("git commit", p.get("git_commit")),
+            ("output", f"`{p.get('train_output')}`"),
+        ]
         lines += ["| | |", "|---|---|"] + [fmt(k, v) for k, v in rows if v is not None]
-        if p.get("data"): lines += ["", f"Data: {p['data']['kind']} `{p['data']['path']}`."]
+        if p.get("data"):
+            lines += ["", f"Data: {p['data']['kind']} `{p['data']['path']}`."]
         if p.get("mixture"):
             lines += ["", "### Data mixture", "", "| component | weight | tokens | content hash |", "|---|---|---|---|"]
-            lines += [f"| {m['name']} | {m.get('weight')} | {m.get('tokens', '')} | `{m.get('hash', '')}` |" for m in p["mixture"]]
-    lines += ["", "## Use", "", "```python", "from transformers import AutoModelForCausalLM, AutoTokenizer",
-              "model = AutoModelForCausalLM.from_pretrained(PATH)", "tokenizer = AutoTokenizer.from_pretrained(PATH)", "```", "",
-              "or serve it: `marin serve --model PATH`.", ""]
+            lines += [
+                f"| {m['name']} | {m.get('weight')} | {m.get('tokens', '')} | `{m.get('hash', '')}` |"
+                for m in p["mixture"]
+            ]
+    lines += [
+        "",
+        "## Use",
+        "",
+        "```python",
+        "from transformers import AutoModelForCausalLM, AutoTokenizer",
+        "model = AutoModelForCausalLM.from_pretrained(PATH)",
+        "tokenizer = AutoTokenizer.from_pretrained(PATH)",
+        "```",
+        "",
+        "or serve it: `marin serve --model PATH`.",
+        "",
+    ]
     return "\n".join(lines)
 
 # %% ../../nbs/60_hf.ipynb #5262b0d9
@@ -497,12 +846,25 @@ def _shards(tensors: dict[str, np.ndarray], max_bytes: int) -> list[list[str]]:
     shards, cur, size = [], [], 0
     for name in sorted(tensors):
         n = tensors[name].nbytes
-        if cur and size + n > max_bytes: shards.append(cur); cur, size = [], 0
-        cur.append(name); size += n
+        if cur and size + n > max_bytes:
+            shards.append(cur)
+            cur, size = [], 0
+        cur.append(name)
+        size += n
     return shards + [cur] if cur else shards
 
-def export_hf(model, output_dir: str, *, tokenizer=None, chat_template: str | None = None, provenance: dict | None = None,
-              dtype: str = "float32", max_shard_bytes: int = 5 * 2**30, name: str = "") -> dict:
+
+def export_hf(
+    model,
+    output_dir: str,
+    *,
+    tokenizer=None,
+    chat_template: str | None = None,
+    provenance: dict | None = None,
+    dtype: str = "float32",
+    max_shard_bytes: int = 5 * 2**30,
+    name: str = "",
+) -> dict:
     "Write `model` (and its tokenizer) as a Hugging Face checkpoint under `output_dir`; returns a summary."
     arch_name = architecture_for(model)
     arch = ARCHITECTURES[arch_name]
@@ -512,34 +874,65 @@ def export_hf(model, output_dir: str, *, tokenizer=None, chat_template: str | No
     if tokenizer is not None:
         tok_json, special = tokenizer_json_of(tokenizer)
         from tokenizers import Tokenizer as HFTok
+
         t = HFTok.from_str(tok_json)
         if t.get_vocab_size(with_added_tokens=True) > model.cfg.vocab_size:
-            raise ValueError(f"tokenizer has {t.get_vocab_size(with_added_tokens=True)} tokens but the model's vocab_size is {model.cfg.vocab_size}")
-        ids = {f"{k[:-6]}_id": t.token_to_id(v) for k, v in special.items() if v is not None and k in ("eos_token", "pad_token", "bos_token")}
+            raise ValueError(
+                f"tokenizer has {t.get_vocab_size(with_added_tokens=True)} tokens but the model's vocab_size is {model.cfg.vocab_size}"
+            )
+        ids = {
+            f"{k[:-6]}_id": t.token_to_id(v)
+            for k, v in special.items()
+            if v is not None and k in ("eos_token", "pad_token", "bos_token")
+        }
     shards = _shards(tensors, max_shard_bytes)
     files = []
     if len(shards) == 1:
-        storage.write_bytes(storage.join(output_dir, "model.safetensors"), safetensors_bytes(tensors)); files.append("model.safetensors")
+        storage.write_bytes(storage.join(output_dir, "model.safetensors"), safetensors_bytes(tensors))
+        files.append("model.safetensors")
     else:
         weight_map = {}
         for k, names in enumerate(shards):
             fname = f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors"
             storage.write_bytes(storage.join(output_dir, fname), safetensors_bytes({n: tensors[n] for n in names}))
-            weight_map.update({n: fname for n in names}); files.append(fname)
-        index = {"metadata": {"total_size": int(sum(a.nbytes for a in tensors.values()))}, "weight_map": dict(sorted(weight_map.items()))}
-        storage.write_text(storage.join(output_dir, "model.safetensors.index.json"), json.dumps(index, indent=2, sort_keys=True)); files.append("model.safetensors.index.json")
+            weight_map.update({n: fname for n in names})
+            files.append(fname)
+        index = {
+            "metadata": {"total_size": int(sum(a.nbytes for a in tensors.values()))},
+            "weight_map": dict(sorted(weight_map.items())),
+        }
+        storage.write_text(
+            storage.join(output_dir, "model.safetensors.index.json"), json.dumps(index, indent=2, sort_keys=True)
+        )
+        files.append("model.safetensors.index.json")
     if tokenizer is not None:
         storage.write_text(storage.join(output_dir, "tokenizer.json"), tok_json)
-        storage.write_text(storage.join(output_dir, "tokenizer_config.json"), json.dumps(tokenizer_config(special, model.cfg.seq_len, chat_template), indent=2, sort_keys=True))
+        storage.write_text(
+            storage.join(output_dir, "tokenizer_config.json"),
+            json.dumps(tokenizer_config(special, model.cfg.seq_len, chat_template), indent=2, sort_keys=True),
+        )
         files += ["tokenizer.json", "tokenizer_config.json"]
-    gen = {"bos_token_id": ids.get("bos_id"), "eos_token_id": ids.get("eos_id"), "pad_token_id": ids.get("pad_id"), "max_length": model.cfg.seq_len}
+    gen = {
+        "bos_token_id": ids.get("bos_id"),
+        "eos_token_id": ids.get("eos_id"),
+        "pad_token_id": ids.get("pad_id"),
+        "max_length": model.cfg.seq_len,
+    }
     storage.write_text(storage.join(output_dir, "generation_config.json"), json.dumps(gen, indent=2, sort_keys=True))
     storage.write_text(storage.join(output_dir, "README.md"), model_card(model.cfg, arch_name, provenance, name=name))
-    config = arch.to_config(model.cfg, arch_name, bos_id=ids.get("bos_id"), eos_id=ids.get("eos_id"), pad_id=ids.get("pad_id"), dtype=dtype)
+    config = arch.to_config(
+        model.cfg, arch_name, bos_id=ids.get("bos_id"), eos_id=ids.get("eos_id"), pad_id=ids.get("pad_id"), dtype=dtype
+    )
     storage.write_text(storage.join(output_dir, "config.json"), json.dumps(config, indent=2, sort_keys=True))
     files += ["generation_config.json", "README.md", "config.json"]
-    return {"architecture": arch_name, "files": files, "shards": len(shards), "n_params": int(sum(a.size for a in tensors.values())),
-            "bytes": int(sum(a.nbytes for a in tensors.values())), "dtype": dtype}
+    return {
+        "architecture": arch_name,
+        "files": files,
+        "shards": len(shards),
+        "n_params": int(sum(a.size for a in tensors.values())),
+        "bytes": int(sum(a.nbytes for a in tensors.values())),
+        "dtype": dtype,
+    }
 
 # %% ../../nbs/60_hf.ipynb #005cc3a7
 def read_hf_tensors(path: str) -> dict[str, np.ndarray]:
@@ -548,18 +941,29 @@ def read_hf_tensors(path: str) -> dict[str, np.ndarray]:
     if storage.exists(index):
         files = sorted(set(storage.read_json(index)["weight_map"].values()))
         out = {}
-        for f in files: out.update(read_safetensors(storage.join(path, f)))
+        for f in files:
+            out.update(read_safetensors(storage.join(path, f)))
         return out
     single = storage.join(path, "model.safetensors")
-    if storage.exists(single): return read_safetensors(single)
+    if storage.exists(single):
+        return read_safetensors(single)
     if storage.exists(storage.join(path, "pytorch_model.bin")):
-        raise ValueError(f"{path}: only pytorch_model.bin (pickle) weights; convert them to safetensors first (marin reads safetensors only)")
-    raise FileNotFoundError(f"{path}: no model.safetensors or model.safetensors.index.json; is this a Hugging Face model folder?")
+        raise ValueError(
+            f"{path}: only pytorch_model.bin (pickle) weights; convert them to safetensors first (marin reads safetensors only)"
+        )
+    raise FileNotFoundError(
+        f"{path}: no model.safetensors or model.safetensors.index.json; is this a Hugging Face model folder?"
+    )
+
 
 def read_hf_config(path: str) -> dict:
     f = storage.join(path, "config.json")
-    if not storage.exists(f): raise FileNotFoundError(f"{path}: no config.json; point --model at a Hugging Face model folder (or run `marin download`)")
+    if not storage.exists(f):
+        raise FileNotFoundError(
+            f"{path}: no config.json; point --model at a Hugging Face model folder (or run `marin download`)"
+        )
     return storage.read_json(f)
+
 
 def import_hf(path: str):
     "(marin model, config.json dict) from a Hugging Face checkpoint folder."
@@ -569,28 +973,49 @@ def import_hf(path: str):
     return arch.from_tensors(read_hf_tensors(path), cfg), d
 
 # %% ../../nbs/60_hf.ipynb #8d027741
-def export_checkpoint(train_output: str, output_dir: str, *, step: int | None = None, tokenizer: Any = None,
-                      chat_template: str | None = None, dtype: str = "float32", max_shard_bytes: int = 5 * 2**30, name: str = "") -> dict:
+def export_checkpoint(
+    train_output: str,
+    output_dir: str,
+    *,
+    step: int | None = None,
+    tokenizer: Any = None,
+    chat_template: str | None = None,
+    dtype: str = "float32",
+    max_shard_bytes: int = 5 * 2**30,
+    name: str = "",
+) -> dict:
     "Export a training output directory's checkpoint to the HF layout."
     from marin.train.trainer import load_model
+
     model, meta = load_model(train_output, step)
     if isinstance(tokenizer, str) and tokenizer:
         from marin.data.tokenizers import load_tokenizer
+
         tokenizer = load_tokenizer(tokenizer)
     if tokenizer is None and storage.exists(storage.join(train_output, "vocab.json")):
         tokenizer = storage.read_json(storage.join(train_output, "vocab.json"))
     prov = training_provenance(train_output, meta=meta)
-    summary = export_hf(model, output_dir, tokenizer=tokenizer, chat_template=chat_template, provenance=prov, dtype=dtype,
-                        max_shard_bytes=max_shard_bytes, name=name or os.path.basename(train_output.rstrip("/")))
+    summary = export_hf(
+        model,
+        output_dir,
+        tokenizer=tokenizer,
+        chat_template=chat_template,
+        provenance=prov,
+        dtype=dtype,
+        max_shard_bytes=max_shard_bytes,
+        name=name or os.path.basename(train_output.rstrip("/")),
+    )
     return dict(summary, step=prov.get("step"), run_id=prov.get("run_id", ""))
+
 
 @dataclasses.dataclass(frozen=True)
 class ExportConfig(Config):
     "Export a training run's checkpoint to the Hugging Face layout."
-    checkpoint: Any = versioned()                   # a training output (a train Step or its path)
-    step: int = versioned(-1)                       # -1: the newest checkpoint
+
+    checkpoint: Any = versioned()  # a training output (a train Step or its path)
+    step: int = versioned(-1)  # -1: the newest checkpoint
     dtype: str = versioned("float32")
-    tokenizer: str = versioned("")                  # "" = the run's vocab.json if any; else a load_tokenizer spec
+    tokenizer: str = versioned("")  # "" = the run's vocab.json if any; else a load_tokenizer spec
     chat_template: str = versioned("")
     max_shard_gb: float = 5.0
 
@@ -598,10 +1023,19 @@ class ExportConfig(Config):
         check(self.dtype in EXPORT_DTYPES, "dtype", f"{self.dtype!r}: use one of {EXPORT_DTYPES}")
         check(self.max_shard_gb > 0, "max_shard_gb", "must be positive")
 
+
 def run_export(cfg: ExportConfig, output_path: str) -> dict:
-    s = export_checkpoint(str(cfg.checkpoint), output_path, step=None if cfg.step < 0 else cfg.step, tokenizer=cfg.tokenizer or None,
-                          chat_template=cfg.chat_template or None, dtype=cfg.dtype, max_shard_bytes=int(cfg.max_shard_gb * 2**30))
+    s = export_checkpoint(
+        str(cfg.checkpoint),
+        output_path,
+        step=None if cfg.step < 0 else cfg.step,
+        tokenizer=cfg.tokenizer or None,
+        chat_template=cfg.chat_template or None,
+        dtype=cfg.dtype,
+        max_shard_bytes=int(cfg.max_shard_gb * 2**30),
+    )
     return {"export/n_params": s["n_params"], "export/bytes": s["bytes"], "export/shards": s["shards"]}
+
 
 def export_step(cfg: ExportConfig, name: str = "export/hf") -> Step:
     return Step(name, run_export, cfg, description=f"export to Hugging Face layout ({cfg.dtype})")

@@ -17,30 +17,51 @@ __all__ = ['QUANT_MODES', 'BLOCK_MATMULS', 'EXPERT_MATMULS', 'Int8Weight', 'Int4
 # %% ../../nbs/62_quantize.ipynb #8c4dd082
 QUANT_MODES = ("none", "int8", "int4")
 BLOCK_MATMULS = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")
-EXPERT_MATMULS = ("expert_gate", "expert_up", "expert_down", "shared_gate", "shared_up", "shared_down")   # MoE (`blocks.moe`)
+EXPERT_MATMULS = (
+    "expert_gate",
+    "expert_up",
+    "expert_down",
+    "shared_gate",
+    "shared_up",
+    "shared_down",
+)  # MoE (`blocks.moe`)
+
 
 class Int8Weight(eqx.Module):
     "`W[..., in, out] ≈ q * scale[..., None, :]`."
+
     q: Int[Array, "... I O"]
     scale: Float[Array, "... O"]
+
     @property
-    def shape(self): return self.q.shape
-    def dequantize(self, dtype=jnp.float32): return self.q.astype(dtype) * self.scale[..., None, :].astype(dtype)
+    def shape(self):
+        return self.q.shape
+
+    def dequantize(self, dtype=jnp.float32):
+        return self.q.astype(dtype) * self.scale[..., None, :].astype(dtype)
+
 
 class Int4Weight(eqx.Module):
     "`W[..., in, out]`: int4 values packed two per byte along `in`, one scale per `group_size` rows of a column."
-    packed: Int[Array, "... I2 O"]       # uint8, I2 = in / 2
-    scale: Float[Array, "... NG O"]       # NG = in / group_size
+
+    packed: Int[Array, "... I2 O"]  # uint8, I2 = in / 2
+    scale: Float[Array, "... NG O"]  # NG = in / group_size
     group_size: int = eqx.field(static=True)
+
     @property
-    def shape(self): return (*self.packed.shape[:-2], 2 * self.packed.shape[-2], self.packed.shape[-1])
+    def shape(self):
+        return (*self.packed.shape[:-2], 2 * self.packed.shape[-2], self.packed.shape[-1])
+
     def dequantize(self, dtype=jnp.float32):
-        lo = (self.packed & 0xF).astype(jnp.int8); hi = (self.packed >> 4).astype(jnp.int8)
-        lo = jnp.where(lo > 7, lo - 16, lo); hi = jnp.where(hi > 7, hi - 16, hi)
-        q = jnp.stack([lo, hi], axis=-2)                                   # [..., I/2, 2, O]
+        lo = (self.packed & 0xF).astype(jnp.int8)
+        hi = (self.packed >> 4).astype(jnp.int8)
+        lo = jnp.where(lo > 7, lo - 16, lo)
+        hi = jnp.where(hi > 7, hi - 16, hi)
+        q = jnp.stack([lo, hi], axis=-2)  # [..., I/2, 2, O]
         *lead, i2, _, o = q.shape
-        q = q.reshape(*lead, 2 * i2 // self.group_size, self.group_size, o)   # [..., NG, G, O]
+        q = q.reshape(*lead, 2 * i2 // self.group_size, self.group_size, o)  # [..., NG, G, O]
         return (q.astype(dtype) * self.scale[..., :, None, :].astype(dtype)).reshape(*lead, 2 * i2, o)
+
 
 def quantize_int8(w: Float[Array, "... I O"]) -> Int8Weight:
     w = jnp.asarray(w, jnp.float32)
@@ -49,39 +70,49 @@ def quantize_int8(w: Float[Array, "... I O"]) -> Int8Weight:
     q = jnp.clip(jnp.round(w / scale[..., None, :]), -127, 127).astype(jnp.int8)
     return Int8Weight(q, scale)
 
+
 def quantize_int4(w: Float[Array, "... I O"], group_size: int = 128) -> Int4Weight:
     w = jnp.asarray(w, jnp.float32)
     *lead, n_in, n_out = w.shape
     if n_in % group_size or group_size % 2:
-        raise ValueError(f"int4 group_size={group_size} must be even and divide the input width {n_in}; "
-                         f"use a divisor such as {max(g for g in (2, 4, 8, 16, 32, 64, 128) if n_in % g == 0)}")
+        raise ValueError(
+            f"int4 group_size={group_size} must be even and divide the input width {n_in}; "
+            f"use a divisor such as {max(g for g in (2, 4, 8, 16, 32, 64, 128) if n_in % g == 0)}"
+        )
     g = w.reshape(*lead, n_in // group_size, group_size, n_out)
-    scale = jnp.max(jnp.abs(g), axis=-2) / 7.0                             # [..., NG, O]
+    scale = jnp.max(jnp.abs(g), axis=-2) / 7.0  # [..., NG, O]
     scale = jnp.where(scale == 0, 1.0, scale)
     q = jnp.clip(jnp.round(g / scale[..., :, None, :]), -8, 7).astype(jnp.int8).reshape(*lead, n_in, n_out)
     u = (q & 0xF).astype(jnp.uint8)
     packed = u[..., 0::2, :] | (u[..., 1::2, :] << 4)
     return Int4Weight(packed, scale, group_size)
 
+
 def qmatmul(x: Float[Array, "... I"], w) -> Float[Array, "... O"]:
     "`x @ w` for a float, int8 or int4 weight (2-D: one layer's slice)."
-    if isinstance(w, Int8Weight): return jnp.einsum("...i,io->...o", x, w.q.astype(x.dtype)) * w.scale.astype(x.dtype)
-    if isinstance(w, Int4Weight): return jnp.einsum("...i,io->...o", x, w.dequantize(x.dtype))
+    if isinstance(w, Int8Weight):
+        return jnp.einsum("...i,io->...o", x, w.q.astype(x.dtype)) * w.scale.astype(x.dtype)
+    if isinstance(w, Int4Weight):
+        return jnp.einsum("...i,io->...o", x, w.dequantize(x.dtype))
     return jnp.einsum("...i,io->...o", x, w.astype(x.dtype))
 
 # %% ../../nbs/62_quantize.ipynb #808e5f6b
 def quantize_model(model, mode: str = "int8", *, group_size: int = 128, include_head: bool = False):
     "`model` with its block matmul weights (and optionally the vocabulary projection) quantized."
-    if mode not in QUANT_MODES: raise ValueError(f"quantize={mode!r}: use one of {QUANT_MODES}")
-    if mode == "none": return model
+    if mode not in QUANT_MODES:
+        raise ValueError(f"quantize={mode!r}: use one of {QUANT_MODES}")
+    if mode == "none":
+        return model
     q = quantize_int8 if mode == "int8" else (lambda w: quantize_int4(w, group_size))
     blocks = model.blocks
     for name in BLOCK_MATMULS:
-        if getattr(blocks, name) is not None: blocks = eqx.tree_at(lambda b: getattr(b, name), blocks, q(getattr(blocks, name)))
-    if getattr(blocks, "moe", None) is not None:                          # MoE: every expert matrix, not the router
+        if getattr(blocks, name) is not None:
+            blocks = eqx.tree_at(lambda b: getattr(b, name), blocks, q(getattr(blocks, name)))
+    if getattr(blocks, "moe", None) is not None:  # MoE: every expert matrix, not the router
         moe = blocks.moe
         for name in EXPERT_MATMULS:
-            if getattr(moe, name, None) is not None: moe = eqx.tree_at(lambda b: getattr(b, name), moe, q(getattr(moe, name)))
+            if getattr(moe, name, None) is not None:
+                moe = eqx.tree_at(lambda b: getattr(b, name), moe, q(getattr(moe, name)))
         blocks = eqx.tree_at(lambda b: b.moe, blocks, moe)
     model = eqx.tree_at(lambda m: m.blocks, model, blocks)
     if include_head:
@@ -89,10 +120,12 @@ def quantize_model(model, mode: str = "int8", *, group_size: int = 128, include_
         model = eqx.tree_at(lambda m: m.lm_head, model, q(head), is_leaf=lambda x: x is None)
     return model
 
+
 def dequantize_tree(tree, dtype=jnp.float32):
     "`tree` with every quantized weight replaced by its float values (the MoE layer's grouped matmuls take floats)."
     isq = lambda x: isinstance(x, (Int8Weight, Int4Weight))
     return jax.tree.map(lambda w: w.dequantize(dtype) if isq(w) else w, tree, is_leaf=isq)
+
 
 def weight_bytes(model) -> int:
     "Bytes of all arrays of a (possibly quantized) model."

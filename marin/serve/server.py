@@ -17,183 +17,322 @@ __all__ = ['DEFAULT_CHAT_TEMPLATE', 'MAX_BODY', 'ServedModel', 'ApiError', 'samp
            'inspect_model']
 
 # %% ../../nbs/64_server.ipynb #bb861ecd
-DEFAULT_CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-                         "{% if add_generation_prompt %}assistant:{% endif %}")
+DEFAULT_CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+
 
 def _as_list(x) -> list[int]:
-    if x is None: return []
+    if x is None:
+        return []
     return [int(i) for i in (x if isinstance(x, (list, tuple)) else [x])]
+
 
 @dataclasses.dataclass
 class ServedModel:
     name: str
     engine: Engine
-    tokenizer: Any = None                   # tokenizers.Tokenizer
+    tokenizer: Any = None  # tokenizers.Tokenizer
     chat_template: str = DEFAULT_CHAT_TEMPLATE
     special: dict = dataclasses.field(default_factory=dict)
     quantize: str = "none"
 
     @property
-    def context(self) -> int: return self.engine.max_seq_len
+    def context(self) -> int:
+        return self.engine.max_seq_len
 
     @classmethod
-    def load(cls, path: str, *, name: str = "", quantize: str = "none", group_size: int = 128, max_batch: int = 8,
-             dtype: str = "float32", max_seq_len: int | None = None) -> "ServedModel":
+    def load(
+        cls,
+        path: str,
+        *,
+        name: str = "",
+        quantize: str = "none",
+        group_size: int = 128,
+        max_batch: int = 8,
+        dtype: str = "float32",
+        max_seq_len: int | None = None,
+    ) -> "ServedModel":
         from marin.serve.quantize import quantize_model
+
         path = str(path).rstrip("/")
         special, eos, template, tok = {}, [], None, None
         if storage.exists(storage.join(path, "config.json")):
             from marin.serve.hf import import_hf
+
             model, hfc = import_hf(path)
             gen = storage.read_json(storage.join(path, "generation_config.json"), {}) or {}
             eos = _as_list(gen.get("eos_token_id", hfc.get("eos_token_id")))
             if storage.exists(storage.join(path, "tokenizer.json")):
                 from tokenizers import Tokenizer
+
                 tok = Tokenizer.from_str(storage.read_text(storage.join(path, "tokenizer.json")))
             tc = storage.read_json(storage.join(path, "tokenizer_config.json"), {}) or {}
             template = tc.get("chat_template")
-            if isinstance(template, list): template = next((t["template"] for t in template if t.get("name") == "default"), None)
-            special = {k: (v.get("content") if isinstance(v, dict) else v) for k, v in tc.items() if k in ("bos_token", "eos_token")}
+            if isinstance(template, list):
+                template = next((t["template"] for t in template if t.get("name") == "default"), None)
+            special = {
+                k: (v.get("content") if isinstance(v, dict) else v)
+                for k, v in tc.items()
+                if k in ("bos_token", "eos_token")
+            }
         elif storage.exists(storage.join(path, "checkpoints")):
             from marin.train.trainer import load_model
             from marin.serve.hf import char_level_tokenizer_json
+
             model, _ = load_model(path)
             if storage.exists(storage.join(path, "vocab.json")):
                 from tokenizers import Tokenizer
+
                 tok = Tokenizer.from_str(char_level_tokenizer_json(storage.read_json(storage.join(path, "vocab.json"))))
         else:
-            raise FileNotFoundError(f"--model {path}: neither a Hugging Face model folder (config.json) nor a marin training output "
-                                    "(checkpoints/); export one (`marin export`) or download one (`marin download`)")
+            raise FileNotFoundError(
+                f"--model {path}: neither a Hugging Face model folder (config.json) nor a marin training output "
+                "(checkpoints/); export one (`marin export`) or download one (`marin download`)"
+            )
         model = quantize_model(model, quantize, group_size=group_size)
         decode = (lambda ids: tok.decode(ids, skip_special_tokens=False)) if tok is not None else None
-        engine = Engine(model, max_batch=max_batch, eos_ids=eos, decode_text=decode, dtype=dtype, max_seq_len=max_seq_len)
+        engine = Engine(
+            model, max_batch=max_batch, eos_ids=eos, decode_text=decode, dtype=dtype, max_seq_len=max_seq_len
+        )
         return cls(name or os.path.basename(path), engine, tok, template or DEFAULT_CHAT_TEMPLATE, special, quantize)
 
     def encode(self, text: str) -> list[int]:
-        if self.tokenizer is None: raise ValueError("prompt: this model has no tokenizer.json, so send token ids instead of text")
-        try: return self.tokenizer.encode(text, add_special_tokens=True).ids
-        except Exception as e: raise ValueError(f"prompt: the tokenizer cannot encode it ({e})") from None
+        if self.tokenizer is None:
+            raise ValueError("prompt: this model has no tokenizer.json, so send token ids instead of text")
+        try:
+            return self.tokenizer.encode(text, add_special_tokens=True).ids
+        except Exception as e:
+            raise ValueError(f"prompt: the tokenizer cannot encode it ({e})") from None
 
     def decode(self, ids) -> str:
-        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False) if self.tokenizer is not None else ""
+        return (
+            self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
+            if self.tokenizer is not None
+            else ""
+        )
 
     def token_str(self, i: int) -> str:
-        if self.tokenizer is None: return f"<{int(i)}>"
+        if self.tokenizer is None:
+            return f"<{int(i)}>"
         return self.tokenizer.decode([int(i)], skip_special_tokens=False)
 
     def render_chat(self, messages: list[dict]) -> str:
         from jinja2.sandbox import ImmutableSandboxedEnvironment
+
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-        def raise_exception(msg): raise ValueError(f"messages: {msg}")
+
+        def raise_exception(msg):
+            raise ValueError(f"messages: {msg}")
+
         env.globals["raise_exception"] = raise_exception
-        return env.from_string(self.chat_template).render(messages=messages, add_generation_prompt=True,
-                                                            bos_token=self.special.get("bos_token") or "", eos_token=self.special.get("eos_token") or "")
+        return env.from_string(self.chat_template).render(
+            messages=messages,
+            add_generation_prompt=True,
+            bos_token=self.special.get("bos_token") or "",
+            eos_token=self.special.get("eos_token") or "",
+        )
 
 # %% ../../nbs/64_server.ipynb #ad6acf19
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, param: str | None = None, type: str = "invalid_request_error", code: str | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        param: str | None = None,
+        type: str = "invalid_request_error",
+        code: str | None = None,
+    ):
         super().__init__(message)
         self.status, self.message, self.param, self.type, self.code = status, message, param, type, code
-    def body(self) -> dict: return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
 
 def _num(body, key, default, kind=float, lo=None, hi=None):
     v = body.get(key, default)
-    if v is None: v = default
+    if v is None:
+        v = default
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not float(v).is_integer()):
         raise ApiError(400, f"{key}: expected {'an integer' if kind is int else 'a number'}, got {v!r}", key)
     v = kind(v)
-    if lo is not None and v < lo: raise ApiError(400, f"{key}: {v} is below the minimum {lo}", key)
-    if hi is not None and v > hi: raise ApiError(400, f"{key}: {v} is above the maximum {hi}", key)
+    if lo is not None and v < lo:
+        raise ApiError(400, f"{key}: {v} is below the minimum {lo}", key)
+    if hi is not None and v > hi:
+        raise ApiError(400, f"{key}: {v} is above the maximum {hi}", key)
     return v
+
 
 def _stops(body) -> tuple:
     s = body.get("stop")
-    if s is None: return ()
-    if isinstance(s, str): return (s,)
-    if isinstance(s, list) and all(isinstance(x, str) for x in s) and len(s) <= 16: return tuple(s)
+    if s is None:
+        return ()
+    if isinstance(s, str):
+        return (s,)
+    if isinstance(s, list) and all(isinstance(x, str) for x in s) and len(s) <= 16:
+        return tuple(s)
     raise ApiError(400, "stop: expected a string or a list of at most 16 strings", "stop")
+
 
 def _prompts(sm: ServedModel, prompt) -> list[list[int]]:
     "The token ids of each prompt in a completions request (string, strings, ids, or lists of ids)."
-    if isinstance(prompt, str): prompts = [sm.encode(prompt)]
-    elif isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt): prompts = [sm.encode(p) for p in prompt]
-    elif isinstance(prompt, list) and prompt and all(isinstance(p, int) and not isinstance(p, bool) for p in prompt): prompts = [list(prompt)]
-    elif isinstance(prompt, list) and prompt and all(isinstance(p, list) and p and all(isinstance(t, int) and not isinstance(t, bool) for t in p) for p in prompt):
+    if isinstance(prompt, str):
+        prompts = [sm.encode(prompt)]
+    elif isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+        prompts = [sm.encode(p) for p in prompt]
+    elif isinstance(prompt, list) and prompt and all(isinstance(p, int) and not isinstance(p, bool) for p in prompt):
+        prompts = [list(prompt)]
+    elif (
+        isinstance(prompt, list)
+        and prompt
+        and all(
+            isinstance(p, list) and p and all(isinstance(t, int) and not isinstance(t, bool) for t in p) for p in prompt
+        )
+    ):
         prompts = [list(p) for p in prompt]
-    else: raise ApiError(400, "prompt: expected a non-empty string, list of strings, list of token ids, or list of token-id lists", "prompt")
+    else:
+        raise ApiError(
+            400,
+            "prompt: expected a non-empty string, list of strings, list of token ids, or list of token-id lists",
+            "prompt",
+        )
     V = sm.engine.cfg.vocab_size
     for p in prompts:
-        if not p: raise ApiError(400, "prompt: encodes to zero tokens", "prompt")
-        if any(t < 0 or t >= V for t in p): raise ApiError(400, f"prompt: token ids must be in [0, {V})", "prompt")
+        if not p:
+            raise ApiError(400, "prompt: encodes to zero tokens", "prompt")
+        if any(t < 0 or t >= V for t in p):
+            raise ApiError(400, f"prompt: token ids must be in [0, {V})", "prompt")
     return prompts
 
-def sampling_params(sm: ServedModel, body: dict, prompt_len: int, *, max_key: str = "max_tokens", logprobs: int = 0, echo: bool = False) -> SamplingParams:
+
+def sampling_params(
+    sm: ServedModel, body: dict, prompt_len: int, *, max_key: str = "max_tokens", logprobs: int = 0, echo: bool = False
+) -> SamplingParams:
     ctx = sm.context
     default_max = min(16, ctx - prompt_len) if max_key == "max_tokens" else ctx - prompt_len
-    mt = body.get(max_key, body.get("max_completion_tokens")) if max_key == "max_tokens" else body.get("max_completion_tokens", body.get("max_tokens"))
+    mt = (
+        body.get(max_key, body.get("max_completion_tokens"))
+        if max_key == "max_tokens"
+        else body.get("max_completion_tokens", body.get("max_tokens"))
+    )
     mt = _num({"max_tokens": mt}, "max_tokens", default_max, int, lo=0 if echo else 1)
     if prompt_len > ctx:
-        raise ApiError(400, f"This model's maximum context length is {ctx} tokens. However, your prompt has {prompt_len} tokens; shorten it.", "prompt", code="context_length_exceeded")
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {ctx} tokens. However, your prompt has {prompt_len} tokens; shorten it.",
+            "prompt",
+            code="context_length_exceeded",
+        )
     if prompt_len + mt > ctx:
-        raise ApiError(400, f"This model's maximum context length is {ctx} tokens. However, you requested {prompt_len + mt} tokens "
-                            f"({prompt_len} in the prompt, {mt} for the completion); reduce max_tokens to at most {ctx - prompt_len}.", "max_tokens",
-                       code="context_length_exceeded")
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {ctx} tokens. However, you requested {prompt_len + mt} tokens "
+            f"({prompt_len} in the prompt, {mt} for the completion); reduce max_tokens to at most {ctx - prompt_len}.",
+            "max_tokens",
+            code="context_length_exceeded",
+        )
     seed = body.get("seed")
-    if seed is not None: seed = _num(body, "seed", 0, int, lo=0, hi=2**32 - 1)
+    if seed is not None:
+        seed = _num(body, "seed", 0, int, lo=0, hi=2**32 - 1)
     for k in ("presence_penalty", "frequency_penalty"):
-        if _num(body, k, 0.0, float, lo=-2, hi=2) != 0: raise ApiError(400, f"{k}: not supported by this server (use 0)", k)
-    return SamplingParams(max_tokens=mt, temperature=_num(body, "temperature", 1.0, float, lo=0, hi=2),
-                          top_p=_num(body, "top_p", 1.0, float, lo=1e-9, hi=1), top_k=_num(body, "top_k", 0, int, lo=0),
-                          stop=_stops(body), seed=seed, logprobs=logprobs, echo=echo, ignore_eos=bool(body.get("ignore_eos", False)))
+        if _num(body, k, 0.0, float, lo=-2, hi=2) != 0:
+            raise ApiError(400, f"{k}: not supported by this server (use 0)", k)
+    return SamplingParams(
+        max_tokens=mt,
+        temperature=_num(body, "temperature", 1.0, float, lo=0, hi=2),
+        top_p=_num(body, "top_p", 1.0, float, lo=1e-9, hi=1),
+        top_k=_num(body, "top_k", 0, int, lo=0),
+        stop=_stops(body),
+        seed=seed,
+        logprobs=logprobs,
+        echo=echo,
+        ignore_eos=bool(body.get("ignore_eos", False)),
+    )
 
 # %% ../../nbs/64_server.ipynb #4a2a11c3
 def _completion_logprobs(sm: ServedModel, c, n_top: int, echo: bool, text_start: int = 0) -> dict:
     ids, lps, tops = [], [], []
     if echo:
-        ids += c.prompt; lps += c.prompt_logprobs; tops += c.prompt_top
-    ids += c.tokens; lps += c.logprobs; tops += c.top
+        ids += c.prompt
+        lps += c.prompt_logprobs
+        tops += c.prompt_top
+    ids += c.tokens
+    lps += c.logprobs
+    tops += c.top
     strs = [sm.token_str(t) for t in ids]
     offsets, pos = [], text_start
-    for s in strs: offsets.append(pos); pos += len(s)
-    top_out = [None if t is None else {sm.token_str(i): float(v) for i, v in t[:max(n_top, 1)]} for t in tops]
-    return {"tokens": strs, "token_logprobs": [None if v is None else float(v) for v in lps], "top_logprobs": top_out, "text_offset": offsets}
+    for s in strs:
+        offsets.append(pos)
+        pos += len(s)
+    top_out = [None if t is None else {sm.token_str(i): float(v) for i, v in t[: max(n_top, 1)]} for t in tops]
+    return {
+        "tokens": strs,
+        "token_logprobs": [None if v is None else float(v) for v in lps],
+        "top_logprobs": top_out,
+        "text_offset": offsets,
+    }
+
 
 def _chat_logprobs(sm: ServedModel, tokens, lps, tops, n_top: int) -> dict:
-    def entry(i, v): s = sm.token_str(i); return {"token": s, "logprob": float(v), "bytes": list(s.encode("utf-8"))}
-    return {"content": [dict(entry(t, v), top_logprobs=[entry(i, w) for i, w in top[:n_top]]) for t, v, top in zip(tokens, lps, tops)]}
+    def entry(i, v):
+        s = sm.token_str(i)
+        return {"token": s, "logprob": float(v), "bytes": list(s.encode("utf-8"))}
+
+    return {
+        "content": [
+            dict(entry(t, v), top_logprobs=[entry(i, w) for i, w in top[:n_top]])
+            for t, v, top in zip(tokens, lps, tops)
+        ]
+    }
+
 
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
 
 # %% ../../nbs/64_server.ipynb #8f66e109
 MAX_BODY = 16 * 2**20
 
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "marin-serve"
-    app: "Server"                                      # set on the subclass the server builds
+    app: "Server"  # set on the subclass the server builds
 
     def log_message(self, fmt, *args):
-        if self.app.verbose: super().log_message(fmt, *args)
+        if self.app.verbose:
+            super().log_message(fmt, *args)
 
     # -- plumbing ------------------------------------------------------------------------------------------
     def _send_json(self, status: int, obj: dict):
         data = json.dumps(obj).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json"); self.send_header("Content-Length", str(len(data)))
-        self.end_headers(); self.wfile.write(data)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def _start_sse(self):
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream"); self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked"); self.end_headers()
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
 
     def _sse(self, obj):
         data = b"data: " + (obj.encode() if isinstance(obj, str) else json.dumps(obj).encode()) + b"\n\n"
-        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n"); self.wfile.flush()
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
 
     def _end_sse(self):
-        self._sse("[DONE]"); self.wfile.write(b"0\r\n\r\n"); self.wfile.flush()
+        self._sse("[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     def _read_raw(self):
         "Read the whole body first, so that an error answer leaves the keep-alive connection clean."
@@ -205,43 +344,64 @@ class Handler(BaseHTTPRequestHandler):
 
     def _body(self) -> dict:
         raw = self._raw
-        try: body = json.loads(raw or b"null")
-        except (json.JSONDecodeError, UnicodeDecodeError) as e: raise ApiError(400, f"malformed JSON body: {e}") from None
-        if not isinstance(body, dict): raise ApiError(400, "the request body must be a JSON object")
+        try:
+            body = json.loads(raw or b"null")
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ApiError(400, f"malformed JSON body: {e}") from None
+        if not isinstance(body, dict):
+            raise ApiError(400, "the request body must be a JSON object")
         return body
 
     def _auth(self):
         key = self.app.api_key
-        if not key: return
+        if not key:
+            return
         got = self.headers.get("Authorization", "")
         if got != f"Bearer {key}":
-            raise ApiError(401, "Incorrect or missing API key: send 'Authorization: Bearer <key>' with the key given to `marin serve --api-key`",
-                           code="invalid_api_key")
+            raise ApiError(
+                401,
+                "Incorrect or missing API key: send 'Authorization: Bearer <key>' with the key given to `marin serve --api-key`",
+                code="invalid_api_key",
+            )
 
     def _model(self, body):
         name = body.get("model")
         if name is not None and name != self.app.model.name:
-            raise ApiError(404, f"The model {name!r} does not exist; this server serves {self.app.model.name!r}", "model", code="model_not_found")
+            raise ApiError(
+                404,
+                f"The model {name!r} does not exist; this server serves {self.app.model.name!r}",
+                "model",
+                code="model_not_found",
+            )
 
     def _dispatch(self, method: str):
         try:
             self._raw = b""
-            if method == "POST": self._read_raw()
+            if method == "POST":
+                self._read_raw()
             path = self.path.split("?", 1)[0].rstrip("/")
             if method == "GET" and path == "/health":
                 return self._send_json(200, {"status": "ok", "model": self.app.model.name})
-            if not path.startswith("/v1/"): raise ApiError(404, f"no route {method} {path}", code="not_found")
+            if not path.startswith("/v1/"):
+                raise ApiError(404, f"no route {method} {path}", code="not_found")
             self._auth()
-            if method == "GET" and path == "/v1/models": return self._send_json(200, self.app.models())
+            if method == "GET" and path == "/v1/models":
+                return self._send_json(200, self.app.models())
             if method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
-                body = self._body(); self._model(body)
-                return self.app.completions(self, body) if path.endswith("/completions") and "chat" not in path else self.app.chat(self, body)
+                body = self._body()
+                self._model(body)
+                return (
+                    self.app.completions(self, body)
+                    if path.endswith("/completions") and "chat" not in path
+                    else self.app.chat(self, body)
+                )
             raise ApiError(404, f"no route {method} {path}", code="not_found")
         except ApiError as e:
             self._send_json(e.status, e.body())
-        except ValueError as e:                                  # validation in the library (tokenizer, engine, config)
+        except ValueError as e:  # validation in the library (tokenizer, engine, config)
             self._send_json(400, ApiError(400, str(e)).body())
-        except (BrokenPipeError, ConnectionResetError): self.close_connection = True
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
         except Exception as e:
             self._send_json(500, ApiError(500, f"internal error: {type(e).__name__}: {e}", type="server_error").body())
 
@@ -249,23 +409,37 @@ class Handler(BaseHTTPRequestHandler):
         "Write server-sent events from `events()`; if the client goes away, cancel its requests."
         try:
             self._start_sse()
-            for ev in events(): self._sse(ev)
+            for ev in events():
+                self._sse(ev)
             self._end_sse()
         except (BrokenPipeError, ConnectionResetError):
-            for _, hd in handles: hd.cancel()
+            for _, hd in handles:
+                hd.cancel()
             self.close_connection = True
 
-    def do_GET(self): self._dispatch("GET")
-    def do_POST(self): self._dispatch("POST")
+    def do_GET(self):
+        self._dispatch("GET")
+
+    def do_POST(self):
+        self._dispatch("POST")
 
 # %% ../../nbs/64_server.ipynb #13f95169
 class _HTTPServer(ThreadingHTTPServer):
-    request_queue_size = 512          # listen backlog: the default 5 resets connections when many clients connect at once
+    request_queue_size = 512  # listen backlog: the default 5 resets connections when many clients connect at once
     daemon_threads = True
+
 
 class Server:
     "An OpenAI-compatible HTTP server for one `ServedModel`."
-    def __init__(self, model: ServedModel, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, verbose: bool = False):
+
+    def __init__(
+        self,
+        model: ServedModel,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        api_key: str | None = None,
+        verbose: bool = False,
+    ):
         self.model, self.api_key, self.verbose = model, api_key or None, verbose
         handler = type("BoundHandler", (Handler,), {"app": self})
         self.httpd = _HTTPServer((host, port), handler)
@@ -275,20 +449,41 @@ class Server:
         self.created = int(time.time())
 
     @property
-    def url(self) -> str: return f"http://{self.host}:{self.port}/v1"
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
 
     def start(self) -> "Server":
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="marin-http", daemon=True); self._thread.start()
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="marin-http", daemon=True)
+        self._thread.start()
         return self
-    def serve_forever(self): self.httpd.serve_forever()
+
+    def serve_forever(self):
+        self.httpd.serve_forever()
+
     def shutdown(self):
-        self.httpd.shutdown(); self.httpd.server_close(); self.model.engine.close()
-    def __enter__(self): return self.start()
-    def __exit__(self, *exc): self.shutdown()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.model.engine.close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.shutdown()
 
     def models(self) -> dict:
-        return {"object": "list", "data": [{"id": self.model.name, "object": "model", "created": self.created, "owned_by": "marin",
-                                            "max_model_len": self.model.context}]}
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": self.model.name,
+                    "object": "model",
+                    "created": self.created,
+                    "owned_by": "marin",
+                    "max_model_len": self.model.context,
+                }
+            ],
+        }
 
     def _submit_all(self, prompts, make_params, n):
         eng = self.model.engine
@@ -297,100 +492,175 @@ class Server:
             prm = make_params(len(p))
             for j in range(n):
                 seed = None if prm.seed is None else prm.seed + j
-                try: out.append((p, eng.submit(p, prm.replace(seed=seed) if n > 1 else prm)))
-                except ValueError as e: raise ApiError(400, str(e), "prompt") from None
+                try:
+                    out.append((p, eng.submit(p, prm.replace(seed=seed) if n > 1 else prm)))
+                except ValueError as e:
+                    raise ApiError(400, str(e), "prompt") from None
         return out
 
     # -- /v1/completions ----------------------------------------------------------------------------------
     def completions(self, h: Handler, body: dict):
         sm = self.model
-        if "prompt" not in body: raise ApiError(400, "prompt: required", "prompt")
+        if "prompt" not in body:
+            raise ApiError(400, "prompt: required", "prompt")
         prompts = _prompts(sm, body["prompt"])
         n = _num(body, "n", 1, int, lo=1, hi=16)
         lp = body.get("logprobs")
-        n_top = 0 if lp is None or lp is False else (1 if lp is True else _num(body, "logprobs", 0, int, lo=0, hi=TOP_N))
+        n_top = (
+            0 if lp is None or lp is False else (1 if lp is True else _num(body, "logprobs", 0, int, lo=0, hi=TOP_N))
+        )
         echo = bool(body.get("echo", False))
         handles = self._submit_all(prompts, lambda L: sampling_params(sm, body, L, logprobs=n_top, echo=echo), n)
         rid, created = f"cmpl-{uuid.uuid4().hex[:24]}", int(time.time())
         base = {"id": rid, "object": "text_completion", "created": created, "model": sm.name}
         if body.get("stream"):
+
             def events():
                 n_prompt = n_comp = 0
                 for idx, (p, hd) in enumerate(handles):
-                    if echo: yield dict(base, choices=[{"index": idx, "text": sm.decode(p), "logprobs": None, "finish_reason": None}])
+                    if echo:
+                        yield dict(
+                            base,
+                            choices=[{"index": idx, "text": sm.decode(p), "logprobs": None, "finish_reason": None}],
+                        )
                     for ev in hd.stream():
                         lpo = None
                         if lp is not None:
                             s = sm.token_str(ev.token)
-                            lpo = {"tokens": [s], "token_logprobs": [ev.logprob], "top_logprobs": [{sm.token_str(i): v for i, v in ev.top[:max(n_top, 1)]}], "text_offset": [0]}
-                        yield dict(base, choices=[{"index": idx, "text": ev.text, "logprobs": lpo, "finish_reason": None}])
+                            lpo = {
+                                "tokens": [s],
+                                "token_logprobs": [ev.logprob],
+                                "top_logprobs": [{sm.token_str(i): v for i, v in ev.top[: max(n_top, 1)]}],
+                                "text_offset": [0],
+                            }
+                        yield dict(
+                            base, choices=[{"index": idx, "text": ev.text, "logprobs": lpo, "finish_reason": None}]
+                        )
                     c = hd.result()
-                    yield dict(base, choices=[{"index": idx, "text": "", "logprobs": None, "finish_reason": c.finish_reason}])
-                    n_prompt += len(p); n_comp += len(c.tokens)
-                if (body.get("stream_options") or {}).get("include_usage"): yield dict(base, choices=[], usage=_usage(n_prompt, n_comp))
+                    yield dict(
+                        base, choices=[{"index": idx, "text": "", "logprobs": None, "finish_reason": c.finish_reason}]
+                    )
+                    n_prompt += len(p)
+                    n_comp += len(c.tokens)
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    yield dict(base, choices=[], usage=_usage(n_prompt, n_comp))
+
             return h._stream(handles, events)
         choices, n_prompt, n_comp = [], 0, 0
         for idx, (p, hd) in enumerate(handles):
             c = hd.result()
             ptext = sm.decode(p) if echo else ""
-            choices.append({"index": idx, "text": ptext + c.text, "finish_reason": c.finish_reason,
-                            "logprobs": _completion_logprobs(sm, c, n_top, echo) if lp is not None and lp is not False else None})
-            n_prompt += len(p); n_comp += len(c.tokens)
+            choices.append(
+                {
+                    "index": idx,
+                    "text": ptext + c.text,
+                    "finish_reason": c.finish_reason,
+                    "logprobs": _completion_logprobs(sm, c, n_top, echo)
+                    if lp is not None and lp is not False
+                    else None,
+                }
+            )
+            n_prompt += len(p)
+            n_comp += len(c.tokens)
         h._send_json(200, dict(base, choices=choices, usage=_usage(n_prompt, n_comp)))
 
     # -- /v1/chat/completions -----------------------------------------------------------------------------
     def chat(self, h: Handler, body: dict):
         sm = self.model
         msgs = body.get("messages")
-        if not isinstance(msgs, list) or not msgs: raise ApiError(400, "messages: expected a non-empty list of {role, content}", "messages")
+        if not isinstance(msgs, list) or not msgs:
+            raise ApiError(400, "messages: expected a non-empty list of {role, content}", "messages")
         clean = []
         for i, m in enumerate(msgs):
-            if not isinstance(m, dict) or not isinstance(m.get("role"), str): raise ApiError(400, f"messages[{i}]: expected an object with a role", "messages")
+            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+                raise ApiError(400, f"messages[{i}]: expected an object with a role", "messages")
             content = m.get("content", "")
-            if isinstance(content, list): content = "".join(part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text")
-            if not isinstance(content, str): raise ApiError(400, f"messages[{i}].content: expected a string or text parts", "messages")
+            if isinstance(content, list):
+                content = "".join(
+                    part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
+                )
+            if not isinstance(content, str):
+                raise ApiError(400, f"messages[{i}].content: expected a string or text parts", "messages")
             clean.append({"role": m["role"], "content": content})
         prompt = sm.encode(sm.render_chat(clean))
         want_lp = bool(body.get("logprobs", False))
         n_top = _num(body, "top_logprobs", 0, int, lo=0, hi=TOP_N) if want_lp else 0
         n = _num(body, "n", 1, int, lo=1, hi=16)
-        handles = self._submit_all([prompt], lambda L: sampling_params(sm, body, L, max_key="max_completion_tokens", logprobs=n_top), n)
+        handles = self._submit_all(
+            [prompt], lambda L: sampling_params(sm, body, L, max_key="max_completion_tokens", logprobs=n_top), n
+        )
         rid, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
         base = {"id": rid, "created": created, "model": sm.name}
         if body.get("stream"):
+
             def events():
                 n_comp = 0
                 for idx, (p, hd) in enumerate(handles):
-                    yield dict(base, object="chat.completion.chunk", choices=[{"index": idx, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}])
+                    yield dict(
+                        base,
+                        object="chat.completion.chunk",
+                        choices=[
+                            {
+                                "index": idx,
+                                "delta": {"role": "assistant", "content": ""},
+                                "logprobs": None,
+                                "finish_reason": None,
+                            }
+                        ],
+                    )
                     for ev in hd.stream():
                         lpo = _chat_logprobs(sm, [ev.token], [ev.logprob], [ev.top], n_top) if want_lp else None
-                        yield dict(base, object="chat.completion.chunk", choices=[{"index": idx, "delta": {"content": ev.text}, "logprobs": lpo, "finish_reason": None}])
-                    c = hd.result(); n_comp += len(c.tokens)
-                    yield dict(base, object="chat.completion.chunk", choices=[{"index": idx, "delta": {}, "logprobs": None, "finish_reason": c.finish_reason}])
+                        yield dict(
+                            base,
+                            object="chat.completion.chunk",
+                            choices=[
+                                {"index": idx, "delta": {"content": ev.text}, "logprobs": lpo, "finish_reason": None}
+                            ],
+                        )
+                    c = hd.result()
+                    n_comp += len(c.tokens)
+                    yield dict(
+                        base,
+                        object="chat.completion.chunk",
+                        choices=[{"index": idx, "delta": {}, "logprobs": None, "finish_reason": c.finish_reason}],
+                    )
                 if (body.get("stream_options") or {}).get("include_usage"):
                     yield dict(base, object="chat.completion.chunk", choices=[], usage=_usage(len(prompt) * n, n_comp))
+
             return h._stream(handles, events)
         choices, n_comp = [], 0
         for idx, (p, hd) in enumerate(handles):
-            c = hd.result(); n_comp += len(c.tokens)
-            choices.append({"index": idx, "message": {"role": "assistant", "content": c.text}, "finish_reason": c.finish_reason,
-                            "logprobs": _chat_logprobs(sm, c.tokens, c.logprobs, c.top, n_top) if want_lp else None})
+            c = hd.result()
+            n_comp += len(c.tokens)
+            choices.append(
+                {
+                    "index": idx,
+                    "message": {"role": "assistant", "content": c.text},
+                    "finish_reason": c.finish_reason,
+                    "logprobs": _chat_logprobs(sm, c.tokens, c.logprobs, c.top, n_top) if want_lp else None,
+                }
+            )
         h._send_json(200, dict(base, object="chat.completion", choices=choices, usage=_usage(len(prompt) * n, n_comp)))
 
 # %% ../../nbs/64_server.ipynb #6d92bbf4
 def _safetensors_header(url: str) -> dict:
     import struct
+
     fs, p = storage.fs_path(url)
     with fs.open(p, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8)); h = json.loads(f.read(n))
+        (n,) = struct.unpack("<Q", f.read(8))
+        h = json.loads(f.read(n))
     h.pop("__metadata__", None)
     return h
+
 
 def inspect_model(path: str, *, quantize: str = "none", group_size: int = 128, max_batch: int = 8) -> dict:
     "Validate an HF-layout model folder without loading weights; report parameters and memory needs."
     from marin.serve.hf import _architecture, read_hf_config
     from marin.serve.quantize import QUANT_MODES
-    if quantize not in QUANT_MODES: raise ValueError(f"--quantize {quantize}: use one of {QUANT_MODES}")
+
+    if quantize not in QUANT_MODES:
+        raise ValueError(f"--quantize {quantize}: use one of {QUANT_MODES}")
     d = read_hf_config(path)
     arch = _architecture(d)
     cfg = arch.from_config(d)
@@ -398,19 +668,33 @@ def inspect_model(path: str, *, quantize: str = "none", group_size: int = 128, m
     files = sorted(set(storage.read_json(idx)["weight_map"].values())) if storage.exists(idx) else ["model.safetensors"]
     headers = {}
     for f in files:
-        if not storage.exists(storage.join(path, f)): raise FileNotFoundError(f"{path}/{f}: missing weight file; re-run `marin download` or `marin export`")
+        if not storage.exists(storage.join(path, f)):
+            raise FileNotFoundError(f"{path}/{f}: missing weight file; re-run `marin download` or `marin export`")
         headers.update(_safetensors_header(storage.join(path, f)))
     have = {k: list(h["shape"]) for k, h in headers.items()}
-    if arch.canonical:                                                  # e.g. transformers 5's fused experts, split per expert (on zero-byte arrays)
-        have = {k: list(np.shape(v)) for k, v in arch.canonical({k: np.broadcast_to(np.float32(0), s) for k, s in have.items()}, cfg).items()}
-    need = arch.shapes(cfg)                                             # every tensor, with its HF shape [out, in]
-    problems = [f"{k}: missing" for k in need if k not in have] + \
-               [f"{k}: shape {have[k]}, config.json implies {v}" for k, v in need.items() if k in have and have[k] != v]
-    if problems: raise ValueError(f"{path}: weights do not match config.json: " + "; ".join(problems[:5]) + ("..." if len(problems) > 5 else ""))
-    stored = sum(int(np.prod(h["shape"])) * {"F32": 4, "BF16": 2, "F16": 2}.get(h["dtype"], 4) for h in headers.values())
+    if arch.canonical:  # e.g. transformers 5's fused experts, split per expert (on zero-byte arrays)
+        have = {
+            k: list(np.shape(v))
+            for k, v in arch.canonical({k: np.broadcast_to(np.float32(0), s) for k, s in have.items()}, cfg).items()
+        }
+    need = arch.shapes(cfg)  # every tensor, with its HF shape [out, in]
+    problems = [f"{k}: missing" for k in need if k not in have] + [
+        f"{k}: shape {have[k]}, config.json implies {v}" for k, v in need.items() if k in have and have[k] != v
+    ]
+    if problems:
+        raise ValueError(
+            f"{path}: weights do not match config.json: "
+            + "; ".join(problems[:5])
+            + ("..." if len(problems) > 5 else "")
+        )
+    stored = sum(
+        int(np.prod(h["shape"])) * {"F32": 4, "BF16": 2, "F16": 2}.get(h["dtype"], 4) for h in headers.values()
+    )
     n_params = int(sum(int(np.prod(v)) for v in need.values()))
     # what `quantize_model` quantizes: the 2-D matrices inside the blocks (attention, MLP or experts), not the router
-    quantized = [v for k, v in need.items() if ".layers." in k and len(v) == 2 and not k.endswith("block_sparse_moe.gate.weight")]
+    quantized = [
+        v for k, v in need.items() if ".layers." in k and len(v) == 2 and not k.endswith("block_sparse_moe.gate.weight")
+    ]
     block = sum(o * i for o, i in quantized)
     per = {"none": 4.0, "int8": 1.0, "int4": 0.5}[quantize]
     scales = {"none": 0, "int8": 4 * sum(o for o, _ in quantized), "int4": 4 * block / group_size}[quantize]
@@ -418,6 +702,18 @@ def inspect_model(path: str, *, quantize: str = "none", group_size: int = 128, m
     L = cfg.n_layers
     kv = 2 * L * max_batch * cfg.seq_len * cfg.n_kv_heads * cfg.head_size * 4
     tok_ok = storage.exists(storage.join(path, "tokenizer.json"))
-    return {"architecture": arch.name, "params": n_params, "layers": L, "context": cfg.seq_len, "vocab": cfg.vocab_size,
-            "stored_weight_bytes": stored, "serving_weight_bytes": serving_weights, "kv_cache_bytes": kv, "max_batch": max_batch,
-            "total_bytes": serving_weights + kv, "quantize": quantize, "tokenizer": tok_ok, "files": files}
+    return {
+        "architecture": arch.name,
+        "params": n_params,
+        "layers": L,
+        "context": cfg.seq_len,
+        "vocab": cfg.vocab_size,
+        "stored_weight_bytes": stored,
+        "serving_weight_bytes": serving_weights,
+        "kv_cache_bytes": kv,
+        "max_batch": max_batch,
+        "total_bytes": serving_weights + kv,
+        "quantize": quantize,
+        "tokenizer": tok_ok,
+        "files": files,
+    }

@@ -20,36 +20,51 @@ __all__ = ['COMMIT_FILE', 'STATE_FILE', 'META_FILE', 'ORBAX_DIR', 'CheckpointCon
 @dataclasses.dataclass(frozen=True)
 class CheckpointConfig(Config):
     "When to save and what to keep. Not versioned: checkpoint cadence never changes the trained model."
-    every: int = 500             # steps between periodic saves (0: only at the end and on SIGTERM)
-    keep_last: int = 2           # newest checkpoints kept (>= 1)
-    milestone_every: int = 0     # steps divisible by this are kept forever (0: none)
+
+    every: int = 500  # steps between periodic saves (0: only at the end and on SIGTERM)
+    keep_last: int = 2  # newest checkpoints kept (>= 1)
+    milestone_every: int = 0  # steps divisible by this are kept forever (0: none)
     async_write: bool = True
-    format: str = added("safetensors")  # "safetensors" (one file, process 0 writes) | "orbax" (every process writes its shards); added later: runs from before keep their hashes
+    format: str = added(
+        "safetensors"
+    )  # "safetensors" (one file, process 0 writes) | "orbax" (every process writes its shards); added later: runs from before keep their hashes
 
     def validate(self):
-        check(self.format in ("safetensors", "orbax"), "format", "must be 'safetensors' (one file) or 'orbax' (sharded, for multi-host runs)")
+        check(
+            self.format in ("safetensors", "orbax"),
+            "format",
+            "must be 'safetensors' (one file) or 'orbax' (sharded, for multi-host runs)",
+        )
         check(self.every >= 0, "every", "must be >= 0 (0 saves only at the end)")
         check(self.keep_last >= 1, "keep_last", "must be >= 1 (the newest checkpoint is what resuming needs)")
         check(self.milestone_every >= 0, "milestone_every", "must be >= 0")
 
+
 class CheckpointMismatch(ValueError):
     "A checkpoint was written for a different configuration."
 
+
 COMMIT_FILE, STATE_FILE, META_FILE, ORBAX_DIR = "COMMITTED", "state.safetensors", "meta.json", "state.orbax"
 
-def step_dir(root: str, step: int) -> str: return storage.join(root, f"step_{step:08d}")
+
+def step_dir(root: str, step: int) -> str:
+    return storage.join(root, f"step_{step:08d}")
+
 
 def list_checkpoints(root: str, *, committed: bool = True) -> list[tuple[int, str]]:
     "(step, path) of the checkpoints under `root`, oldest first (only committed ones unless `committed=False`)."
-    if not storage.exists(root): return []
+    if not storage.exists(root):
+        return []
     fs, p = storage.fs_path(root)
     out = []
     for entry in fs.ls(p, detail=False):
         name = entry.rstrip("/").rsplit("/", 1)[-1]
-        if (m := re.fullmatch(r"step_(\d{8})", name)):
+        if m := re.fullmatch(r"step_(\d{8})", name):
             path = storage.join(root, name)
-            if not committed or storage.exists(storage.join(path, COMMIT_FILE)): out.append((int(m.group(1)), path))
+            if not committed or storage.exists(storage.join(path, COMMIT_FILE)):
+                out.append((int(m.group(1)), path))
     return sorted(out)
+
 
 def latest_checkpoint(root: str) -> tuple[int, str] | None:
     cks = list_checkpoints(root)
@@ -59,66 +74,87 @@ def latest_checkpoint(root: str) -> tuple[int, str] | None:
 def _host_array(x) -> np.ndarray:
     if isinstance(x, jax.Array) and not x.is_fully_addressable:
         from jax.experimental import multihost_utils
+
         x = multihost_utils.process_allgather(x, tiled=True)
     return np.array(x, copy=True)
+
 
 def flatten_state(state) -> dict[str, np.ndarray]:
     "Host copies of every array of `state`, keyed by pytree path."
     leaves = jax.tree_util.tree_leaves_with_path(state)
     return {jax.tree_util.keystr(p): _host_array(x) for p, x in leaves}
 
+
 def unflatten_state(arrays: dict[str, np.ndarray], template):
     "A pytree like `template` with arrays from `arrays`, placed with the template's shardings and dtypes."
     paths_leaves, treedef = jax.tree_util.tree_flatten_with_path(template)
     missing = [jax.tree_util.keystr(p) for p, _ in paths_leaves if jax.tree_util.keystr(p) not in arrays]
-    if missing: raise CheckpointMismatch(f"checkpoint lacks arrays {missing[:5]}{'...' if len(missing) > 5 else ''}; it was written by a different model or optimizer")
+    if missing:
+        raise CheckpointMismatch(
+            f"checkpoint lacks arrays {missing[:5]}{'...' if len(missing) > 5 else ''}; it was written by a different model or optimizer"
+        )
     out = []
     for p, t in paths_leaves:
         a = arrays[jax.tree_util.keystr(p)]
         if tuple(a.shape) != tuple(t.shape) or a.dtype != np.dtype(t.dtype):
-            raise CheckpointMismatch(f"{jax.tree_util.keystr(p)}: checkpoint has {a.dtype}{list(a.shape)}, the run expects {np.dtype(t.dtype)}{list(t.shape)}")
+            raise CheckpointMismatch(
+                f"{jax.tree_util.keystr(p)}: checkpoint has {a.dtype}{list(a.shape)}, the run expects {np.dtype(t.dtype)}{list(t.shape)}"
+            )
         sharding = getattr(t, "sharding", None)
         out.append(jax.device_put(a, sharding) if sharding is not None else jax.numpy.asarray(a))
     return jax.tree_util.tree_unflatten(treedef, out)
+
 
 def config_differences(saved: dict, current: dict, prefix: str = "") -> list[str]:
     "`field: saved -> current` for every differing field of two canonical configs."
     diffs = []
     for k in sorted(set(saved) | set(current)):
         a, b = saved.get(k, "<absent>"), current.get(k, "<absent>")
-        if isinstance(a, dict) and isinstance(b, dict): diffs += config_differences(a, b, f"{prefix}{k}.")
-        elif a != b: diffs.append(f"{prefix}{k}: checkpoint {a!r} vs run {b!r}")
+        if isinstance(a, dict) and isinstance(b, dict):
+            diffs += config_differences(a, b, f"{prefix}{k}.")
+        elif a != b:
+            diffs.append(f"{prefix}{k}: checkpoint {a!r} vs run {b!r}")
     return diffs
+
 
 def check_compatible(meta: dict, model_config, *, path: str = "") -> None:
     "Refuse a checkpoint whose model config differs from `model_config`, naming every differing field."
     from marin.core.config import canonical as _c
+
     current = _c(model_config, versioned_only=True)
     diffs = config_differences(meta.get("model_config_versioned", {}), current)
     if diffs:
-        raise CheckpointMismatch(f"checkpoint {path} does not match this model config; differing fields: " + "; ".join(diffs)
-                                 + ". Use the checkpoint's config, or train into a new output directory.")
+        raise CheckpointMismatch(
+            f"checkpoint {path} does not match this model config; differing fields: "
+            + "; ".join(diffs)
+            + ". Use the checkpoint's config, or train into a new output directory."
+        )
 
 # %% ../../nbs/32_checkpoint.ipynb #fc79afb7
 class CheckpointManager:
     "Saves, lists, prunes and restores the checkpoints under `root`."
+
     def __init__(self, root: str, cfg: CheckpointConfig | None = None):
         self.root, self.cfg = root, cfg or CheckpointConfig()
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
-        self._orbax = None                              # format "orbax": the Orbax checkpointer, made on first use
-        self._pending: tuple[int, dict] | None = None   # format "orbax": a save Orbax may still be writing, not yet committed
+        self._orbax = None  # format "orbax": the Orbax checkpointer, made on first use
+        self._pending: tuple[int, dict] | None = (
+            None  # format "orbax": a save Orbax may still be writing, not yet committed
+        )
 
     def clean_uncommitted(self) -> list[str]:
         "Delete directories of interrupted saves; returns their paths."
         done = {s for s, _ in list_checkpoints(self.root)}
         gone = [p for s, p in list_checkpoints(self.root, committed=False) if s not in done]
-        for p in gone: storage.remove(p, recursive=True)
+        for p in gone:
+            storage.remove(p, recursive=True)
         return gone
 
     def _checkpointer(self):
         if self._orbax is None:
             import orbax.checkpoint as ocp
+
             self._orbax = ocp.StandardCheckpointer()
         return self._orbax
 
@@ -129,26 +165,36 @@ class CheckpointManager:
         meta = dict(meta, step=int(step), data_position=int(step))
         if self.cfg.format == "orbax":
             d = step_dir(self.root, step)
-            if jax.process_index() == 0 and storage.exists(storage.join(d, COMMIT_FILE)): storage.remove(storage.join(d, COMMIT_FILE))
+            if jax.process_index() == 0 and storage.exists(storage.join(d, COMMIT_FILE)):
+                storage.remove(storage.join(d, COMMIT_FILE))
             self._checkpointer().save(_orbax_dir(d), state, force=True)
             self._pending = (int(step), meta)
-            if not self.cfg.async_write: self.wait()
+            if not self.cfg.async_write:
+                self.wait()
             return
         arrays = flatten_state(state)
-        if jax.process_index() != 0: return
+        if jax.process_index() != 0:
+            return
         if self.cfg.async_write:
-            self._thread = threading.Thread(target=self._write_guarded, args=(step, arrays, meta), daemon=False, name=f"ckpt-{step}")
+            self._thread = threading.Thread(
+                target=self._write_guarded, args=(step, arrays, meta), daemon=False, name=f"ckpt-{step}"
+            )
             self._thread.start()
-        else: self._write(step, arrays, meta)
+        else:
+            self._write(step, arrays, meta)
 
     def _write_guarded(self, step, arrays, meta):
-        try: self._write(step, arrays, meta)
-        except BaseException as e: self._error = e
+        try:
+            self._write(step, arrays, meta)
+        except BaseException as e:
+            self._error = e
 
     def _write(self, step: int, arrays: dict, meta: dict) -> None:
         from safetensors.numpy import save
+
         d = step_dir(self.root, step)
-        if storage.exists(storage.join(d, COMMIT_FILE)): storage.remove(storage.join(d, COMMIT_FILE))
+        if storage.exists(storage.join(d, COMMIT_FILE)):
+            storage.remove(storage.join(d, COMMIT_FILE))
         storage.write_bytes(storage.join(d, STATE_FILE), save(arrays))
         storage.write_json(storage.join(d, META_FILE), meta)
         sums = {f: storage.file_checksum(storage.join(d, f)) for f in (STATE_FILE, META_FILE)}
@@ -159,96 +205,151 @@ class CheckpointManager:
         "Once Orbax has written every process's shards: `meta.json` and the commit marker (process 0), then retention."
         (step, meta), self._pending = self._pending, None
         self._checkpointer().wait_until_finished()
-        if jax.process_index() != 0: return
+        if jax.process_index() != 0:
+            return
         d = step_dir(self.root, step)
         storage.write_json(storage.join(d, META_FILE), meta)
-        storage.write_json(storage.join(d, COMMIT_FILE), {"step": step, "format": "orbax", "checksums": {META_FILE: storage.file_checksum(storage.join(d, META_FILE))}})
+        storage.write_json(
+            storage.join(d, COMMIT_FILE),
+            {
+                "step": step,
+                "format": "orbax",
+                "checksums": {META_FILE: storage.file_checksum(storage.join(d, META_FILE))},
+            },
+        )
         self.prune()
 
     def wait(self) -> None:
         "Block until the background write (if any) has finished and is committed; re-raise its error."
-        if self._pending is not None: self._commit_orbax()
-        if self._thread is not None: self._thread.join(); self._thread = None
-        if self._error is not None: e, self._error = self._error, None; raise e
+        if self._pending is not None:
+            self._commit_orbax()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            e, self._error = self._error, None
+            raise e
 
     def prune(self) -> list[int]:
         "Delete committed checkpoints older than the newest `keep_last`, except milestones."
         cks = list_checkpoints(self.root)
-        keep = {s for s, _ in cks[-self.cfg.keep_last:]}
-        if self.cfg.milestone_every: keep |= {s for s, _ in cks if s % self.cfg.milestone_every == 0}
+        keep = {s for s, _ in cks[-self.cfg.keep_last :]}
+        if self.cfg.milestone_every:
+            keep |= {s for s, _ in cks if s % self.cfg.milestone_every == 0}
         removed = []
         for s, p in cks:
-            if s not in keep: storage.remove(p, recursive=True); removed.append(s)
+            if s not in keep:
+                storage.remove(p, recursive=True)
+                removed.append(s)
         return removed
 
-    def read_meta(self, path: str) -> dict: return storage.read_json(storage.join(path, META_FILE))
+    def read_meta(self, path: str) -> dict:
+        return storage.read_json(storage.join(path, META_FILE))
 
     def restore(self, path: str, template, *, model_config=None, verify: bool = True):
         "(state like `template`, meta) from the checkpoint at `path`, after the compatibility check."
         meta = self.read_meta(path)
-        if model_config is not None: check_compatible(meta, model_config, path=path)
+        if model_config is not None:
+            check_compatible(meta, model_config, path=path)
         if verify:
             sums = storage.read_json(storage.join(path, COMMIT_FILE))["checksums"]
             for f, s in sums.items():
                 if storage.file_checksum(storage.join(path, f)) != s:
-                    raise CheckpointMismatch(f"checkpoint {path}: {f} does not match its checksum (corrupt or partially copied)")
+                    raise CheckpointMismatch(
+                        f"checkpoint {path}: {f} does not match its checksum (corrupt or partially copied)"
+                    )
         if is_orbax(path):  # each array read straight into the template's sharding (resharding if the mesh changed)
             saved = {k: (tuple(a.shape), np.dtype(a.dtype)) for k, a in _orbax_metadata(path).items()}
-            want = {_dotted(jax.tree_util.keystr(p)): (tuple(t.shape), np.dtype(t.dtype)) for p, t in jax.tree_util.tree_leaves_with_path(template)}
-            bad = [f"{k}: checkpoint {saved.get(k, 'absent')}, the run expects {v}" for k, v in want.items() if saved.get(k) != v]
-            if bad: raise CheckpointMismatch(f"checkpoint {path} does not fit this run's state ({'; '.join(bad[:5])}{'...' if len(bad) > 5 else ''}); it was written by a different model or optimizer")
-            abstract = jax.tree.map(lambda t: jax.ShapeDtypeStruct(t.shape, t.dtype, sharding=getattr(t, "sharding", None)), template)
+            want = {
+                _dotted(jax.tree_util.keystr(p)): (tuple(t.shape), np.dtype(t.dtype))
+                for p, t in jax.tree_util.tree_leaves_with_path(template)
+            }
+            bad = [
+                f"{k}: checkpoint {saved.get(k, 'absent')}, the run expects {v}"
+                for k, v in want.items()
+                if saved.get(k) != v
+            ]
+            if bad:
+                raise CheckpointMismatch(
+                    f"checkpoint {path} does not fit this run's state ({'; '.join(bad[:5])}{'...' if len(bad) > 5 else ''}); it was written by a different model or optimizer"
+                )
+            abstract = jax.tree.map(
+                lambda t: jax.ShapeDtypeStruct(t.shape, t.dtype, sharding=getattr(t, "sharding", None)), template
+            )
             return self._checkpointer().restore(_orbax_dir(path), abstract), meta
         return unflatten_state(read_arrays(path), template), meta
+
 
 def _orbax_dir(path: str) -> str:
     "Where Orbax keeps the state of the checkpoint at `path` (absolute when local: Orbax wants absolute paths)."
     d = storage.join(path, ORBAX_DIR)
     return os.path.abspath(d) if storage.is_local(d) else d
 
+
 def is_orbax(path: str) -> bool:
-    "Whether the checkpoint at `path` was written with `format=\"orbax\"`."
+    'Whether the checkpoint at `path` was written with `format="orbax"`.'
     return storage.exists(storage.join(path, ORBAX_DIR))
+
 
 def _dotted(keystr: str) -> str:
     "A `jax.tree_util.keystr` path with dict keys written as attributes (`['w']` -> `.w`): how Orbax's nested dicts read back."
     return re.sub(r"\['([^']*)'\]", r".\1", keystr)
 
+
 def _flat(tree, key: str = "") -> dict:
     "Orbax's nested dicts and lists flattened to dotted paths (`.params.blocks.wq`, `.opt_state[1][0].mu`)."
-    if isinstance(tree, dict): return {k: v for name, sub in tree.items() for k, v in _flat(sub, f"{key}.{name}").items()}
-    if isinstance(tree, (list, tuple)): return {k: v for i, sub in enumerate(tree) for k, v in _flat(sub, f"{key}[{i}]").items()}
-    return {} if tree is None else {key: tree}   # None: an empty node (e.g. optax's EmptyState), no array
+    if isinstance(tree, dict):
+        return {k: v for name, sub in tree.items() for k, v in _flat(sub, f"{key}.{name}").items()}
+    if isinstance(tree, (list, tuple)):
+        return {k: v for i, sub in enumerate(tree) for k, v in _flat(sub, f"{key}[{i}]").items()}
+    return {} if tree is None else {key: tree}  # None: an empty node (e.g. optax's EmptyState), no array
+
 
 def _orbax_tree(path: str):
     "The nested metadata (shape, dtype) of the arrays of the Orbax checkpoint at `path`."
     import orbax.checkpoint as ocp
+
     m = ocp.PyTreeCheckpointer().metadata(_orbax_dir(path))
     tree = getattr(m, "item_metadata", m)
     return getattr(tree, "tree", tree)
 
-def _orbax_metadata(path: str) -> dict: return _flat(_orbax_tree(path))
+
+def _orbax_metadata(path: str) -> dict:
+    return _flat(_orbax_tree(path))
+
 
 def read_arrays(path: str, prefix: str = "") -> dict[str, np.ndarray]:
     """Host copies of the arrays of the checkpoint at `path` whose pytree path starts with `prefix` (e.g. `.params`),
     keyed by `flatten_state`'s keys (for an Orbax checkpoint, dict keys read back as attributes: `.w` for `['w']`).
     Needs no mesh: an Orbax checkpoint written by many processes reads into one, and only the arrays under `prefix`
     are read from it (Orbax's partial restore), so reading the parameters costs their bytes, not the whole state's."""
-    if is_orbax(path):  # a partial restore: only the wanted arrays are read (exporting the params skips the optimizer moments)
+    if is_orbax(
+        path
+    ):  # a partial restore: only the wanted arrays are read (exporting the params skips the optimizer moments)
         import orbax.checkpoint as ocp
+
         keep = lambda p, m: m if _dotted(jax.tree_util.keystr(p)).startswith(prefix) else None  # None: leave it on disk
         wanted = jax.tree_util.tree_map_with_path(keep, _orbax_tree(path))
         args = jax.tree.map(lambda m: ocp.RestoreArgs(restore_type=np.ndarray), wanted)
-        out = _flat(ocp.PyTreeCheckpointer().restore(_orbax_dir(path), args=ocp.args.PyTreeRestore(wanted, restore_args=args, partial_restore=True)))
+        out = _flat(
+            ocp.PyTreeCheckpointer().restore(
+                _orbax_dir(path), args=ocp.args.PyTreeRestore(wanted, restore_args=args, partial_restore=True)
+            )
+        )
         return {k: np.asarray(v) for k, v in out.items()}
     from safetensors.numpy import load
+
     return {k: v for k, v in load(storage.read_bytes(storage.join(path, STATE_FILE))).items() if k.startswith(prefix)}
+
 
 def state_checksum(path: str) -> str:
     "xxh3-128 of a checkpoint's training state: the safetensors file's bytes, or every Orbax array (key, dtype, shape, bytes) in key order."
-    if not is_orbax(path): return storage.file_checksum(storage.join(path, STATE_FILE))
+    if not is_orbax(path):
+        return storage.file_checksum(storage.join(path, STATE_FILE))
     import xxhash
+
     h = xxhash.xxh3_128()
     for k, a in sorted(read_arrays(path).items()):
-        h.update(f"{k}|{a.dtype}|{a.shape}|".encode()); h.update(np.ascontiguousarray(a).tobytes())
+        h.update(f"{k}|{a.dtype}|{a.shape}|".encode())
+        h.update(np.ascontiguousarray(a).tobytes())
     return h.hexdigest()

@@ -26,30 +26,81 @@ def _nano() -> TrainConfig:
         data=CharDataConfig(batch_size=12, seq_len=64),
         eval_data=(("val", CharDataConfig(split="val", batch_size=12, seq_len=64)),),
         optimizer=OptimizerConfig(learning_rate=2e-3, warmup=100, min_lr_ratio=0.1, beta2=0.99, weight_decay=0.1),
-        num_train_steps=2000, eval_every=500, eval_batches=50, checkpoint=CheckpointConfig(every=500))
+        num_train_steps=2000,
+        eval_every=500,
+        eval_batches=50,
+        checkpoint=CheckpointConfig(every=500),
+    )
+
 
 def _llm(model: LlamaConfig, batch: int, seq: int, steps: int, grad_accum: int = 1) -> TrainConfig:
-    return TrainConfig(model=model, data=SyntheticDataConfig(vocab_size=model.vocab_size, batch_size=batch, seq_len=seq), grad_accum=grad_accum,
-                       optimizer=OptimizerConfig(learning_rate=3e-4, warmup=0.01, schedule="cosine"), num_train_steps=steps,
-                       compute_dtype="bfloat16", remat="block", mesh=MeshConfig(data=1, fsdp=-1), checkpoint=CheckpointConfig(every=1000))
+    return TrainConfig(
+        model=model,
+        data=SyntheticDataConfig(vocab_size=model.vocab_size, batch_size=batch, seq_len=seq),
+        grad_accum=grad_accum,
+        optimizer=OptimizerConfig(learning_rate=3e-4, warmup=0.01, schedule="cosine"),
+        num_train_steps=steps,
+        compute_dtype="bfloat16",
+        remat="block",
+        mesh=MeshConfig(data=1, fsdp=-1),
+        checkpoint=CheckpointConfig(every=1000),
+    )
+
 
 PRESETS = {
     "nano": _nano,
-    "150m": lambda: _llm(LlamaConfig(vocab_size=32768, seq_len=1024, d_model=768, n_layers=12, n_heads=12, n_kv_heads=12, d_ff=2048), 64, 1024, 10000),
-    "1b": lambda: _llm(LlamaConfig(vocab_size=128256, seq_len=4096, d_model=2048, n_layers=16, n_heads=32, n_kv_heads=8, d_ff=8192,
-                                   rope_theta=500000.0, tie_embeddings=True), 64, 4096, 20000),
-    "8b": lambda: _llm(LlamaConfig(vocab_size=128256, seq_len=8192, d_model=4096, n_layers=32, n_heads=32, n_kv_heads=8, d_ff=14336,
-                                   rope_theta=500000.0), 32, 8192, 20000, grad_accum=4),
+    "150m": lambda: _llm(
+        LlamaConfig(vocab_size=32768, seq_len=1024, d_model=768, n_layers=12, n_heads=12, n_kv_heads=12, d_ff=2048),
+        64,
+        1024,
+        10000,
+    ),
+    "1b": lambda: _llm(
+        LlamaConfig(
+            vocab_size=128256,
+            seq_len=4096,
+            d_model=2048,
+            n_layers=16,
+            n_heads=32,
+            n_kv_heads=8,
+            d_ff=8192,
+            rope_theta=500000.0,
+            tie_embeddings=True,
+        ),
+        64,
+        4096,
+        20000,
+    ),
+    "8b": lambda: _llm(
+        LlamaConfig(
+            vocab_size=128256,
+            seq_len=8192,
+            d_model=4096,
+            n_layers=32,
+            n_heads=32,
+            n_kv_heads=8,
+            d_ff=14336,
+            rope_theta=500000.0,
+        ),
+        32,
+        8192,
+        20000,
+        grad_accum=4,
+    ),
 }
 
 # %% ../../nbs/34_train_cli.ipynb #15fae26b
 _SECTIONS = {"model": LlamaConfig, "optimizer": OptimizerConfig, "checkpoint": CheckpointConfig, "mesh": MeshConfig}
 _DATA_KINDS = {"char": CharDataConfig, "synthetic": SyntheticDataConfig}
 
+
 def _data_from_dict(d: dict, where: str):
-    d = dict(d); kind = d.pop("kind", "char")
-    if kind not in _DATA_KINDS: raise ValueError(f"{where}.kind: {kind!r} is not one of {list(_DATA_KINDS)}")
+    d = dict(d)
+    kind = d.pop("kind", "char")
+    if kind not in _DATA_KINDS:
+        raise ValueError(f"{where}.kind: {kind!r} is not one of {list(_DATA_KINDS)}")
     return _DATA_KINDS[kind](**d)
+
 
 def config_from_dict(d: dict) -> TrainConfig:
     "A TrainConfig from a plain dict (a parsed YAML file): `preset` as the base, then overrides."
@@ -60,26 +111,41 @@ def config_from_dict(d: dict) -> TrainConfig:
         if k in _SECTIONS:
             cur = getattr(base, k) if base is not None else _SECTIONS[k]()
             unknown = set(v) - {f.name for f in dataclasses.fields(_SECTIONS[k])}
-            if unknown: raise ValueError(f"{k}: unknown fields {sorted(unknown)}")
+            if unknown:
+                raise ValueError(f"{k}: unknown fields {sorted(unknown)}")
             kw[k] = cur.replace(**v) if base is not None else _SECTIONS[k](**v)
-        elif k == "data": kw[k] = _data_from_dict(v, "data")
-        elif k == "eval_data": kw[k] = tuple((name, _data_from_dict(x, f"eval_data.{name}")) for name, x in v.items())
-        elif k in {f.name for f in dataclasses.fields(TrainConfig)}: kw[k] = v
-        else: raise ValueError(f"{k}: not a TrainConfig field (fields: {[f.name for f in dataclasses.fields(TrainConfig)]})")
+        elif k == "data":
+            kw[k] = _data_from_dict(v, "data")
+        elif k == "eval_data":
+            kw[k] = tuple((name, _data_from_dict(x, f"eval_data.{name}")) for name, x in v.items())
+        elif k in {f.name for f in dataclasses.fields(TrainConfig)}:
+            kw[k] = v
+        else:
+            raise ValueError(
+                f"{k}: not a TrainConfig field (fields: {[f.name for f in dataclasses.fields(TrainConfig)]})"
+            )
     return base.replace(**kw) if base is not None else TrainConfig(**kw)
+
 
 def load_train_config(spec: str) -> TrainConfig:
     "A TrainConfig from a preset name, a Python file (defining `config` or `build_config()`), or a YAML file."
-    if spec in PRESETS: return PRESETS[spec]()
+    if spec in PRESETS:
+        return PRESETS[spec]()
     if spec.endswith((".yaml", ".yml")):
         import yaml
-        if not os.path.exists(spec): raise FileNotFoundError(f"--config {spec}: no such file")
+
+        if not os.path.exists(spec):
+            raise FileNotFoundError(f"--config {spec}: no such file")
         return config_from_dict(yaml.safe_load(open(spec)) or {})
     if spec.endswith(".py"):
-        if not os.path.exists(spec): raise FileNotFoundError(f"--config {spec}: no such file")
+        if not os.path.exists(spec):
+            raise FileNotFoundError(f"--config {spec}: no such file")
         ns = runpy.run_path(spec)
         cfg = ns["build_config"]() if "build_config" in ns else ns.get("config")
-        if not isinstance(cfg, TrainConfig): raise ValueError(f"--config {spec}: define `config = TrainConfig(...)` or `def build_config() -> TrainConfig`")
+        if not isinstance(cfg, TrainConfig):
+            raise ValueError(
+                f"--config {spec}: define `config = TrainConfig(...)` or `def build_config() -> TrainConfig`"
+            )
         return cfg
     raise ValueError(f"--config {spec!r}: use a preset ({', '.join(PRESETS)}), a .py file or a .yaml file")
 
@@ -87,18 +153,25 @@ def load_train_config(spec: str) -> TrainConfig:
 @dataclasses.dataclass
 class MemoryEstimate:
     "Estimated bytes per device of one training step."
+
     params: float
     grads: float
     optimizer: float
     compute_copy: float
     activations: float
     logits: float
+
     @property
-    def total(self) -> float: return self.params + self.grads + self.optimizer + self.compute_copy + self.activations + self.logits
+    def total(self) -> float:
+        return self.params + self.grads + self.optimizer + self.compute_copy + self.activations + self.logits
+
     def table(self) -> str:
         gb = lambda x: f"{x / 2**30:10.3f} GiB"
-        rows = [(k, getattr(self, k)) for k in ("params", "grads", "optimizer", "compute_copy", "activations", "logits")] + [("total", self.total)]
+        rows = [
+            (k, getattr(self, k)) for k in ("params", "grads", "optimizer", "compute_copy", "activations", "logits")
+        ] + [("total", self.total)]
         return "\n".join(f"  {k:14s}{gb(v)}" for k, v in rows)
+
 
 def estimate_memory(cfg: TrainConfig, n_devices: int) -> MemoryEstimate:
     "Per-device memory of a training step under `cfg`'s mesh, dtype, accumulation and remat policy (no compilation)."
@@ -106,31 +179,54 @@ def estimate_memory(cfg: TrainConfig, n_devices: int) -> MemoryEstimate:
     ax = cfg.mesh.mesh_shape(n_devices)
     data, expert, fsdp, tensor = ax["data"], ax["expert"], ax["fsdp"], ax["tensor"]
     c = 2 if cfg.compute_dtype == "bfloat16" else 4
-    B = int(getattr(cfg.data, "batch_size", 1)); S = int(getattr(cfg.data, "seq_len", m.seq_len))
-    b = math.ceil(B / cfg.grad_accum / (data * expert * fsdp))  # sequences per device per microbatch (the batch spans the expert axis)
+    B = int(getattr(cfg.data, "batch_size", 1))
+    S = int(getattr(cfg.data, "seq_len", m.seq_len))
+    b = math.ceil(
+        B / cfg.grad_accum / (data * expert * fsdp)
+    )  # sequences per device per microbatch (the batch spans the expert axis)
     # routed experts are split over the expert axis as well; every other weight over fsdp x tensor only
     n_moe = len(m.moe.moe_layer_ids(m.n_layers)) if m.moe is not None else 0
     n_routed = n_moe * m.moe.routed_expert_params(m.d_model, m.d_ff) if n_moe else 0
-    N = (m.n_params - n_routed) / (fsdp * tensor) + n_routed / (expert * fsdp * tensor)   # parameters per device
+    N = (m.n_params - n_routed) / (fsdp * tensor) + n_routed / (expert * fsdp * tensor)  # parameters per device
     # MLP width a token's activations see, averaged over layers: d_ff in dense layers, k experts + shared ones in MoE layers
-    f_tok = ((m.n_layers - n_moe) * m.d_ff + n_moe * m.moe.dense_equivalent_d_ff(m.d_ff)) / m.n_layers if n_moe else m.d_ff
-    D, F, q, k, H, V, L = m.d_model, f_tok / tensor, m.q_dim / tensor, m.kv_dim / tensor, m.n_heads / tensor, m.vocab_size / tensor, m.n_layers
+    f_tok = (
+        ((m.n_layers - n_moe) * m.d_ff + n_moe * m.moe.dense_equivalent_d_ff(m.d_ff)) / m.n_layers if n_moe else m.d_ff
+    )
+    D, F, q, k, H, V, L = (
+        m.d_model,
+        f_tok / tensor,
+        m.q_dim / tensor,
+        m.kv_dim / tensor,
+        m.n_heads / tensor,
+        m.vocab_size / tensor,
+        m.n_layers,
+    )
     # bytes per token, one layer, nothing recomputed: compute-dtype activations, float32 copies made by the norms and
     # RoPE, attention scores and probabilities in float32
     full_layer = (6 * D + 3 * q + 3 * k + 4 * F) * c + (2 * D + q + k) * 4 + 2 * H * S * 4
     saved = {"none": full_layer, "dots": (2 * D + q + 2 * k + 2 * F) * c, "block": D * c}.get(cfg.remat, D * c)
     per_token = L * saved + (full_layer if cfg.remat != "none" else 0) + D * c * 2  # + embeddings out, final norm
-    return MemoryEstimate(params=4 * N, grads=4 * N, optimizer=8 * N,
-                          compute_copy=(c * N if c == 2 else 0.0), activations=b * S * per_token, logits=3 * b * S * V * 4)
+    return MemoryEstimate(
+        params=4 * N,
+        grads=4 * N,
+        optimizer=8 * N,
+        compute_copy=(c * N if c == 2 else 0.0),
+        activations=b * S * per_token,
+        logits=3 * b * S * V * 4,
+    )
+
 
 def device_memory_bytes() -> tuple[float, str, int]:
     "(bytes per device, description, devices present). CPU devices share the host's RAM."
     import jax
+
     devs = jax.devices()
     stats = devs[0].memory_stats() or {}
-    if "bytes_limit" in stats: return float(stats["bytes_limit"]), f"{len(devs)} × {devs[0].device_kind}", len(devs)
+    if "bytes_limit" in stats:
+        return float(stats["bytes_limit"]), f"{len(devs)} × {devs[0].device_kind}", len(devs)
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return ram / len(devs), f"{len(devs)} × cpu sharing {ram / 2**30:.1f} GiB of host RAM", len(devs)
+
 
 @dataclasses.dataclass
 class DryRunReport:
@@ -138,16 +234,23 @@ class DryRunReport:
     problems: list[str]
     memory: MemoryEstimate | None
     fits: bool
+
     @property
-    def ok(self) -> bool: return not self.problems and self.fits
-    def __str__(self) -> str: return "\n".join(self.lines + [f"PROBLEM: {p}" for p in self.problems])
+    def ok(self) -> bool:
+        return not self.problems and self.fits
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines + [f"PROBLEM: {p}" for p in self.problems])
+
 
 def dry_run(cfg: TrainConfig, *, n_devices: int | None = None, output_path: str | None = None) -> DryRunReport:
     "Everything that can be checked before compiling: data, mesh, memory, checkpoint compatibility."
     per_dev, desc, present = device_memory_bytes()
     n = n_devices or cfg.mesh.devices or present
-    lines = [f"model: {cfg.model.summary()}",
-             f"run: {cfg.num_train_steps} steps × {cfg.tokens_per_step} tokens, grad_accum={cfg.grad_accum}, compute={cfg.compute_dtype}, remat={cfg.remat}"]
+    lines = [
+        f"model: {cfg.model.summary()}",
+        f"run: {cfg.num_train_steps} steps × {cfg.tokens_per_step} tokens, grad_accum={cfg.grad_accum}, compute={cfg.compute_dtype}, remat={cfg.remat}",
+    ]
     problems = list(data_problems(cfg.data)) + [p for _, d in cfg.eval_data for p in data_problems(d)]
     mem = None
     try:
@@ -155,81 +258,116 @@ def dry_run(cfg: TrainConfig, *, n_devices: int | None = None, output_path: str 
         lines.append(f"mesh: data={sizes[0]} fsdp={sizes[1]} tensor={sizes[2]} over {n} devices")
         mem = estimate_memory(cfg, n)
         lines += [f"estimated memory per device ({n} devices):", mem.table()]
-    except ValueError as e: problems.append(str(e))
+    except ValueError as e:
+        problems.append(str(e))
     fits = True
     if n > present:
         fits = False
         lines.append(f"devices: {n} requested but {present} present ({desc}): it does NOT fit the devices present")
         if mem is not None:
             need = "would fit" if mem.total <= 0.9 * per_dev else "would not fit either"
-            lines.append(f"  with {n} devices of this kind ({per_dev / 2**30:.1f} GiB each) it {need}; "
-                         f"to simulate {n} CPU devices set XLA_FLAGS=--xla_force_host_platform_device_count={n}")
+            lines.append(
+                f"  with {n} devices of this kind ({per_dev / 2**30:.1f} GiB each) it {need}; "
+                f"to simulate {n} CPU devices set XLA_FLAGS=--xla_force_host_platform_device_count={n}"
+            )
     elif mem is not None:
         fits = mem.total <= 0.9 * per_dev
         verdict = "fits" if fits else "does NOT fit"
-        lines.append(f"devices: {desc}; {per_dev / 2**30:.1f} GiB per device; estimate {mem.total / 2**30:.2f} GiB: it {verdict} (90% headroom rule)")
+        lines.append(
+            f"devices: {desc}; {per_dev / 2**30:.1f} GiB per device; estimate {mem.total / 2**30:.2f} GiB: it {verdict} (90% headroom rule)"
+        )
     if not fits and mem is not None and cfg.remat != "block":
-        lines.append("hint: remat='block', a larger fsdp axis, grad_accum or bfloat16 compute lower the per-device memory")
+        lines.append(
+            "hint: remat='block', a larger fsdp axis, grad_accum or bfloat16 compute lower the per-device memory"
+        )
     if output_path and (latest := latest_checkpoint(storage.join(output_path, "checkpoints"))):
         meta = storage.read_json(storage.join(latest[1], "meta.json"))
         try:
-            check_compatible(meta, cfg.model, path=latest[1]); lines.append(f"checkpoint: step {latest[0]} in {output_path} is compatible; the run resumes there")
-        except CheckpointMismatch as e: problems.append(str(e))
+            check_compatible(meta, cfg.model, path=latest[1])
+            lines.append(f"checkpoint: step {latest[0]} in {output_path} is compatible; the run resumes there")
+        except CheckpointMismatch as e:
+            problems.append(str(e))
     return DryRunReport(lines, problems, mem, fits)
 
 # %% ../../nbs/34_train_cli.ipynb #a957dff3
 app = typer.Typer(help="Train dense language models and sample from them.", no_args_is_help=True, add_completion=False)
 
+
 @app.command("train")
-def train_cmd(config: str = typer.Option(..., "--config", "-c", help="preset (nano, 150m, 1b, 8b), file.py or file.yaml"),
-              devices: int = typer.Option(0, help="devices to use (0 = all present)"),
-              dry_run_only: bool = typer.Option(False, "--dry-run", help="check and estimate memory, compile nothing"),
-              steps: int = typer.Option(0, help="override num_train_steps"),
-              name: str = typer.Option("", help="step name (default train/<preset or file stem>)"),
-              prefix: str = typer.Option("", help="storage prefix (default: settings)"),
-              force: bool = typer.Option(False, help="rerun even if the step already succeeded")):
+def train_cmd(
+    config: str = typer.Option(..., "--config", "-c", help="preset (nano, 150m, 1b, 8b), file.py or file.yaml"),
+    devices: int = typer.Option(0, help="devices to use (0 = all present)"),
+    dry_run_only: bool = typer.Option(False, "--dry-run", help="check and estimate memory, compile nothing"),
+    steps: int = typer.Option(0, help="override num_train_steps"),
+    name: str = typer.Option("", help="step name (default train/<preset or file stem>)"),
+    prefix: str = typer.Option("", help="storage prefix (default: settings)"),
+    force: bool = typer.Option(False, help="rerun even if the step already succeeded"),
+):
     "Train a model (or with --dry-run: validate and estimate memory without compiling)."
     try:
         cfg = load_train_config(config)
-        if steps: cfg = cfg.replace(num_train_steps=steps)
-        if devices: cfg = cfg.replace(mesh=cfg.mesh.replace(devices=devices))
+        if steps:
+            cfg = cfg.replace(num_train_steps=steps)
+        if devices:
+            cfg = cfg.replace(mesh=cfg.mesh.replace(devices=devices))
     except (ValueError, FileNotFoundError, TypeError) as e:
-        typer.echo(f"error: {e}", err=True); raise typer.Exit(2)
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2)
     from marin.core.executor import Executor
     from marin.train.trainer import train_step
+
     step = train_step(cfg, name or f"train/{os.path.splitext(os.path.basename(config))[0]}")
     ex = Executor(prefix or None)
     out = ex.output_path(step)
     report = dry_run(cfg, n_devices=devices or None, output_path=out)
-    typer.echo(str(report)); typer.echo(f"output: {out}")
-    if dry_run_only: raise typer.Exit(0 if report.ok else 1)
-    if not report.ok: typer.echo("refusing to start: fix the problems above (or run on devices where it fits)", err=True); raise typer.Exit(1)
+    typer.echo(str(report))
+    typer.echo(f"output: {out}")
+    if dry_run_only:
+        raise typer.Exit(0 if report.ok else 1)
+    if not report.ok:
+        typer.echo("refusing to start: fix the problems above (or run on devices where it fits)", err=True)
+        raise typer.Exit(1)
     from marin.core.executor import StepFailed, read_status
-    try: res = ex.run([step], force=force); status = res.statuses.get(step.output_name)
-    except StepFailed: status = "FAILED: " + str((read_status(out) or {}).get("error", ""))
+
+    try:
+        res = ex.run([step], force=force)
+        status = res.statuses.get(step.output_name)
+    except StepFailed:
+        status = "FAILED: " + str((read_status(out) or {}).get("error", ""))
     typer.echo(f"{step.output_name}: {status}")
     raise typer.Exit(0 if status in ("SUCCESS", "cached") else 1)
 
+
 @app.command("sample")
-def sample_cmd(run: str = typer.Argument(..., help="a training output directory (holds checkpoints/)"),
-               prompt: str = typer.Option("", help="text (character models) or space-separated token ids"),
-               max_tokens: int = typer.Option(200, help="tokens to generate"),
-               temperature: float = typer.Option(0.8, help="0 = greedy"),
-               top_k: int = typer.Option(0, help="sample among the k most likely tokens (0 = all)"),
-               seed: int = typer.Option(0), step: int = typer.Option(-1, help="checkpoint step (-1 = newest)")):
+def sample_cmd(
+    run: str = typer.Argument(..., help="a training output directory (holds checkpoints/)"),
+    prompt: str = typer.Option("", help="text (character models) or space-separated token ids"),
+    max_tokens: int = typer.Option(200, help="tokens to generate"),
+    temperature: float = typer.Option(0.8, help="0 = greedy"),
+    top_k: int = typer.Option(0, help="sample among the k most likely tokens (0 = all)"),
+    seed: int = typer.Option(0),
+    step: int = typer.Option(-1, help="checkpoint step (-1 = newest)"),
+):
     "Sample from a checkpoint."
     import jax
     from marin.models.transformer import generate
     from marin.train.trainer import load_model
-    try: model, meta = load_model(run, None if step < 0 else step)
-    except FileNotFoundError as e: typer.echo(f"error: {e}", err=True); raise typer.Exit(2)
+
+    try:
+        model, meta = load_model(run, None if step < 0 else step)
+    except FileNotFoundError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2)
     vocab_path = storage.join(run, "vocab.json")
     vocab = storage.read_json(vocab_path) if storage.exists(vocab_path) else None
     if vocab:
         table = {c: i for i, c in enumerate(vocab)}
         bad = sorted({c for c in prompt if c not in table})
-        if bad: typer.echo(f"error: prompt characters {bad} are not in the model's vocabulary", err=True); raise typer.Exit(2)
+        if bad:
+            typer.echo(f"error: prompt characters {bad} are not in the model's vocabulary", err=True)
+            raise typer.Exit(2)
         ids = [table[c] for c in prompt]
-    else: ids = [int(t) for t in prompt.split()]
+    else:
+        ids = [int(t) for t in prompt.split()]
     out = generate(model, ids, max_tokens, key=jax.random.PRNGKey(seed), temperature=temperature, top_k=top_k)
     typer.echo(prompt + "".join(vocab[t] for t in out) if vocab else " ".join(map(str, ids + out)))

@@ -17,21 +17,23 @@ __all__ = ['SCHEDULES', 'OptimizerConfig', 'lr_schedule', 'decay_mask', 'build_o
 # %% ../../nbs/30_optim.ipynb #36afa27b
 SCHEDULES = ("cosine", "wsd", "linear", "constant")
 
+
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig(Config):
     "AdamW (or a custom optax optimizer), its schedule, clipping and weight decay."
+
     learning_rate: float = versioned(3e-4)
-    schedule: str = versioned("cosine")     # cosine | wsd | linear | constant
-    warmup: float = versioned(0.01)         # fraction of steps (< 1) or steps (>= 1)
-    decay: float = versioned(0.2)           # wsd only: fraction (< 1) or steps (>= 1) of the final decay phase
+    schedule: str = versioned("cosine")  # cosine | wsd | linear | constant
+    warmup: float = versioned(0.01)  # fraction of steps (< 1) or steps (>= 1)
+    decay: float = versioned(0.2)  # wsd only: fraction (< 1) or steps (>= 1) of the final decay phase
     min_lr_ratio: float = versioned(0.1)
     beta1: float = versioned(0.9)
     beta2: float = versioned(0.95)
     eps: float = versioned(1e-8)
     weight_decay: float = versioned(0.1)
     decay_embeddings: bool = versioned(True)
-    max_grad_norm: float = versioned(1.0)   # 0 disables clipping
-    custom: str = versioned("")             # "module:function" (cfg, schedule) -> optax.GradientTransformation
+    max_grad_norm: float = versioned(1.0)  # 0 disables clipping
+    custom: str = versioned("")  # "module:function" (cfg, schedule) -> optax.GradientTransformation
 
     def validate(self):
         check(self.learning_rate > 0, "learning_rate", f"must be positive, got {self.learning_rate}")
@@ -42,34 +44,52 @@ class OptimizerConfig(Config):
         check(0 <= self.beta1 < 1 and 0 <= self.beta2 < 1, "beta1", "betas must be in [0, 1)")
         check(self.weight_decay >= 0, "weight_decay", "must be >= 0")
         check(self.max_grad_norm >= 0, "max_grad_norm", "must be >= 0 (0 disables clipping)")
-        check(self.custom == "" or ":" in self.custom, "custom", f"{self.custom!r}: write it as 'package.module:function'")
+        check(
+            self.custom == "" or ":" in self.custom, "custom", f"{self.custom!r}: write it as 'package.module:function'"
+        )
 
-def _steps(x: float, total: int) -> int: return int(round(x * total)) if x < 1 else int(x)
+
+def _steps(x: float, total: int) -> int:
+    return int(round(x * total)) if x < 1 else int(x)
+
 
 def lr_schedule(cfg: OptimizerConfig, total_steps: int) -> Callable[[Any], Any]:
     "The learning rate as a function of the step (an optax schedule)."
     peak, floor = cfg.learning_rate, cfg.learning_rate * cfg.min_lr_ratio
     warm = min(_steps(cfg.warmup, total_steps), total_steps)
     rest = max(total_steps - warm, 1)
-    if cfg.schedule == "cosine": main = optax.cosine_decay_schedule(peak, rest, alpha=cfg.min_lr_ratio)
-    elif cfg.schedule == "linear": main = optax.linear_schedule(peak, floor, rest)
-    elif cfg.schedule == "constant": main = optax.constant_schedule(peak)
+    if cfg.schedule == "cosine":
+        main = optax.cosine_decay_schedule(peak, rest, alpha=cfg.min_lr_ratio)
+    elif cfg.schedule == "linear":
+        main = optax.linear_schedule(peak, floor, rest)
+    elif cfg.schedule == "constant":
+        main = optax.constant_schedule(peak)
     else:
         d = min(_steps(cfg.decay, total_steps), rest)
-        main = optax.join_schedules([optax.constant_schedule(peak), optax.linear_schedule(peak, floor, max(d, 1))], [rest - d])
-    if warm == 0: return main
+        main = optax.join_schedules(
+            [optax.constant_schedule(peak), optax.linear_schedule(peak, floor, max(d, 1))], [rest - d]
+        )
+    if warm == 0:
+        return main
     return optax.join_schedules([optax.linear_schedule(0.0, peak, warm), main], [warm])
+
 
 def decay_mask(params, cfg: OptimizerConfig):
     "True for the parameters that get weight decay: matrices (and embeddings if `decay_embeddings`), never norms."
     from marin.models.transformer import PARAM_AXES, param_name
+
     def decays(path, leaf):
         axes = PARAM_AXES.get(param_name(path))
-        if axes is None: return leaf.ndim >= 2
-        if "norm" in axes or "head_dim" in axes: return False
-        if "vocab" in axes: return cfg.decay_embeddings
+        if axes is None:
+            return leaf.ndim >= 2
+        if "norm" in axes or "head_dim" in axes:
+            return False
+        if "vocab" in axes:
+            return cfg.decay_embeddings
         return True
+
     return jax.tree_util.tree_map_with_path(decays, params)
+
 
 def build_optimizer(cfg: OptimizerConfig, total_steps: int) -> tuple[optax.GradientTransformation, Callable]:
     "(optax transformation, schedule) for `cfg` over a run of `total_steps`."
@@ -79,6 +99,14 @@ def build_optimizer(cfg: OptimizerConfig, total_steps: int) -> tuple[optax.Gradi
         mod, fn = cfg.custom.split(":")
         parts.append(getattr(importlib.import_module(mod), fn)(cfg, sched))
     else:
-        parts.append(optax.adamw(sched, b1=cfg.beta1, b2=cfg.beta2, eps=cfg.eps, weight_decay=cfg.weight_decay,
-                                 mask=lambda p: decay_mask(p, cfg)))
+        parts.append(
+            optax.adamw(
+                sched,
+                b1=cfg.beta1,
+                b2=cfg.beta2,
+                eps=cfg.eps,
+                weight_decay=cfg.weight_decay,
+                mask=lambda p: decay_mask(p, cfg),
+            )
+        )
     return optax.chain(*parts), sched

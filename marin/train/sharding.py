@@ -20,26 +20,43 @@ __all__ = ['MESH_AXES', 'DEFAULT_RULES', 'MeshConfig', 'initialize_distributed',
 MESH_AXES = ("data", "expert", "fsdp", "tensor")
 
 DEFAULT_RULES: tuple[tuple[str, Any], ...] = (
-    ("batch", ("data", "expert", "fsdp")), ("seq", None), ("expert", "expert"),
-    ("embed", "fsdp"), ("vocab", "tensor"), ("heads", "tensor"), ("kv_heads", "tensor"), ("mlp", "tensor"),
-    ("layers", None), ("norm", None), ("head_dim", None),
-    ("act_embed", None), ("act_heads", "tensor"), ("act_mlp", "tensor"), ("act_vocab", "tensor"),
+    ("batch", ("data", "expert", "fsdp")),
+    ("seq", None),
+    ("expert", "expert"),
+    ("embed", "fsdp"),
+    ("vocab", "tensor"),
+    ("heads", "tensor"),
+    ("kv_heads", "tensor"),
+    ("mlp", "tensor"),
+    ("layers", None),
+    ("norm", None),
+    ("head_dim", None),
+    ("act_embed", None),
+    ("act_heads", "tensor"),
+    ("act_mlp", "tensor"),
+    ("act_vocab", "tensor"),
 )
+
 
 @dataclasses.dataclass(frozen=True)
 class MeshConfig(Config):
     "Sizes of the mesh axes; -1 on one axis means 'all remaining devices'. Not versioned: placement never changes results beyond float tolerance."
+
     data: int = -1
     fsdp: int = 1
     tensor: int = 1
-    devices: int = 0               # how many devices to use (0 = all)
+    devices: int = 0  # how many devices to use (0 = all)
     rules: tuple = DEFAULT_RULES
-    expert: int = 1                # expert parallelism: MoE experts split over this many devices (a batch axis for the rest)
+    expert: int = 1  # expert parallelism: MoE experts split over this many devices (a batch axis for the rest)
 
     def validate(self):
         sizes = (self.data, self.fsdp, self.tensor, self.expert)
         check(sum(s == -1 for s in sizes) <= 1, "data", "at most one mesh axis may be -1 (the rest of the devices)")
-        check(all(s == -1 or s >= 1 for s in sizes), "data", f"mesh axis sizes (data, fsdp, tensor, expert) must be >= 1 or -1, got {sizes}")
+        check(
+            all(s == -1 or s >= 1 for s in sizes),
+            "data",
+            f"mesh axis sizes (data, fsdp, tensor, expert) must be >= 1 or -1, got {sizes}",
+        )
         check(self.devices >= 0, "devices", "must be >= 0 (0 = all devices)")
 
     def mesh_shape(self, n_devices: int) -> dict[str, int]:
@@ -49,12 +66,16 @@ class MeshConfig(Config):
         free = [a for a, s in sizes.items() if s == -1]
         if free:
             if n_devices % known:
-                raise ValueError(f"mesh: {n_devices} devices are not divisible by the product of the other axes ({known}, from "
-                                 f"{ {a: s for a, s in sizes.items() if s != -1} }); change MeshConfig")
+                raise ValueError(
+                    f"mesh: {n_devices} devices are not divisible by the product of the other axes ({known}, from "
+                    f"{ {a: s for a, s in sizes.items() if s != -1} }); change MeshConfig"
+                )
             sizes[free[0]] = n_devices // known
         if math.prod(sizes.values()) != n_devices:
-            raise ValueError(f"mesh: data*expert*fsdp*tensor = {math.prod(sizes.values())} but {n_devices} devices are in use; "
-                             "make the product match (or use -1)")
+            raise ValueError(
+                f"mesh: data*expert*fsdp*tensor = {math.prod(sizes.values())} but {n_devices} devices are in use; "
+                "make the product match (or use -1)"
+            )
         return sizes
 
     def axis_sizes(self, n_devices: int) -> tuple[int, int, int]:
@@ -62,20 +83,28 @@ class MeshConfig(Config):
         s = self.mesh_shape(n_devices)
         return s["data"], s["fsdp"], s["tensor"]
 
+
 def initialize_distributed() -> None:
     "Multi-host start-up: `jax.distributed.initialize()` when the environment describes several processes."
-    if any(k in os.environ for k in ("JAX_COORDINATOR_ADDRESS", "SLURM_NTASKS", "TPU_WORKER_HOSTNAMES")) and jax.process_count() == 1:
-        try: jax.distributed.initialize()
+    if (
+        any(k in os.environ for k in ("JAX_COORDINATOR_ADDRESS", "SLURM_NTASKS", "TPU_WORKER_HOSTNAMES"))
+        and jax.process_count() == 1
+    ):
+        try:
+            jax.distributed.initialize()
         except RuntimeError as e:
-            if "already" not in str(e): raise
+            if "already" not in str(e):
+                raise
+
 
 def make_mesh(cfg: MeshConfig | None = None, devices: list | None = None) -> Mesh:
     "A `(data, expert, fsdp, tensor)` mesh over `devices` (default: all devices of all processes)."
     cfg = cfg or MeshConfig()
     devices = list(devices if devices is not None else jax.devices())
     if cfg.devices:
-        if cfg.devices > len(devices): raise ValueError(f"mesh.devices={cfg.devices} but only {len(devices)} devices are present")
-        devices = devices[:cfg.devices]
+        if cfg.devices > len(devices):
+            raise ValueError(f"mesh.devices={cfg.devices} but only {len(devices)} devices are present")
+        devices = devices[: cfg.devices]
     sizes = cfg.mesh_shape(len(devices))
     return Mesh(np.array(devices).reshape(tuple(sizes[a] for a in MESH_AXES)), MESH_AXES)
 
@@ -89,35 +118,52 @@ def logical_to_spec(axes: tuple, shape: tuple[int, ...], mesh: Mesh, rules=DEFAU
         m = table.get(name) if name is not None else None
         ms = tuple(a for a in ((m,) if isinstance(m, str) else (m or ())) if mesh.shape[a] > 1 and a not in used)
         if ms and dim % math.prod(mesh.shape[a] for a in ms) == 0:
-            used.update(ms); out.append(ms[0] if len(ms) == 1 else ms)
-        else: out.append(None)
+            used.update(ms)
+            out.append(ms[0] if len(ms) == 1 else ms)
+        else:
+            out.append(None)
     return P(*out)
+
 
 def param_shardings(model, mesh: Mesh, rules=DEFAULT_RULES):
     "NamedShardings for the model's arrays (a pytree like `eqx.filter(model, eqx.is_array)`)."
     from marin.models.transformer import param_axes, is_param
+
     params = eqx.filter(model, is_param)
-    return jax.tree.map(lambda ax, x: NamedSharding(mesh, logical_to_spec(ax, x.shape, mesh, rules)), param_axes(model), params,
-                        is_leaf=lambda a: isinstance(a, tuple))
+    return jax.tree.map(
+        lambda ax, x: NamedSharding(mesh, logical_to_spec(ax, x.shape, mesh, rules)),
+        param_axes(model),
+        params,
+        is_leaf=lambda a: isinstance(a, tuple),
+    )
+
 
 def activation_constraint(mesh: Mesh, rules=DEFAULT_RULES):
     "The function `marin.models.transformer.activation_sharding` expects: constrains `x` to its logical axes."
+
     def fn(x, axes):
         return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, logical_to_spec(axes, x.shape, mesh, rules)))
-    fn.mesh = mesh                  # the MoE layers look here for an `expert` axis (expert parallelism)
+
+    fn.mesh = mesh  # the MoE layers look here for an `expert` axis (expert parallelism)
     return fn
+
 
 def batch_sharding(mesh: Mesh, shape: tuple[int, ...], rules=DEFAULT_RULES) -> NamedSharding:
     "Sharding of a `[B, S]` (or `[A, B, S]` with a leading accumulation axis) batch array."
     axes = ("batch", "seq") if len(shape) == 2 else (None, "batch", "seq")
     return NamedSharding(mesh, logical_to_spec(axes, shape, mesh, rules))
 
+
 def explain_sharding(model, mesh: Mesh, rules=DEFAULT_RULES) -> str:
     "One line per parameter: shape, logical axes, partition spec."
     from marin.models.transformer import param_axes, param_name
+
     lines = []
     shard = param_shardings(model, mesh, rules)
-    for (path, x), s, ax in zip(jax.tree_util.tree_leaves_with_path(eqx.filter(model, eqx.is_array)), jax.tree.leaves(shard),
-                                jax.tree.leaves(param_axes(model), is_leaf=lambda a: isinstance(a, tuple))):
+    for (path, x), s, ax in zip(
+        jax.tree_util.tree_leaves_with_path(eqx.filter(model, eqx.is_array)),
+        jax.tree.leaves(shard),
+        jax.tree.leaves(param_axes(model), is_leaf=lambda a: isinstance(a, tuple)),
+    ):
         lines.append(f"{jax.tree_util.keystr(path):24s} {str(x.shape):20s} {str(ax):36s} {s.spec}")
     return "\n".join(lines)

@@ -16,9 +16,23 @@ from ..core import storage
 from ..core.config import Config, canonical, check, config_hash, versioned
 from ..core.executor import Step
 from ..core.settings import shared_data_dir
-from ..models.transformer import LlamaConfig, init, next_token_loss, activation_sharding, REMAT_POLICIES, post_step_update
+from marin.models.transformer import (
+    LlamaConfig,
+    init,
+    next_token_loss,
+    activation_sharding,
+    REMAT_POLICIES,
+    post_step_update,
+)
 from .optim import OptimizerConfig, build_optimizer
-from .sharding import MeshConfig, make_mesh, param_shardings, activation_constraint, batch_sharding, initialize_distributed
+from marin.train.sharding import (
+    MeshConfig,
+    make_mesh,
+    param_shardings,
+    activation_constraint,
+    batch_sharding,
+    initialize_distributed,
+)
 from .checkpoint import CheckpointConfig, CheckpointManager, latest_checkpoint, CheckpointMismatch
 
 # %% auto #0
@@ -32,25 +46,45 @@ __all__ = ['DEVICE_PEAK_FLOPS', 'SUMMARY_FILE', 'ArrayLoader', 'CharDataConfig',
 # %% ../../nbs/33_trainer.ipynb #c4ebfa17
 class ArrayLoader:
     "Random windows of a 1-D token array; `batch(step)` is a pure function of `step`."
-    def __init__(self, tokens: np.ndarray, *, batch_size: int, seq_len: int, vocab_size: int, seed: int = 0,
-                 vocab: list[str] | None = None, bytes_per_token: float = 1.0):
+
+    def __init__(
+        self,
+        tokens: np.ndarray,
+        *,
+        batch_size: int,
+        seq_len: int,
+        vocab_size: int,
+        seed: int = 0,
+        vocab: list[str] | None = None,
+        bytes_per_token: float = 1.0,
+    ):
         tokens = np.asarray(tokens, np.int32)
-        if len(tokens) <= seq_len: raise ValueError(f"ArrayLoader: {len(tokens)} tokens cannot fill windows of seq_len={seq_len}")
-        self.tokens, self.batch_size, self.seq_len, self.vocab_size, self.seed = tokens, batch_size, seq_len, vocab_size, seed
+        if len(tokens) <= seq_len:
+            raise ValueError(f"ArrayLoader: {len(tokens)} tokens cannot fill windows of seq_len={seq_len}")
+        self.tokens, self.batch_size, self.seq_len, self.vocab_size, self.seed = (
+            tokens,
+            batch_size,
+            seq_len,
+            vocab_size,
+            seed,
+        )
         self.vocab, self.bytes_per_token = vocab, bytes_per_token
 
     def batch(self, step: int) -> dict[str, np.ndarray]:
         rng = np.random.default_rng([self.seed, int(step)])
         starts = rng.integers(0, len(self.tokens) - self.seq_len, self.batch_size)
-        toks = self.tokens[starts[:, None] + np.arange(self.seq_len)]                      # [B, S]
-        mask = np.ones(toks.shape, np.float32); mask[:, -1] = 0                           # last position has no target
+        toks = self.tokens[starts[:, None] + np.arange(self.seq_len)]  # [B, S]
+        mask = np.ones(toks.shape, np.float32)
+        mask[:, -1] = 0  # last position has no target
         return {"tokens": toks, "segment_ids": np.ones_like(toks), "loss_mask": mask}
+
 
 @dataclasses.dataclass(frozen=True)
 class CharDataConfig(Config):
     "Character-level data from a text file: train = first `train_fraction`, val = the rest."
-    path: str = versioned("")              # "" = the shared tinyshakespeare.txt
-    split: str = versioned("train")        # train | val
+
+    path: str = versioned("")  # "" = the shared tinyshakespeare.txt
+    split: str = versioned("train")  # train | val
     train_fraction: float = versioned(0.9)
     batch_size: int = versioned(12)
     seq_len: int = versioned(64)
@@ -62,14 +96,20 @@ class CharDataConfig(Config):
         check(self.batch_size >= 1 and self.seq_len >= 2, "batch_size", "batch_size >= 1 and seq_len >= 2")
 
     @property
-    def resolved_path(self) -> str: return self.path or str(shared_data_dir() / "text" / "tinyshakespeare.txt")
+    def resolved_path(self) -> str:
+        return self.path or str(shared_data_dir() / "text" / "tinyshakespeare.txt")
 
     def problems(self) -> list[str]:
         "What would stop `build` (checked by the dry run before any compute)."
-        return [] if storage.exists(self.resolved_path) else [f"data.path: {self.resolved_path} does not exist; point it at a text file"]
+        return (
+            []
+            if storage.exists(self.resolved_path)
+            else [f"data.path: {self.resolved_path} does not exist; point it at a text file"]
+        )
 
     def build(self) -> ArrayLoader:
-        if p := self.problems(): raise FileNotFoundError(p[0])
+        if p := self.problems():
+            raise FileNotFoundError(p[0])
         text = storage.read_text(self.resolved_path)
         chars = sorted(set(text))
         table = {c: i for i, c in enumerate(chars)}
@@ -77,83 +117,130 @@ class CharDataConfig(Config):
         n = int(len(tokens) * self.train_fraction)
         part = tokens[:n] if self.split == "train" else tokens[n:]
         nbytes = len(text.encode("utf-8")) / max(len(text), 1)
-        return ArrayLoader(part, batch_size=self.batch_size, seq_len=self.seq_len, vocab_size=len(chars),
-                           seed=self.seed + (0 if self.split == "train" else 1), vocab=chars, bytes_per_token=nbytes)
+        return ArrayLoader(
+            part,
+            batch_size=self.batch_size,
+            seq_len=self.seq_len,
+            vocab_size=len(chars),
+            seed=self.seed + (0 if self.split == "train" else 1),
+            vocab=chars,
+            bytes_per_token=nbytes,
+        )
+
 
 class SyntheticLoader:
     "Uniform random tokens (for benchmarks and memory checks, where what is learned does not matter)."
+
     def __init__(self, vocab_size: int, batch_size: int, seq_len: int, seed: int = 0):
         self.vocab_size, self.batch_size, self.seq_len, self.seed = vocab_size, batch_size, seq_len, seed
+
     def batch(self, step: int) -> dict[str, np.ndarray]:
-        toks = np.random.default_rng([self.seed, int(step)]).integers(0, self.vocab_size, (self.batch_size, self.seq_len), dtype=np.int32)
-        mask = np.ones(toks.shape, np.float32); mask[:, -1] = 0
+        toks = np.random.default_rng([self.seed, int(step)]).integers(
+            0, self.vocab_size, (self.batch_size, self.seq_len), dtype=np.int32
+        )
+        mask = np.ones(toks.shape, np.float32)
+        mask[:, -1] = 0
         return {"tokens": toks, "segment_ids": np.ones_like(toks), "loss_mask": mask}
+
 
 @dataclasses.dataclass(frozen=True)
 class SyntheticDataConfig(Config):
     "Random tokens of a given shape: for throughput benchmarks and presets without a dataset."
+
     vocab_size: int = versioned(32000)
     batch_size: int = versioned(8)
     seq_len: int = versioned(1024)
     seed: int = versioned(0)
-    def build(self) -> SyntheticLoader: return SyntheticLoader(self.vocab_size, self.batch_size, self.seq_len, self.seed)
+
+    def build(self) -> SyntheticLoader:
+        return SyntheticLoader(self.vocab_size, self.batch_size, self.seq_len, self.seed)
+
 
 def build_loader(data: Any):
     "A loader from a data config: anything with `build()`, or a `marin.data.mixture.MixtureConfig`."
-    if hasattr(data, "build"): return data.build()
+    if hasattr(data, "build"):
+        return data.build()
     if type(data).__name__ == "MixtureConfig":
         from marin.data.mixture import MixtureLoader
+
         return MixtureLoader(data)
-    if hasattr(data, "batch"): return data
-    raise TypeError(f"data: {type(data).__name__} is not a data config; use CharDataConfig, a MixtureConfig or an object with build()")
+    if hasattr(data, "batch"):
+        return data
+    raise TypeError(
+        f"data: {type(data).__name__} is not a data config; use CharDataConfig, a MixtureConfig or an object with build()"
+    )
+
 
 def data_problems(data: Any) -> list[str]:
     "Missing inputs of a data config, found without reading the data."
-    if hasattr(data, "problems"): return data.problems()
+    if hasattr(data, "problems"):
+        return data.problems()
     if type(data).__name__ == "MixtureConfig":
-        return [f"data.components[{c.name}].tokens: {c.tokens} has no manifest.json; run its tokenize step or fix the path"
-                for c in data.components if not storage.exists(storage.join(str(c.tokens), "manifest.json"))]
+        return [
+            f"data.components[{c.name}].tokens: {c.tokens} has no manifest.json; run its tokenize step or fix the path"
+            for c in data.components
+            if not storage.exists(storage.join(str(c.tokens), "manifest.json"))
+        ]
     return []
 
 # %% ../../nbs/33_trainer.ipynb #35faf0b5
 @dataclasses.dataclass(frozen=True)
 class TrainConfig(Config):
     "A training run: model, data, optimizer, numerics, parallelism, checkpoints, evaluation, logging."
+
     model: LlamaConfig = versioned()
-    data: Any = versioned()                                  # CharDataConfig, MixtureConfig, ... (something with build())
+    data: Any = versioned()  # CharDataConfig, MixtureConfig, ... (something with build())
     optimizer: OptimizerConfig = versioned(default_factory=OptimizerConfig)
     num_train_steps: int = versioned(1000)
-    grad_accum: int = versioned(1)                           # microbatches per step (batch_size must divide)
-    compute_dtype: str = versioned("float32")                # float32 | bfloat16 (parameters stay float32)
+    grad_accum: int = versioned(1)  # microbatches per step (batch_size must divide)
+    compute_dtype: str = versioned("float32")  # float32 | bfloat16 (parameters stay float32)
     z_loss: float = versioned(0.0)
     seed: int = versioned(0)
-    eval_data: tuple = versioned(())                         # ((name, data config), ...) evaluated every eval_every
-    remat: str = "none"                                      # none | block | dots | a jax.checkpoint_policies name
+    eval_data: tuple = versioned(())  # ((name, data config), ...) evaluated every eval_every
+    remat: str = "none"  # none | block | dots | a jax.checkpoint_policies name
     mesh: MeshConfig = dataclasses.field(default_factory=MeshConfig)
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
-    eval_every: int = 0                                      # 0: evaluate only at the end
-    eval_batches: int = 8               # batches per evaluation (at most: a finite evaluation set stops at its end)
+    eval_every: int = 0  # 0: evaluate only at the end
+    eval_batches: int = 8  # batches per evaluation (at most: a finite evaluation set stops at its end)
     log_every: int = 10
-    divergence_factor: float = 4.0                           # stop if loss > factor * best loss after warmup (0: never)
-    tracker: str = ""                                        # offline | online | disabled ("" = settings)
+    divergence_factor: float = 4.0  # stop if loss > factor * best loss after warmup (0: never)
+    tracker: str = ""  # offline | online | disabled ("" = settings)
     progress: bool = True
-    peak_flops: float = 0.0                                  # per device; 0 = device table, or a measured matmul on CPU
+    peak_flops: float = 0.0  # per device; 0 = device table, or a measured matmul on CPU
 
     def validate(self):
         check(self.num_train_steps >= 1, "num_train_steps", "must be >= 1")
         check(self.grad_accum >= 1, "grad_accum", "must be >= 1")
-        check(self.compute_dtype in ("float32", "bfloat16"), "compute_dtype", f"{self.compute_dtype!r}: use float32 or bfloat16")
-        check(self.remat in REMAT_POLICIES or hasattr(jax.checkpoint_policies, self.remat), "remat",
-              f"{self.remat!r}: use one of {REMAT_POLICIES} or a name in jax.checkpoint_policies")
+        check(
+            self.compute_dtype in ("float32", "bfloat16"),
+            "compute_dtype",
+            f"{self.compute_dtype!r}: use float32 or bfloat16",
+        )
+        check(
+            self.remat in REMAT_POLICIES or hasattr(jax.checkpoint_policies, self.remat),
+            "remat",
+            f"{self.remat!r}: use one of {REMAT_POLICIES} or a name in jax.checkpoint_policies",
+        )
         check(self.z_loss >= 0, "z_loss", "must be >= 0")
         check(self.log_every >= 1 and self.eval_batches >= 1, "log_every", "log_every and eval_batches must be >= 1")
         bs = getattr(self.data, "batch_size", None)
-        if bs is not None: check(bs % self.grad_accum == 0, "grad_accum", f"batch_size={bs} is not divisible by grad_accum={self.grad_accum}")
+        if bs is not None:
+            check(
+                bs % self.grad_accum == 0,
+                "grad_accum",
+                f"batch_size={bs} is not divisible by grad_accum={self.grad_accum}",
+            )
         sl = getattr(self.data, "seq_len", None)
-        if sl is not None: check(sl <= self.model.seq_len, "model.seq_len", f"data.seq_len={sl} exceeds model.seq_len={self.model.seq_len}")
+        if sl is not None:
+            check(
+                sl <= self.model.seq_len,
+                "model.seq_len",
+                f"data.seq_len={sl} exceeds model.seq_len={self.model.seq_len}",
+            )
 
     @property
-    def tokens_per_step(self) -> int: return int(getattr(self.data, "batch_size", 0)) * int(getattr(self.data, "seq_len", 0))
+    def tokens_per_step(self) -> int:
+        return int(getattr(self.data, "batch_size", 0)) * int(getattr(self.data, "seq_len", 0))
 
 # %% ../../nbs/33_trainer.ipynb #f220df92
 class TrainState(eqx.Module):
@@ -162,31 +249,46 @@ class TrainState(eqx.Module):
     opt_state: Any
     key: Array
 
-def _is_arraylike(x) -> bool: return isinstance(x, (jax.Array, jax.ShapeDtypeStruct, np.ndarray))
+
+def _is_arraylike(x) -> bool:
+    return isinstance(x, (jax.Array, jax.ShapeDtypeStruct, np.ndarray))
+
 
 def abstract_model(cfg: LlamaConfig):
     "(parameter shapes, static part) of a model, without allocating it."
     shapes = eqx.filter_eval_shape(init, cfg, key=jax.random.PRNGKey(0))
     return eqx.partition(shapes, _is_arraylike)
 
+
 def state_shardings(cfg: TrainConfig, mesh, opt) -> TrainState:
     from jax.sharding import NamedSharding, PartitionSpec as P
+
     pshapes, static = abstract_model(cfg.model)
     pshard = param_shardings(eqx.combine(pshapes, static), mesh, cfg.mesh.rules)
     opt_shapes = jax.eval_shape(opt.init, pshapes)
     rep = NamedSharding(mesh, P())
-    oshard = optax.tree_map_params(opt, lambda _, s: s, opt_shapes, pshard, transform_non_params=lambda _: rep,
-                                   is_leaf=lambda x: isinstance(x, jax.ShapeDtypeStruct))
+    oshard = optax.tree_map_params(
+        opt,
+        lambda _, s: s,
+        opt_shapes,
+        pshard,
+        transform_non_params=lambda _: rep,
+        is_leaf=lambda x: isinstance(x, jax.ShapeDtypeStruct),
+    )
     return TrainState(step=rep, params=pshard, opt_state=oshard, key=rep)
+
 
 def init_state(cfg: TrainConfig, mesh, opt) -> TrainState:
     "A fresh, sharded training state (parameters are initialised directly in their shards)."
     shard = state_shardings(cfg, mesh, opt)
+
     def make(key):
         k_model, k_run = jax.random.split(key)
         params = eqx.filter(init(cfg.model, key=k_model), eqx.is_array)
         return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=opt.init(params), key=k_run)
+
     return jax.jit(make, out_shardings=shard)(jax.random.PRNGKey(cfg.seed))
+
 
 def make_train_step(cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState) -> Callable:
     "The jitted `(state, batch) -> (state, metrics)`; the batch arrays are `[grad_accum, B/grad_accum, S]`."
@@ -196,8 +298,10 @@ def make_train_step(cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState
 
     def loss_fn(params, mb, total_tokens):
         with activation_sharding(constrain):
-            loss, aux = next_token_loss(eqx.combine(params, static), mb, compute_dtype=dtype, remat=cfg.remat, z_loss_weight=cfg.z_loss)
-        w = aux["n_tokens"] / total_tokens                         # this microbatch's share of the targets
+            loss, aux = next_token_loss(
+                eqx.combine(params, static), mb, compute_dtype=dtype, remat=cfg.remat, z_loss_weight=cfg.z_loss
+            )
+        w = aux["n_tokens"] / total_tokens  # this microbatch's share of the targets
         return loss * w, {k: v * w for k, v in aux.items() if k != "n_tokens"}
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
@@ -205,37 +309,61 @@ def make_train_step(cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState
     def step(state: TrainState, batch: dict):
         mask = batch["loss_mask"].astype(jnp.float32).at[..., -1].set(0.0)
         total = jnp.maximum(mask.sum(), 1.0)
+
         def micro(acc, mb):
             (loss, aux), g = grad_fn(state.params, mb, total)
             return jax.tree.map(jnp.add, acc, (g, loss, aux)), None
-        if cfg.grad_accum == 1:                                    # no accumulator: saves a zeroed gradient tree and an add per parameter
+
+        if cfg.grad_accum == 1:  # no accumulator: saves a zeroed gradient tree and an add per parameter
             (loss, aux), grads = grad_fn(state.params, jax.tree.map(lambda a: a[0], batch), total)
         else:
-            aux_shapes = jax.eval_shape(lambda p, mb: loss_fn(p, mb, total)[1], state.params, jax.tree.map(lambda a: a[0], batch))
-            zeros = (jax.tree.map(jnp.zeros_like, state.params), jnp.zeros(()), jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), aux_shapes))
+            aux_shapes = jax.eval_shape(
+                lambda p, mb: loss_fn(p, mb, total)[1], state.params, jax.tree.map(lambda a: a[0], batch)
+            )
+            zeros = (
+                jax.tree.map(jnp.zeros_like, state.params),
+                jnp.zeros(()),
+                jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), aux_shapes),
+            )
             (grads, loss, aux), _ = jax.lax.scan(micro, zeros, batch)
         grad_norm = optax.tree.norm(grads)
         updates, opt_state = opt.update(grads, state.opt_state, state.params)
-        params = post_step_update(optax.apply_updates(state.params, updates), aux)   # e.g. the MoE router bias
+        params = post_step_update(optax.apply_updates(state.params, updates), aux)  # e.g. the MoE router bias
         ok = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
         keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)  # a bad step changes nothing
-        new = TrainState(step=state.step + 1, params=keep(params, state.params), opt_state=keep(opt_state, state.opt_state), key=state.key)
-        metrics = {"loss": loss, "ce": aux["ce"], "z_loss": aux["z_loss"], "grad_norm": grad_norm,
-                   "update_norm": optax.tree.norm(updates), "param_norm": optax.tree.norm(params), "lr": schedule(state.step),
-                   **{k: v for k, v in aux.items() if k.startswith("moe/")}}
+        new = TrainState(
+            step=state.step + 1,
+            params=keep(params, state.params),
+            opt_state=keep(opt_state, state.opt_state),
+            key=state.key,
+        )
+        metrics = {
+            "loss": loss,
+            "ce": aux["ce"],
+            "z_loss": aux["z_loss"],
+            "grad_norm": grad_norm,
+            "update_norm": optax.tree.norm(updates),
+            "param_norm": optax.tree.norm(params),
+            "lr": schedule(state.step),
+            **{k: v for k, v in aux.items() if k.startswith("moe/")},
+        }
         return new, metrics
 
     return jax.jit(step, donate_argnums=0, out_shardings=(shardings, None))
+
 
 def make_eval_step(cfg: TrainConfig, mesh) -> Callable:
     "Jitted `(params, batch) -> (sum of target losses, number of targets)`."
     _, static = abstract_model(cfg.model)
     dtype, constrain = jnp.dtype(cfg.compute_dtype), activation_constraint(mesh, cfg.mesh.rules)
+
     def ev(params, batch):
         with activation_sharding(constrain):
             _, aux = next_token_loss(eqx.combine(params, static), batch, compute_dtype=dtype)
         return aux["ce"] * aux["n_tokens"], aux["n_tokens"]
+
     return jax.jit(ev)
+
 
 def device_batch(batch: dict, mesh, grad_accum: int, rules) -> dict:
     """Reshape `[B, S]` host arrays to `[A, B/A, S]` and place them on the mesh (batch split over data and fsdp).
@@ -243,14 +371,17 @@ def device_batch(batch: dict, mesh, grad_accum: int, rules) -> dict:
     slice of it, so the same code works on one host and on several."""
     out = {}
     for k in ("tokens", "segment_ids", "loss_mask"):
-        a = np.asarray(batch[k]); a = a.reshape(grad_accum, a.shape[0] // grad_accum, *a.shape[1:])
+        a = np.asarray(batch[k])
+        a = a.reshape(grad_accum, a.shape[0] // grad_accum, *a.shape[1:])
         out[k] = jax.make_array_from_callback(a.shape, batch_sharding(mesh, a.shape, rules), lambda idx, a=a: a[idx])
     return out
+
 
 @dataclasses.dataclass
 class TrainingSetup:
     """What one config's training loop is built from, made in one place (`train`, the benches and the sharding tests
     all use it): the mesh, the optimizer and its schedule, the state's shardings, the jitted step and the data."""
+
     cfg: TrainConfig
     mesh: Any
     opt: Any
@@ -267,105 +398,160 @@ class TrainingSetup:
         "The loader's batch `i`, split for gradient accumulation and placed on the mesh."
         return device_batch(self.loader.batch(i), self.mesh, self.cfg.grad_accum, self.cfg.mesh.rules)
 
+
 def setup_training(cfg: TrainConfig, loader: Any = None) -> TrainingSetup:
     "The mesh, optimizer, state shardings, jitted train step and data loader for `cfg` (`loader`: one already built)."
     mesh = make_mesh(cfg.mesh)
     opt, schedule = build_optimizer(cfg.optimizer, cfg.num_train_steps)
     shardings = state_shardings(cfg, mesh, opt)
     step = make_train_step(cfg, mesh, opt, schedule, shardings)
-    return TrainingSetup(cfg, mesh, opt, schedule, shardings, step, build_loader(cfg.data) if loader is None else loader)
+    return TrainingSetup(
+        cfg, mesh, opt, schedule, shardings, step, build_loader(cfg.data) if loader is None else loader
+    )
+
 
 def check_batch(batch: dict, vocab_size: int, step: int) -> None:
     "Host-side validation: token ids in range (a gather would silently clamp them)."
     t = batch["tokens"]
     lo, hi = int(t.min()), int(t.max())
     if lo < 0 or hi >= vocab_size:
-        raise TrainingFailed(f"step {step}: batch has token id {lo if lo < 0 else hi} outside the vocabulary [0, {vocab_size}); check the tokenizer and model.vocab_size")
+        raise TrainingFailed(
+            f"step {step}: batch has token id {lo if lo < 0 else hi} outside the vocabulary [0, {vocab_size}); check the tokenizer and model.vocab_size"
+        )
 
 # %% ../../nbs/33_trainer.ipynb #d5e5387f
 DEVICE_PEAK_FLOPS = {  # dense bf16 FLOP/s per device
-    "H100": 989e12, "H200": 989e12, "A100": 312e12, "A10G": 125e12, "L4": 121e12, "B200": 2250e12,
-    "TPU v4": 275e12, "TPU v5 lite": 197e12, "TPU v5e": 197e12, "TPU v5p": 459e12, "TPU v6 lite": 918e12, "TPU v6e": 918e12,
+    "H100": 989e12,
+    "H200": 989e12,
+    "A100": 312e12,
+    "A10G": 125e12,
+    "L4": 121e12,
+    "B200": 2250e12,
+    "TPU v4": 275e12,
+    "TPU v5 lite": 197e12,
+    "TPU v5e": 197e12,
+    "TPU v5p": 459e12,
+    "TPU v6 lite": 918e12,
+    "TPU v6e": 918e12,
 }
 _MEASURED_PEAK: dict = {}
+
 
 def measure_matmul_flops(n: int = 1024, repeats: int = 5, dtype=jnp.float32) -> float:
     "FLOP/s of a jitted n×n matmul on the default device (best of `repeats`)."
     key = (n, jnp.dtype(dtype).name, jax.default_backend())
-    if key in _MEASURED_PEAK: return _MEASURED_PEAK[key]
-    a = jax.random.normal(jax.random.PRNGKey(0), (n, n), dtype); b = jax.random.normal(jax.random.PRNGKey(1), (n, n), dtype)
+    if key in _MEASURED_PEAK:
+        return _MEASURED_PEAK[key]
+    a = jax.random.normal(jax.random.PRNGKey(0), (n, n), dtype)
+    b = jax.random.normal(jax.random.PRNGKey(1), (n, n), dtype)
     f = jax.jit(lambda a, b: a @ b)
     f(a, b).block_until_ready()
     best = math.inf
     for _ in range(repeats):
-        t = time.perf_counter(); f(a, b).block_until_ready(); best = min(best, time.perf_counter() - t)
-    _MEASURED_PEAK[key] = 2 * n ** 3 / best
+        t = time.perf_counter()
+        f(a, b).block_until_ready()
+        best = min(best, time.perf_counter() - t)
+    _MEASURED_PEAK[key] = 2 * n**3 / best
     return _MEASURED_PEAK[key]
+
 
 def peak_flops_per_device(override: float = 0.0) -> tuple[float, str]:
     "(peak FLOP/s of one device, where the number comes from)."
-    if override: return override, "config"
+    if override:
+        return override, "config"
     kind = jax.local_devices()[0].device_kind
     for name, v in DEVICE_PEAK_FLOPS.items():
-        if name.lower() in kind.lower(): return v, f"datasheet ({kind})"
+        if name.lower() in kind.lower():
+            return v, f"datasheet ({kind})"
     return measure_matmul_flops(), f"measured f32 matmul ({kind})"
 
+
 def memory_in_use_gb() -> dict[str, float]:
-    stats = jax.local_devices()[0].memory_stats() or {}   # this process's device (memory_stats needs an addressable one)
-    if "peak_bytes_in_use" in stats: return {"system/device_peak_memory_gb": stats["peak_bytes_in_use"] / 2**30}
+    stats = jax.local_devices()[0].memory_stats() or {}  # this process's device (memory_stats needs an addressable one)
+    if "peak_bytes_in_use" in stats:
+        return {"system/device_peak_memory_gb": stats["peak_bytes_in_use"] / 2**30}
     return {"system/host_peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
 
 # %% ../../nbs/33_trainer.ipynb #1ff29677
 SUMMARY_FILE = ".train_summary.json"
 
+
 class TrainingFailed(RuntimeError):
     "Training stopped: non-finite loss, divergence or a bad batch. The message names the step and the reason."
+
 
 class Preempted(RuntimeError):
     "SIGTERM arrived; a checkpoint of the current step was saved. Rerun to resume."
 
+
 class _SigtermFlag:
     "Sets a flag on SIGTERM while active (main thread only); restores the previous handler on exit."
-    def __init__(self): self.hit, self._prev = False, None
+
+    def __init__(self):
+        self.hit, self._prev = False, None
+
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
             self._prev = signal.signal(signal.SIGTERM, lambda *a: setattr(self, "hit", True))
         return self
+
     def __exit__(self, *exc):
-        if self._prev is not None: signal.signal(signal.SIGTERM, self._prev)
+        if self._prev is not None:
+            signal.signal(signal.SIGTERM, self._prev)
+
 
 def plain_config(cfg) -> dict:
     "`canonical(cfg)`, or its repr for configs holding objects without a canonical form (test loaders)."
     from marin.core.config import UnhashableConfigError
-    try: return canonical(cfg)
-    except UnhashableConfigError: return {"repr": repr(cfg)}
+
+    try:
+        return canonical(cfg)
+    except UnhashableConfigError:
+        return {"repr": repr(cfg)}
+
 
 def from_canonical(v):
     "Undo `canonical`'s float encoding (`{'__float__': '1e-05'}` -> 1e-05) in a config dict."
     if isinstance(v, dict):
-        if set(v) == {"__float__"}: return float(v["__float__"])
+        if set(v) == {"__float__"}:
+            return float(v["__float__"])
         return {k: from_canonical(x) for k, x in v.items()}
-    if isinstance(v, list): return [from_canonical(x) for x in v]
+    if isinstance(v, list):
+        return [from_canonical(x) for x in v]
     return v
+
 
 def model_config_from_dict(d: dict) -> LlamaConfig:
     "The `LlamaConfig` stored in a checkpoint's meta.json."
     fields = {f.name for f in dataclasses.fields(LlamaConfig)}
     return LlamaConfig(**{k: v for k, v in from_canonical(d).items() if k in fields})
 
+
 def _read_history(path: str, upto: int) -> list[dict]:
-    if not storage.exists(path): return []
+    if not storage.exists(path):
+        return []
     rows = [json.loads(l) for l in storage.read_text(path).splitlines() if l.strip()]
     return [r for r in rows if r["step"] < upto]
+
 
 def train(cfg: TrainConfig, output_path: str) -> dict:
     "Executor step: train `cfg` into `output_path` (resuming from its newest checkpoint), return summary metrics."
     initialize_distributed()
     loader = build_loader(cfg.data)
     if loader.vocab_size > cfg.model.vocab_size:
-        raise ValueError(f"model.vocab_size={cfg.model.vocab_size} is smaller than the data's vocabulary ({loader.vocab_size}); set model.vocab_size >= {loader.vocab_size}")
-    check(loader.seq_len <= cfg.model.seq_len, "model.seq_len", f"data seq_len {loader.seq_len} > model.seq_len {cfg.model.seq_len}")
-    check(loader.batch_size % cfg.grad_accum == 0, "grad_accum", f"batch_size={loader.batch_size} is not divisible by grad_accum={cfg.grad_accum}")
+        raise ValueError(
+            f"model.vocab_size={cfg.model.vocab_size} is smaller than the data's vocabulary ({loader.vocab_size}); set model.vocab_size >= {loader.vocab_size}"
+        )
+    check(
+        loader.seq_len <= cfg.model.seq_len,
+        "model.seq_len",
+        f"data seq_len {loader.seq_len} > model.seq_len {cfg.model.seq_len}",
+    )
+    check(
+        loader.batch_size % cfg.grad_accum == 0,
+        "grad_accum",
+        f"batch_size={loader.batch_size} is not divisible by grad_accum={cfg.grad_accum}",
+    )
     eval_loaders = {name: build_loader(d) for name, d in cfg.eval_data}
     setup = setup_training(cfg, loader)
     mesh, step_fn = setup.mesh, setup.step
@@ -374,13 +560,18 @@ def train(cfg: TrainConfig, output_path: str) -> dict:
     primary = jax.process_index() == 0
     if primary:
         storage.write_json(storage.join(output_path, "train_config.json"), plain_config(cfg))
-        if getattr(loader, "vocab", None): storage.write_json(storage.join(output_path, "vocab.json"), list(loader.vocab))
+        if getattr(loader, "vocab", None):
+            storage.write_json(storage.join(output_path, "vocab.json"), list(loader.vocab))
 
     ckpt = CheckpointManager(storage.join(output_path, "checkpoints"), cfg.checkpoint)
-    if primary: ckpt.clean_uncommitted()
+    if primary:
+        ckpt.clean_uncommitted()
     state = setup.init_state()
-    meta_base = {"model_config": canonical(cfg.model), "model_config_versioned": canonical(cfg.model, versioned_only=True),
-                 "train_config_hash": config_hash(plain_config(cfg))}
+    meta_base = {
+        "model_config": canonical(cfg.model),
+        "model_config_versioned": canonical(cfg.model, versioned_only=True),
+        "train_config_hash": config_hash(plain_config(cfg)),
+    }
     resumed_from = None
     if (latest := latest_checkpoint(ckpt.root)) is not None:
         state, _ = ckpt.restore(latest[1], state, model_config=cfg.model)
@@ -388,7 +579,8 @@ def train(cfg: TrainConfig, output_path: str) -> dict:
     start = int(state.step)
     hist_path = storage.join(output_path, "history.jsonl")
     history = _read_history(hist_path, start)
-    if primary: storage.write_text(hist_path, "".join(json.dumps(r) + "\n" for r in history))
+    if primary:
+        storage.write_text(hist_path, "".join(json.dumps(r) + "\n" for r in history))
     hist_file = open(hist_path, "a") if primary and storage.is_local(hist_path) else None
 
     eval_fn = make_eval_step(cfg, mesh)
@@ -398,12 +590,24 @@ def train(cfg: TrainConfig, output_path: str) -> dict:
     tokens_per_step = loader.batch_size * loader.seq_len
 
     from marin.core.tracking import start_tracking
-    import tempfile   # the other processes' (untracked) metrics go to a scratch folder, not the run's output
-    run = start_tracking(os.path.basename(output_path.rstrip("/")) or "train", config=plain_config(cfg),
-                         dir=output_path if primary else tempfile.mkdtemp(prefix="marin-host-metrics-"),
-                         **({"mode": "disabled"} if not primary else {"mode": cfg.tracker} if cfg.tracker else {}))
+    import tempfile  # the other processes' (untracked) metrics go to a scratch folder, not the run's output
+
+    run = start_tracking(
+        os.path.basename(output_path.rstrip("/")) or "train",
+        config=plain_config(cfg),
+        dir=output_path if primary else tempfile.mkdtemp(prefix="marin-host-metrics-"),
+        **({"mode": "disabled"} if not primary else {"mode": cfg.tracker} if cfg.tracker else {}),
+    )
     from tqdm.auto import tqdm
-    bar = tqdm(total=cfg.num_train_steps, initial=start, disable=not (cfg.progress and primary), desc="train", unit="step", dynamic_ncols=True)
+
+    bar = tqdm(
+        total=cfg.num_train_steps,
+        initial=start,
+        disable=not (cfg.progress and primary),
+        desc="train",
+        unit="step",
+        dynamic_ncols=True,
+    )
 
     def evaluate(step: int) -> dict:
         out = {}
@@ -418,12 +622,14 @@ def train(cfg: TrainConfig, output_path: str) -> dict:
             loss = tot / max(n, 1.0)
             out[f"eval/{name}/loss"] = loss
             out[f"eval/{name}/bpb"] = loss / math.log(2) / getattr(ld, "bytes_per_token", 1.0)
-        if out: run.log(out, step=step)
+        if out:
+            run.log(out, step=step)
         return out
 
     def save(step: int):
         ckpt.save(step, state, meta_base)
-        if hist_file is None and primary: storage.write_text(hist_path, "".join(json.dumps(r) + "\n" for r in history))  # remote storage
+        if hist_file is None and primary:
+            storage.write_text(hist_path, "".join(json.dumps(r) + "\n" for r in history))  # remote storage
 
     best, last, evals, status = math.inf, {}, {}, "ok"
     warm = int(cfg.optimizer.warmup * cfg.num_train_steps) if cfg.optimizer.warmup < 1 else int(cfg.optimizer.warmup)
@@ -435,38 +641,62 @@ def train(cfg: TrainConfig, output_path: str) -> dict:
                 check_batch(host, cfg.model.vocab_size, step)
                 batch = device_batch(host, mesh, cfg.grad_accum, cfg.mesh.rules)
                 t0 = time.perf_counter()
-                state, m = step_fn(state, batch)                         # dispatched: the device works while the host
-                host = loader.batch(step + 1) if step + 1 < cfg.num_train_steps else None   # reads the next batch
+                state, m = step_fn(state, batch)  # dispatched: the device works while the host
+                host = loader.batch(step + 1) if step + 1 < cfg.num_train_steps else None  # reads the next batch
                 m = {k: float(v) for k, v in jax.device_get(m).items()}  # one transfer; syncs: the step is done
-                if compile_s is None: compile_s = time.perf_counter() - t0; t_window, n_window = time.perf_counter(), 0
-                else: n_window += 1
+                if compile_s is None:
+                    compile_s = time.perf_counter() - t0
+                    t_window, n_window = time.perf_counter(), 0
+                else:
+                    n_window += 1
                 row = {"step": step, "loss": m["loss"], "grad_norm": m["grad_norm"], "lr": m["lr"]}
                 history.append(row)
-                if hist_file: hist_file.write(json.dumps(row) + "\n"); hist_file.flush()
+                if hist_file:
+                    hist_file.write(json.dumps(row) + "\n")
+                    hist_file.flush()
                 if not (math.isfinite(m["loss"]) and math.isfinite(m["grad_norm"])):
-                    raise TrainingFailed(f"step {step}: loss={m['loss']} grad_norm={m['grad_norm']} is not finite; the update was not applied. "
-                                         "Check the batch (NaN in loss_mask?) and lower the learning rate")
+                    raise TrainingFailed(
+                        f"step {step}: loss={m['loss']} grad_norm={m['grad_norm']} is not finite; the update was not applied. "
+                        "Check the batch (NaN in loss_mask?) and lower the learning rate"
+                    )
                 if step >= warm and cfg.divergence_factor and m["loss"] > cfg.divergence_factor * best:
-                    raise TrainingFailed(f"step {step}: loss {m['loss']:.4f} > {cfg.divergence_factor} x best {best:.4f}: diverged")
+                    raise TrainingFailed(
+                        f"step {step}: loss {m['loss']:.4f} > {cfg.divergence_factor} x best {best:.4f}: diverged"
+                    )
                 best = min(best, m["loss"])
                 done = step + 1
-                bar.update(1); bar.set_postfix(loss=f"{m['loss']:.4f}", lr=f"{m['lr']:.2e}")
+                bar.update(1)
+                bar.set_postfix(loss=f"{m['loss']:.4f}", lr=f"{m['lr']:.2e}")
                 if done % cfg.log_every == 0 or done == cfg.num_train_steps:
                     dt = time.perf_counter() - t_window
                     tps = tokens_per_step * n_window / dt if n_window and dt > 0 else float("nan")
-                    last = {"train/loss": m["loss"], "train/ce": m["ce"], "train/z_loss": m["z_loss"], "optim/grad_norm": m["grad_norm"],
-                            "optim/lr": m["lr"], "optim/update_norm": m["update_norm"], "optim/param_norm": m["param_norm"],
-                            "throughput/tokens_per_s": tps, "throughput/mfu": flops_tok * tps / (peak * n_dev),
-                            "throughput/tokens": done * tokens_per_step, **memory_in_use_gb(),
-                            **{k: v for k, v in m.items() if k.startswith("moe/")}}
-                    if hasattr(loader, "metrics"): last.update(loader.metrics(step))
+                    last = {
+                        "train/loss": m["loss"],
+                        "train/ce": m["ce"],
+                        "train/z_loss": m["z_loss"],
+                        "optim/grad_norm": m["grad_norm"],
+                        "optim/lr": m["lr"],
+                        "optim/update_norm": m["update_norm"],
+                        "optim/param_norm": m["param_norm"],
+                        "throughput/tokens_per_s": tps,
+                        "throughput/mfu": flops_tok * tps / (peak * n_dev),
+                        "throughput/tokens": done * tokens_per_step,
+                        **memory_in_use_gb(),
+                        **{k: v for k, v in m.items() if k.startswith("moe/")},
+                    }
+                    if hasattr(loader, "metrics"):
+                        last.update(loader.metrics(step))
                     run.log(last, step=done)
-                if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.num_train_steps: evals = evaluate(done)
-                if cfg.checkpoint.every and done % cfg.checkpoint.every == 0 and done < cfg.num_train_steps: save(done)
+                if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.num_train_steps:
+                    evals = evaluate(done)
+                if cfg.checkpoint.every and done % cfg.checkpoint.every == 0 and done < cfg.num_train_steps:
+                    save(done)
                 if sigterm.hit:
-                    save(done); ckpt.wait()
+                    save(done)
+                    ckpt.wait()
                     raise Preempted(f"SIGTERM at step {done}: checkpoint saved; rerun the step to resume")
-        if start < cfg.num_train_steps or latest_checkpoint(ckpt.root) is None: save(cfg.num_train_steps)
+        if start < cfg.num_train_steps or latest_checkpoint(ckpt.root) is None:
+            save(cfg.num_train_steps)
         ckpt.wait()
         evals = evaluate(cfg.num_train_steps)
     except TrainingFailed as e:
@@ -475,34 +705,53 @@ def train(cfg: TrainConfig, output_path: str) -> dict:
         raise
     finally:
         bar.close()
-        if hist_file: hist_file.close()
+        if hist_file:
+            hist_file.close()
         wall = time.perf_counter() - t_start
-        summary = {"train/final_loss": history[-1]["loss"] if history else float("nan"), "train/steps": len(history),
-                   "throughput/tokens_per_s": last.get("throughput/tokens_per_s", float("nan")), "throughput/mfu": last.get("throughput/mfu", float("nan")),
-                   "throughput/wall_s": wall, "throughput/compile_s": compile_s or float("nan"), "throughput/peak_flops_source": peak_src,
-                   "system/devices": n_dev, "train/resumed_from": -1 if resumed_from is None else resumed_from, **evals}
+        summary = {
+            "train/final_loss": history[-1]["loss"] if history else float("nan"),
+            "train/steps": len(history),
+            "throughput/tokens_per_s": last.get("throughput/tokens_per_s", float("nan")),
+            "throughput/mfu": last.get("throughput/mfu", float("nan")),
+            "throughput/wall_s": wall,
+            "throughput/compile_s": compile_s or float("nan"),
+            "throughput/peak_flops_source": peak_src,
+            "system/devices": n_dev,
+            "train/resumed_from": -1 if resumed_from is None else resumed_from,
+            **evals,
+        }
         summary = {k: v for k, v in summary.items() if not (isinstance(v, float) and math.isnan(v))}
-        try: run.summary(summary)
-        finally: run.finish(exit_code=0 if status == "ok" else 1)
-    if primary: storage.write_json(storage.join(output_path, SUMMARY_FILE), summary)
+        try:
+            run.summary(summary)
+        finally:
+            run.finish(exit_code=0 if status == "ok" else 1)
+    if primary:
+        storage.write_json(storage.join(output_path, SUMMARY_FILE), summary)
     return summary
+
 
 def train_step(cfg: TrainConfig, name: str = "train") -> Step:
     "The executor step that trains `cfg`; its output directory holds checkpoints, history and tracking."
     return Step(name, train, cfg, description=f"train {cfg.model.summary()} for {cfg.num_train_steps} steps")
 
+
 def final_params_hash(output_path: str) -> str:
     "xxh3-128 of the newest checkpoint's training state (equal hashes = bit-identical training state; see `state_checksum`)."
     from marin.train.checkpoint import state_checksum
+
     latest = latest_checkpoint(storage.join(output_path, "checkpoints"))
-    if latest is None: raise FileNotFoundError(f"no checkpoint under {output_path}/checkpoints")
+    if latest is None:
+        raise FileNotFoundError(f"no checkpoint under {output_path}/checkpoints")
     return state_checksum(latest[1])
+
 
 def load_model(output_path: str, step: int | None = None):
     "(model, train config dict) from a training output directory's newest (or given) checkpoint, in either format."
     from marin.train.checkpoint import list_checkpoints, unflatten_state, read_arrays
+
     cks = dict(list_checkpoints(storage.join(output_path, "checkpoints")))
-    if not cks: raise FileNotFoundError(f"no committed checkpoint under {output_path}/checkpoints; train first")
+    if not cks:
+        raise FileNotFoundError(f"no committed checkpoint under {output_path}/checkpoints; train first")
     path = cks[step if step is not None else max(cks)]
     meta = storage.read_json(storage.join(path, "meta.json"))
     mc = model_config_from_dict(meta["model_config"])

@@ -4,12 +4,13 @@
 
 # %% ../../nbs/00_config.ipynb #97509575
 from __future__ import annotations
-import dataclasses, enum, hashlib, json, math, pathlib
+import dataclasses, enum, hashlib, json, math, pathlib, types, typing
 from typing import Any
 
 # %% auto #0
 __all__ = ['VERSIONED', 'ADDED', 'HASH_LEN', 'versioned', 'is_versioned', 'added', 'UnhashableConfigError', 'canonical',
-           'canonical_json', 'config_hash', 'version_hash', 'ConfigError', 'check', 'Config']
+           'canonical_json', 'config_hash', 'version_hash', 'ConfigError', 'check', 'Config', 'from_canonical',
+           'decode']
 
 # %% ../../nbs/00_config.ipynb #1c1ad2b4
 VERSIONED = "marin_versioned"
@@ -176,6 +177,11 @@ class Config:
     def to_dict(self) -> dict:
         return canonical(self)
 
+    @classmethod
+    def from_dict(cls, d: dict, *, ignore_unknown: bool = False):
+        "The config that `to_dict()` (or a hand-written dict, a parsed YAML file) describes; see `decode` below."
+        return decode(cls, d, cls.__name__, ignore_unknown=ignore_unknown)
+
     @property
     def config_hash(self) -> str:
         return config_hash(self)
@@ -183,3 +189,74 @@ class Config:
     @property
     def version_hash(self) -> str:
         return version_hash(self)
+
+# %% ../../nbs/00_config.ipynb #6a32cf73
+def from_canonical(v: Any) -> Any:
+    "Undo `canonical`'s float encoding (`{'__float__': '1e-05'}` -> 1e-05) anywhere inside a JSON value."
+    if isinstance(v, dict):
+        if set(v) == {"__float__"}:
+            return float(v["__float__"])
+        return {k: from_canonical(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [from_canonical(x) for x in v]
+    return v
+
+
+def _decode_dataclass(cls, d: Any, path: str, ignore_unknown: bool):
+    if not isinstance(d, dict):
+        raise ConfigError(f"{path}: expected a mapping of {cls.__name__} fields, got {type(d).__name__} {d!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(d) - set(fields))
+    if unknown and not ignore_unknown:
+        raise ConfigError(f"{path}: unknown fields {unknown}; {cls.__name__} has {sorted(fields)}")
+    try:
+        hints = typing.get_type_hints(cls)
+    except NameError:  # an annotation names something imported only for type checkers: decode loosely
+        hints = {}
+    kw = {
+        k: decode(hints.get(k, Any), v, f"{path}.{k}", ignore_unknown=ignore_unknown)
+        for k, v in d.items()
+        if k in fields
+    }
+    return cls(**kw)
+
+# %% ../../nbs/00_config.ipynb #3a71ecba
+def decode(t: Any, v: Any, path: str = "config", *, ignore_unknown: bool = False) -> Any:
+    "`v` (a JSON value) as the annotated type `t`: dataclasses, `X | None`, tuples, lists, dicts, enums, floats."
+    rec = lambda tt, vv, p: decode(tt, vv, p, ignore_unknown=ignore_unknown)
+    if isinstance(v, dict) and set(v) == {"__float__"}:
+        v = float(v["__float__"])
+    origin, args = typing.get_origin(t), typing.get_args(t)
+    if t is Any or t is object:
+        return from_canonical(v)
+    if origin in (typing.Union, types.UnionType):
+        if v is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        classes = [a for a in options if dataclasses.is_dataclass(a)]
+        if isinstance(v, dict) and len(classes) == 1:
+            return rec(classes[0], v, path)
+        return rec(options[0], v, path) if len(options) == 1 else from_canonical(v)
+    if dataclasses.is_dataclass(t):
+        return _decode_dataclass(t, v, path, ignore_unknown)
+    if origin in (tuple, list) or t in (tuple, list):
+        if not isinstance(v, (list, tuple)):
+            raise ConfigError(f"{path}: expected a list, got {type(v).__name__} {v!r}")
+        each = (
+            (lambda i: args[0])
+            if (len(args) == 2 and args[1] is Ellipsis) or len(args) == 1
+            else (lambda i: args[i] if i < len(args) else Any)
+        )
+        items = [rec(each(i) if args else Any, x, f"{path}[{i}]") for i, x in enumerate(v)]
+        return tuple(items) if (origin or t) is tuple else items
+    if origin is dict or t is dict:
+        if not isinstance(v, dict):
+            raise ConfigError(f"{path}: expected a mapping, got {type(v).__name__} {v!r}")
+        return {k: rec(args[1] if args else Any, x, f"{path}[{k!r}]") for k, x in v.items()}
+    if isinstance(t, type) and issubclass(t, enum.Enum):
+        return t(v)
+    if t is float and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    if t in (int, str, bool) and not (isinstance(v, t) and (t is bool or not isinstance(v, bool))):
+        raise ConfigError(f"{path}: expected {t.__name__}, got {type(v).__name__} {v!r}")
+    return v

@@ -17,7 +17,7 @@ what the trainer's own `throughput/mfu` uses) is shown as well.
 GPU (`--backend gpu`, for a machine with an NVIDIA GPU such as an H200): a ~125M-parameter model, bfloat16
 compute, attention through `jax.nn.dot_product_attention(implementation="cudnn")` (cuDNN flash attention, causal in
 the kernel) and, for comparison, the XLA attention; MFU against the datasheet dense bf16 peak of the device
-(`marin.train.trainer.DEVICE_PEAK_FLOPS`) and against a measured 8192² bf16 matmul. `bench/gpu_check.sh` runs it.
+(`marin.core.devices.DEVICE_PEAK_FLOPS`) and against a measured 8192² bf16 matmul. `bench/gpu_check.sh` runs it.
 `--tiny` shrinks every shape so the path can be smoke-tested on a CPU."""
 
 import argparse, dataclasses, os, resource, sys, time
@@ -32,13 +32,8 @@ if (
 import jax, jax.numpy as jnp, numpy as np
 from marin.models import transformer as T
 from marin.models.transformer import LlamaConfig
-from marin.train.trainer import (
-    SyntheticDataConfig,
-    TrainConfig,
-    setup_training,
-    measure_matmul_flops,
-    peak_flops_per_device,
-)
+from marin.core.devices import measure_matmul_flops, peak_flops_per_device
+from marin.train.trainer import SyntheticDataConfig, TrainConfig, setup_training
 
 
 def cpu_seconds() -> float:

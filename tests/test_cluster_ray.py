@@ -148,7 +148,8 @@ def test_multihost_training_writes_sharded_orbax_checkpoints(cluster, store):
     from cluster_train_steps import tiny_train_config
     from marin.train.checkpoint import CheckpointConfig, latest_checkpoint
     from marin.train.sharding import MeshConfig
-    from marin.train.trainer import load_model, train
+    from marin.models.io import load_model
+    from marin.train.trainer import train
 
     cfg = tiny_train_config(steps=6).replace(
         mesh=MeshConfig(data=1, fsdp=2), checkpoint=CheckpointConfig(every=3, keep_last=2, format="orbax")

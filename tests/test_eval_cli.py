@@ -48,7 +48,7 @@ def test_perplexity_is_the_hand_computed_loss_and_bpb(run):
     from marin.eval.perplexity import PerplexitySuite, HeldOutSource, evaluate_perplexity
     from marin.data.shards import TokenSet
     from marin.models.transformer import forward
-    from marin.train.trainer import load_model
+    from marin.models.io import load_model
 
     tmp, tok = run
     model, _ = load_model(str(tmp / "run"))

@@ -36,7 +36,7 @@ def base_run(tmp_path_factory):
 def test_sft_starts_from_base_and_learns_assistant_tokens(base_run, monkeypatch):
     import jax, jax.numpy as jnp, equinox as eqx
     from marin.posttrain.sft import SFTConfig, SFTDataConfig, run_sft, load_chat_template
-    from marin.train.trainer import load_model
+    from marin.models.io import load_model
     from marin.train.checkpoint import list_checkpoints
     from marin.train.optim import OptimizerConfig
     from marin.eval.tasks import eval_tokenizer
@@ -75,7 +75,7 @@ def test_sft_starts_from_base_and_learns_assistant_tokens(base_run, monkeypatch)
 
 def test_dpo_from_chat_pairs_raises_margin(base_run, monkeypatch):
     from marin.posttrain.dpo import DPOConfig, PreferenceDataConfig, run_dpo
-    from marin.train.trainer import load_model
+    from marin.models.io import load_model
     from marin.train.optim import OptimizerConfig
 
     tmp, tok, cfg = base_run

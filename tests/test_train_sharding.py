@@ -57,7 +57,8 @@ RESHARD_WORKER = textwrap.dedent("""
     from marin.train.checkpoint import CheckpointConfig, list_checkpoints, step_dir
     from marin.train.optim import OptimizerConfig
     from marin.train.sharding import MeshConfig
-    from marin.train.trainer import SyntheticDataConfig, TrainConfig, train, load_model
+    from marin.models.io import load_model
+    from marin.train.trainer import SyntheticDataConfig, TrainConfig, train
     model = LlamaConfig(vocab_size=64, seq_len=16, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=64)
     def cfg(mc): return TrainConfig(model=model, data=SyntheticDataConfig(vocab_size=64, batch_size=8, seq_len=16), mesh=mc,
                                     optimizer=OptimizerConfig(learning_rate=1e-2, warmup=0), num_train_steps=4, tracker="disabled",

@@ -52,7 +52,7 @@ class EvalConfig(Config):
 
 
 def checkpoint_steps(cfg: EvalConfig) -> list[int]:
-    from marin.train.checkpoint import list_checkpoints
+    from marin.models.io import list_checkpoints
 
     have = [s for s, _ in list_checkpoints(storage.join(str(cfg.checkpoint), "checkpoints"))]
     if not have:
@@ -101,7 +101,7 @@ def _record(
 def evaluate_checkpoints(cfg: EvalConfig, output_path: str) -> dict:
     "Executor step: every (checkpoint, task) pair; results under `output_path/results/`; summary = the newest checkpoint's metrics."
     from marin.core.ledger import utcnow
-    from marin.train.trainer import load_model
+    from marin.models.io import load_model
 
     tasks = cfg.resolved_tasks()
     steps = checkpoint_steps(cfg)

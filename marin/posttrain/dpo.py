@@ -204,7 +204,8 @@ def run_dpo(cfg: DPOConfig, output_path: str) -> dict:
     import jax, jax.numpy as jnp, equinox as eqx, optax
     from marin.core.config import canonical
     from marin.core.tracking import start_tracking
-    from marin.train.trainer import TrainState, load_model, plain_config
+    from marin.models.io import load_model
+    from marin.train.trainer import TrainState, plain_config
     from marin.train.optim import OptimizerConfig, build_optimizer
     from marin.train.checkpoint import CheckpointConfig, CheckpointManager, latest_checkpoint
 

@@ -11,7 +11,7 @@ is the padded-block grouped matmul `auto` picks on CPU. The whole training step 
 import argparse, time
 import jax, jax.numpy as jnp
 from marin.models.transformer import LlamaConfig
-from marin.models.moe import MoEConfig, init_moe, moe_mlp, sort_by_expert, dispatch_reference, combine_reference, route
+from marin.models.moe import MoEConfig, MoEMLP, moe_mlp, sort_by_expert, dispatch_reference, combine_reference, route
 
 
 def timeit(f, *args, n=5):
@@ -56,7 +56,7 @@ def main():
             d_ff=F,
             moe=MoEConfig(n_experts=E, top_k=k, dispatch=mode, balance="quantile", grouped_matmul=gm),
         )
-        p = init_moe(cfg, key=key)
+        p = MoEMLP.init(cfg, key=key)
         f = jax.jit(jax.grad(lambda p, h: jnp.sum(moe_mlp(cfg, p, h)[0] ** 2)))
         rows.append(
             (
@@ -70,9 +70,9 @@ def main():
     ids = jax.lax.top_k(jax.random.normal(jax.random.fold_in(key, 9), (Tk, E)), k)[1]
     plan = sort_by_expert(ids, E)
     w = jnp.full((Tk, k), 1.0 / k)
-    from marin.kernels.moe_dispatch import _from_config
+    from marin.models.moe import dispatch_impl
 
-    disp, comb = _from_config(MoEConfig(n_experts=E, top_k=k, kernel="pallas", pallas_backend=a.backend))
+    disp, comb = dispatch_impl(MoEConfig(n_experts=E, top_k=k, kernel="pallas", pallas_backend=a.backend))
     kr = [
         ("dispatch reference (xla gather)", jax.jit(lambda x: dispatch_reference(x, plan.order, k)), x),
         (f"dispatch pallas ({a.backend})", jax.jit(lambda x: disp(x, plan.order, k)), x),

@@ -5,18 +5,17 @@ import jax, jax.numpy as jnp, numpy as np, pytest
 from marin.models.transformer import LlamaConfig, init, next_token_loss
 from marin.models.moe import (
     MoEConfig,
-    init_moe,
+    MoEMLP,
     moe_mlp,
     moe_mlp_reference,
     route,
     sort_by_expert,
-    dispatch_reference,
-    combine_reference,
     quantile_bias,
     aux_free_bias,
     expert_load,
     mixtral_config,
 )
+from marin.kernels.moe_dispatch import combine_reference, dispatch_reference
 
 
 def cfg_for(**moe):
@@ -59,7 +58,7 @@ def test_router_and_dispatch_are_permutation_exact(seed, T, E, k):
 def test_dropless_equals_per_token_loop(router, kernel):
     cfg = cfg_for(router=router, kernel=kernel, n_shared_experts=1)
     with jax.enable_x64(True):
-        p = jax.tree.map(lambda a: a.astype(jnp.float64), init_moe(cfg, key=jax.random.PRNGKey(3)))
+        p = jax.tree.map(lambda a: a.astype(jnp.float64), MoEMLP.init(cfg, key=jax.random.PRNGKey(3)))
         p = dataclasses.replace(p, router_bias=jnp.linspace(-0.05, 0.05, 8))  # a selection bias in play
         h = jax.random.normal(jax.random.PRNGKey(4), (2, 5, 16), jnp.float64)
         y, stats = moe_mlp(cfg, p, h)
@@ -77,7 +76,7 @@ def test_dropless_equals_per_token_loop(router, kernel):
 
 def test_pallas_layer_gradients_match_xla():
     cfg = cfg_for(balance="none")
-    p = init_moe(cfg, key=jax.random.PRNGKey(5))
+    p = MoEMLP.init(cfg, key=jax.random.PRNGKey(5))
     h = jax.random.normal(jax.random.PRNGKey(6), (2, 8, 16))
     f = lambda c: lambda p, h: jnp.sum(jnp.sin(moe_mlp(c, p, h)[0]))
     gp = jax.grad(f(cfg.replace(moe=cfg.moe.replace(kernel="pallas"))), argnums=(0, 1))(p, h)
@@ -109,7 +108,7 @@ def test_aux_free_bias_moves_towards_balance():
 
 def test_capacity_mode_reports_overflow():
     cfg = cfg_for(dispatch="capacity", capacity_factor=0.5, balance="none")
-    p = init_moe(cfg, key=jax.random.PRNGKey(8))
+    p = MoEMLP.init(cfg, key=jax.random.PRNGKey(8))
     h = jax.random.normal(jax.random.PRNGKey(9), (4, 8, 16))
     _, st = moe_mlp(cfg, p, h)
     assert 0.4 <= float(st["overflow"]) < 1.0  # at least half the rows must drop
@@ -117,7 +116,8 @@ def test_capacity_mode_reports_overflow():
 
 def test_model_loss_metrics_and_bias_update(tmp_path, monkeypatch):
     monkeypatch.setenv("MARIN_PREFIX", str(tmp_path / "store"))
-    from marin.train.trainer import TrainConfig, train, SyntheticDataConfig, load_model
+    from marin.models.io import load_model
+    from marin.train.trainer import TrainConfig, train, SyntheticDataConfig
     from marin.train.optim import OptimizerConfig
     from marin.core.tracking import read_metrics
 
@@ -170,7 +170,7 @@ def test_mixtral_config_is_a_valid_hf_config():
 def test_blocked_grouped_matmul_in_the_model():
     "The dropless layer with small padded blocks equals the every-expert reference (values and gradients)."
     cfg = cfg_for(balance="quantile", grouped_matmul="blocked", block_rows=4)
-    p = init_moe(cfg, key=jax.random.PRNGKey(3))
+    p = MoEMLP.init(cfg, key=jax.random.PRNGKey(3))
     h = jax.random.normal(jax.random.PRNGKey(4), (2, 16, 16))
     y, _ = jax.jit(lambda p, h: moe_mlp(cfg, p, h))(p, h)
     assert jnp.allclose(y, moe_mlp_reference(cfg, p, h), atol=1e-5)
@@ -199,7 +199,7 @@ def test_moe_in_chosen_layers(
     assert cfg.moe.moe_layer_ids(n_layers) == moe_ids
     model = init(cfg, key=jax.random.PRNGKey(0))
     assert count_params(model) == cfg.n_params
-    assert model.blocks.w_gate.shape[0] == n_layers - len(moe_ids) and model.blocks.moe.expert_gate.shape[0] == len(
+    assert model.blocks.mlp.w_gate.shape[0] == n_layers - len(moe_ids) and model.blocks.moe.expert_gate.shape[0] == len(
         moe_ids
     )
     dense = cfg.replace(moe=None)

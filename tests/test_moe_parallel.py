@@ -9,7 +9,7 @@ SCRIPT = textwrap.dedent("""
     from jax.sharding import Mesh
     from marin.models.transformer import LlamaConfig, init, next_token_loss
     from marin.models.moe import MoEConfig
-    from marin.models.moe_parallel import expert_parallel
+    from marin.models.layers import ActivationSharding
     n = len(jax.devices())
     out = {}
     for balance in ("quantile",):
@@ -21,9 +21,8 @@ SCRIPT = textwrap.dedent("""
         f = lambda m: next_token_loss(m, batch)
         if n > 1:
             mesh = Mesh(np.array(jax.devices()), ("expert",))
-            def g(m):
-                with expert_parallel(mesh): return next_token_loss(m, batch)
-            f = g
+            ep = ActivationSharding(mesh=mesh, expert_axis="expert")  # passed explicitly, no context
+            f = lambda m: next_token_loss(m, batch, sharding=ep)
         (loss, aux), grads = jax.jit(jax.value_and_grad(f, has_aux=True))(model)
         out[balance] = {"loss": float(loss), "bias": np.asarray(aux["moe_bias_next"]).tolist(), "cv": float(aux["moe/load_cv"]),
                         "grad": [np.asarray(x).ravel()[:50].tolist() for x in jax.tree.leaves(grads)]}

@@ -143,7 +143,7 @@ def test_training_run_exports_with_model_card(lab, monkeypatch):
     vocab = json.load(open(os.path.join(ex.output_path(tr), "vocab.json")))
     text = "First Citizen:\nBefore we proceed"
     assert tok(text).input_ids == [vocab.index(c) for c in text] and tok.decode(tok(text).input_ids) == text
-    from marin.train.trainer import load_model
+    from marin.models.io import load_model
 
     ours, _ = load_model(ex.output_path(tr))
     toks = np.array([[vocab.index(c) for c in text]])

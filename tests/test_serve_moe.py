@@ -201,7 +201,10 @@ def test_what_mixtral_cannot_express_is_refused_naming_the_field(tmp_path):
     partial = dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, every=2))
     with pytest.raises(ValueError, match=r"moe\.every=2.*only"):
         export_hf(dataclasses.replace(model, cfg=partial), str(tmp_path / "x"))
-    mixed = eqx.tree_at(lambda m: m.blocks.w_gate, model, jnp.zeros((2, 32, 48)), is_leaf=lambda x: x is None)
+    from marin.models.layers import DenseMLP
+
+    dense_too = DenseMLP(w_gate=jnp.zeros((2, 32, 48)), w_up=jnp.zeros((2, 32, 48)), w_down=jnp.zeros((2, 48, 32)))
+    mixed = eqx.tree_at(lambda m: m.blocks.mlp, model, dense_too, is_leaf=lambda x: x is None)
     with pytest.raises(ValueError, match="only some layers"):
         export_hf(mixed, str(tmp_path / "x"))
     assert not (tmp_path / "x").exists()
@@ -262,7 +265,7 @@ def test_engine_serves_moe_in_only_some_layers_like_forward():
         **{**BASE, "seq_len": 32, "n_layers": 3, "moe": MoEConfig(n_experts=4, top_k=2, balance="switch", every=2)}
     )
     model = _random_model(cfg, 5)
-    assert model.blocks.w_gate.shape[0] == 2 and model.blocks.moe.router.shape[0] == 1
+    assert model.blocks.mlp.w_gate.shape[0] == 2 and model.blocks.moe.router.shape[0] == 1
     plain = jax.jit(forward)
     q = quantize_model(model, "int8")
     for served, ref_model in ((model, model), (q, dequantize_tree(q))):

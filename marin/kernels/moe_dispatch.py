@@ -9,10 +9,23 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jaxtyping import Array, Float, Int
-from ..models.moe import MoEConfig, register_dispatch_impl, dispatch_reference, combine_reference
 
 # %% auto #0
-__all__ = ['make_dispatch_combine']
+__all__ = ['dispatch_reference', 'combine_reference', 'make_dispatch_combine']
+
+# %% ../../nbs/22_moe_kernels.ipynb #53f919a3
+def dispatch_reference(x: Float[Array, "T D"], order: Int[Array, "Tk"], k: int) -> Float[Array, "Tk D"]:
+    "Rows of `x` in expert-sorted order: row i is token `order[i] // k`."
+    return x[order // k]
+
+
+def combine_reference(
+    ys: Float[Array, "Tk D"], inverse: Int[Array, "Tk"], weights: Float[Array, "T k"]
+) -> Float[Array, "T D"]:
+    "Each token's weighted sum of its k expert outputs (`ys` in sorted order)."
+    T, k = weights.shape
+    back = ys[inverse].reshape(T, k, ys.shape[-1])
+    return jnp.einsum("tkd,tk->td", back, weights.astype(ys.dtype))
 
 # %% ../../nbs/22_moe_kernels.ipynb #7c472945
 def _gather_prefetch(x: Float[Array, "N D"], src: Int[Array, "M"], *, interpret: bool) -> Float[Array, "M D"]:
@@ -171,12 +184,3 @@ def make_dispatch_combine(shape: str = "prefetch", interpret: bool = True):
 
     combine.defvjp(combine_fwd, combine_bwd)
     return dispatch, combine
-
-
-def _from_config(m: MoEConfig):
-    if m.pallas_backend == "gpu":
-        return make_dispatch_combine("blocked", interpret=False)
-    return make_dispatch_combine("prefetch", interpret=(m.pallas_backend == "interpret"))
-
-
-register_dispatch_impl("pallas", _from_config)

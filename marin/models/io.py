@@ -9,7 +9,7 @@ import equinox as eqx
 import jax
 import numpy as np
 from ..core import storage
-from .transformer import LlamaConfig, init
+from .transformer import LlamaConfig, init, upgrade_state_keys
 
 # %% auto #0
 __all__ = ['COMMIT_FILE', 'STATE_FILE', 'META_FILE', 'ORBAX_DIR', 'PARAMS_PREFIX', 'CheckpointMismatch', 'step_dir',
@@ -123,10 +123,11 @@ def read_arrays(path: str, prefix: str = "") -> dict[str, np.ndarray]:
         args = jax.tree.map(lambda m: ocp.RestoreArgs(restore_type=np.ndarray), wanted)
         restore = ocp.args.PyTreeRestore(wanted, restore_args=args, partial_restore=True)
         out = _flat(ocp.PyTreeCheckpointer().restore(orbax_dir(path), args=restore))
-        return {k: np.asarray(v) for k, v in out.items()}
+        return upgrade_state_keys({k: np.asarray(v) for k, v in out.items()})
     from safetensors.numpy import load
 
-    return {k: v for k, v in load(storage.read_bytes(storage.join(path, STATE_FILE))).items() if k.startswith(prefix)}
+    arrays = load(storage.read_bytes(storage.join(path, STATE_FILE)))
+    return upgrade_state_keys({k: v for k, v in arrays.items() if k.startswith(prefix)})
 
 # %% ../../nbs/24_model_io.ipynb #2a2a4588
 def model_config_from_dict(d: dict) -> LlamaConfig:

@@ -4,24 +4,25 @@
 
 # %% ../../nbs/21_moe.ipynb #d95b22cc
 from __future__ import annotations
-import dataclasses, importlib, math
-from typing import Any, Callable, NamedTuple
+import dataclasses, math
+from typing import Any, Callable, ClassVar, NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 from ..core.config import Config, check, versioned
+from ..kernels.moe_dispatch import combine_reference, dispatch_reference, make_dispatch_combine
+from .layers import NO_SHARDING, ActivationSharding, MLPShape
 
 # %% auto #0
-__all__ = ['ROUTERS', 'BALANCERS', 'DISPATCH_MODES', 'KERNELS', 'PALLAS_BACKENDS', 'GROUPED_MATMULS', 'MOE_PARAM_AXES',
-           'COUNTING_SORT_MAX', 'MIXTRAL_WEIGHT_NAMES', 'MoEConfig', 'MoEParams', 'init_moe', 'Routing', 'route',
-           'router_z_loss', 'expert_load', 'switch_aux_loss', 'aux_free_bias', 'quantile_bias', 'DispatchPlan',
-           'sort_by_expert', 'dispatch_reference', 'combine_reference', 'register_dispatch_impl', 'dispatch_impl',
+__all__ = ['ROUTERS', 'BALANCERS', 'DISPATCH_MODES', 'KERNELS', 'PALLAS_BACKENDS', 'GROUPED_MATMULS', 'COUNTING_SORT_MAX',
+           'MIXTRAL_WEIGHT_NAMES', 'MoEConfig', 'MoEMLP', 'Routing', 'route', 'router_z_loss', 'expert_load',
+           'switch_aux_loss', 'aux_free_bias', 'quantile_bias', 'DispatchPlan', 'sort_by_expert', 'dispatch_impl',
            'default_block_rows', 'grouped_matmul_impl', 'grouped_swiglu', 'capacity', 'expert_outputs',
            'next_router_bias', 'routing_stats', 'moe_mlp', 'moe_mlp_reference', 'load_cv', 'max_violation',
-           'moe_loss_and_metrics', 'post_step_update', 'scan_blocks', 'layer_params', 'dead_experts',
-           'mixtral_problems', 'mixtral_config', 'expert_load_history', 'plot_expert_load']
+           'moe_loss_and_metrics', 'dead_experts', 'mixtral_problems', 'mixtral_config', 'expert_load_history',
+           'plot_expert_load']
 
 # %% ../../nbs/21_moe.ipynb #6363cb2d
 ROUTERS = ("softmax", "sigmoid")
@@ -149,8 +150,8 @@ class MoEConfig(Config):
         return self.top_k * self.expert_width(d_ff) + self.shared_width(d_ff)
 
 # %% ../../nbs/21_moe.ipynb #2982b2b4
-class MoEParams(eqx.Module):
-    "Weights of one MoE MLP (or of all layers, with a leading `layers` axis on every array)."
+class MoEMLP(eqx.Module):
+    "The MoE MLP: weights of one layer (or of all MoE layers, with a leading `layers` axis on every array)."
 
     router: Float[Array, "D E"]
     router_bias: Float[Array, "E"]  # selection-only bias (aux_free / quantile); no gradient
@@ -160,43 +161,41 @@ class MoEParams(eqx.Module):
     shared_gate: Float[Array, "D Fs"] | None = None
     shared_up: Float[Array, "D Fs"] | None = None
     shared_down: Float[Array, "Fs D"] | None = None
+    AXES: ClassVar[dict[str, tuple]] = {
+        "router": ("layers", "embed", None),
+        "router_bias": ("layers", None),
+        "expert_gate": ("layers", "expert", "embed", "mlp"),
+        "expert_up": ("layers", "expert", "embed", "mlp"),
+        "expert_down": ("layers", "expert", "mlp", "embed"),
+        "shared_gate": ("layers", "embed", "mlp"),
+        "shared_up": ("layers", "embed", "mlp"),
+        "shared_down": ("layers", "mlp", "embed"),
+    }
 
-
-MOE_PARAM_AXES: dict[str, tuple] = {
-    "router": ("layers", "embed", None),
-    "router_bias": ("layers", None),
-    "expert_gate": ("layers", "expert", "embed", "mlp"),
-    "expert_up": ("layers", "expert", "embed", "mlp"),
-    "expert_down": ("layers", "expert", "mlp", "embed"),
-    "shared_gate": ("layers", "embed", "mlp"),
-    "shared_up": ("layers", "embed", "mlp"),
-    "shared_down": ("layers", "mlp", "embed"),
-}
-
-
-def init_moe(cfg, *, key: PRNGKeyArray, n_layers: int | None = None) -> MoEParams:
-    "MoE weights for `cfg` (a `LlamaConfig` with `moe` set); with `n_layers`, stacked with a leading layers axis."
-    m: MoEConfig = cfg.moe
-    D, E, F, Fs = cfg.d_model, m.n_experts, m.expert_width(cfg.d_ff), m.shared_width(cfg.d_ff)
-    L = () if n_layers is None else (n_layers,)
-    std, out_std = cfg.init_std, cfg.init_std / math.sqrt(2 * cfg.n_layers)  # GPT-2's 1/sqrt(2 L) over all layers
-    ks = jax.random.split(key, 7)
-    normal = lambda k, shape, s: s * jax.random.normal(k, L + shape, jnp.float32)
-    shared = (
-        (normal(ks[4], (D, Fs), std), normal(ks[5], (D, Fs), std), normal(ks[6], (Fs, D), out_std))
-        if Fs
-        else (None,) * 3
-    )
-    return MoEParams(
-        router=normal(ks[0], (D, E), std),
-        router_bias=jnp.zeros(L + (E,), jnp.float32),
-        expert_gate=normal(ks[1], (E, D, F), std),
-        expert_up=normal(ks[2], (E, D, F), std),
-        expert_down=normal(ks[3], (E, F, D), out_std),
-        shared_gate=shared[0],
-        shared_up=shared[1],
-        shared_down=shared[2],
-    )
+    @classmethod
+    def init(cls, cfg: MLPShape, *, key: PRNGKeyArray, n_layers: int | None = None) -> MoEMLP:
+        "MoE weights for `cfg` (a `LlamaConfig` with `moe` set); with `n_layers`, stacked with a leading layers axis."
+        m: MoEConfig = cfg.moe
+        D, E, F, Fs = cfg.d_model, m.n_experts, m.expert_width(cfg.d_ff), m.shared_width(cfg.d_ff)
+        L = () if n_layers is None else (n_layers,)
+        std, out_std = cfg.init_std, cfg.init_std / math.sqrt(2 * cfg.n_layers)  # GPT-2's 1/sqrt(2 L) over all layers
+        ks = jax.random.split(key, 7)
+        normal = lambda k, shape, s: s * jax.random.normal(k, L + shape, jnp.float32)
+        shared = (
+            (normal(ks[4], (D, Fs), std), normal(ks[5], (D, Fs), std), normal(ks[6], (Fs, D), out_std))
+            if Fs
+            else (None,) * 3
+        )
+        return cls(
+            router=normal(ks[0], (D, E), std),
+            router_bias=jnp.zeros(L + (E,), jnp.float32),
+            expert_gate=normal(ks[1], (E, D, F), std),
+            expert_up=normal(ks[2], (E, D, F), std),
+            expert_down=normal(ks[3], (E, F, D), out_std),
+            shared_gate=shared[0],
+            shared_up=shared[1],
+            shared_down=shared[2],
+        )
 
 # %% ../../nbs/21_moe.ipynb #6f92bd94
 class Routing(NamedTuple):
@@ -323,35 +322,13 @@ def sort_by_expert(expert_ids: Int[Array, "T k"], n_experts: int) -> DispatchPla
     return DispatchPlan(order, inverse, sizes, flat[order])
 
 
-def dispatch_reference(x: Float[Array, "T D"], order: Int[Array, "Tk"], k: int) -> Float[Array, "Tk D"]:
-    "Rows of `x` in expert-sorted order: row i is token `order[i] // k`."
-    return x[order // k]
-
-
-def combine_reference(
-    ys: Float[Array, "Tk D"], inverse: Int[Array, "Tk"], weights: Float[Array, "T k"]
-) -> Float[Array, "T D"]:
-    "Each token's weighted sum of its k expert outputs (`ys` in sorted order)."
-    T, k = weights.shape
-    back = ys[inverse].reshape(T, k, ys.shape[-1])
-    return jnp.einsum("tkd,tk->td", back, weights.astype(ys.dtype))
-
-
-_DISPATCH_IMPLS: dict[str, Callable] = {}
-
-
-def register_dispatch_impl(name: str, make: Callable[[MoEConfig], tuple[Callable, Callable]]) -> None:
-    "Register `make(cfg) -> (dispatch, combine)` under `MoEConfig.kernel == name` (the Pallas kernels do this)."
-    _DISPATCH_IMPLS[name] = make
-
-
 def dispatch_impl(m: MoEConfig) -> tuple[Callable, Callable]:
-    "(dispatch, combine) for `m.kernel`."
+    "(dispatch, combine) for `m.kernel`: the pure-JAX references, or the Pallas kernels for `m.pallas_backend`."
     if m.kernel == "xla":
         return dispatch_reference, combine_reference
-    if m.kernel not in _DISPATCH_IMPLS:
-        importlib.import_module("marin.kernels.moe_dispatch")  # registers "pallas"
-    return _DISPATCH_IMPLS[m.kernel](m)
+    if m.pallas_backend == "gpu":
+        return make_dispatch_combine("blocked", interpret=False)
+    return make_dispatch_combine("prefetch", interpret=(m.pallas_backend == "interpret"))
 
 # %% ../../nbs/21_moe.ipynb #2e250e41
 def _swiglu_ragged(xs, wg, wu, wd, sizes):
@@ -436,7 +413,7 @@ def capacity(m: MoEConfig, n_tokens: int) -> int:
 
 
 def expert_outputs(
-    m: MoEConfig, p: MoEParams, xs: Float[Array, "Tk D"], plan: DispatchPlan
+    m: MoEConfig, p: MoEMLP, xs: Float[Array, "Tk D"], plan: DispatchPlan
 ) -> tuple[Float[Array, "Tk D"], Float[Array, ""]]:
     "Every sorted row through its expert: (outputs, overflow rate). Dropped rows (capacity mode) give zeros."
     if m.dispatch == "dropless":
@@ -481,13 +458,10 @@ def routing_stats(m: MoEConfig, r: Routing, bias: Float[Array, "E"], overflow) -
     }
 
 
-def moe_mlp(cfg, p: MoEParams, h: Float[Array, "B S D"]) -> tuple[Float[Array, "B S D"], dict]:
-    "The MoE MLP of one layer (`cfg` a `LlamaConfig` with `moe` set; `p` one layer's weights)."
-    from marin.models.transformer import shard_activation
-    from marin.models import moe_parallel
-
-    if (ep := moe_parallel.active_expert_parallel()) is not None:  # inside `with expert_parallel(mesh):`
-        return moe_parallel.moe_mlp_expert_parallel(cfg, p, h, *ep)
+def moe_mlp(
+    cfg, p: MoEMLP, h: Float[Array, "B S D"], sharding: ActivationSharding = NO_SHARDING
+) -> tuple[Float[Array, "B S D"], dict]:
+    "The MoE MLP of one layer on one device's tokens (`cfg` a `LlamaConfig` with `moe` set; `p` one layer's weights)."
     m: MoEConfig = cfg.moe
     B, S, D = h.shape
     x = h.reshape(B * S, D)
@@ -499,11 +473,14 @@ def moe_mlp(cfg, p: MoEParams, h: Float[Array, "B S D"]) -> tuple[Float[Array, "
     y = combine(ys, plan.inverse, r.weights.astype(ys.dtype)).reshape(B, S, D)
     if p.shared_gate is not None:
         f = jax.nn.silu(jnp.einsum("bsd,df->bsf", h, p.shared_gate)) * jnp.einsum("bsd,df->bsf", h, p.shared_up)
-        y = y + jnp.einsum("bsf,fd->bsd", shard_activation(f, ("batch", "seq", "act_mlp")), p.shared_down)
+        y = y + jnp.einsum("bsf,fd->bsd", sharding(f, ("batch", "seq", "act_mlp")), p.shared_down)
     return y, routing_stats(m, r, p.router_bias, overflow)
 
 
-def moe_mlp_reference(cfg, p: MoEParams, h: Float[Array, "B S D"]) -> Float[Array, "B S D"]:
+MoEMLP.__call__ = lambda self, cfg, h, sharding=NO_SHARDING: moe_mlp(cfg, self, h, sharding)
+
+
+def moe_mlp_reference(cfg, p: MoEMLP, h: Float[Array, "B S D"]) -> Float[Array, "B S D"]:
     "Every expert on every token, then each token's weighted sum of its chosen experts (slow, obviously right)."
     m: MoEConfig = cfg.moe
     B, S, D = h.shape
@@ -551,59 +528,6 @@ def moe_loss_and_metrics(m: MoEConfig, stats: dict, n_layers: int | None = None)
             for e in range(load.shape[1]):
                 out[f"moe/load/l{l}/e{e}"] = load[i, e]
     return loss, out
-
-
-def post_step_update(params, aux: dict):
-    "After the optimizer step: write the next router bias (aux_free / quantile) computed by the forward pass."
-    if "moe_bias_next" not in aux or getattr(params.blocks, "moe", None) is None:
-        return params
-    new = aux["moe_bias_next"].astype(params.blocks.moe.router_bias.dtype)
-    return eqx.tree_at(lambda p: p.blocks.moe.router_bias, params, new)
-
-
-def scan_blocks(cfg, blocks, body: Callable, x):
-    """Run `body(x, p) -> (x, stats)` over the layers of a model whose MoE MLPs are in only some layers
-    (`MoEConfig.every` / `first_dense_layers`), as at most three scans: the leading dense layers, the groups of
-    `every` layers (`every - 1` dense blocks then one MoE block, one compiled group body) and the trailing dense
-    layers. `blocks` is the model's `Block`: attention and norms stacked over all `L` layers, the dense MLP weights
-    over the dense layers, the `MoEParams` over the MoE layers. Returns `(x, stats of the MoE layers, stacked)`."""
-    m: MoEConfig = cfg.moe
-    L, f, e = cfg.n_layers, m.first_dense_layers, m.every
-    G = len(m.moe_layer_ids(L))
-    tail = L - f - G * e
-    per_layer = dataclasses.replace(blocks, w_gate=None, w_up=None, w_down=None, moe=None)  # [L, ...] arrays
-    dense = (blocks.w_gate, blocks.w_up, blocks.w_down)  # [L_dense, ...]
-    sl = lambda t, a, b: jax.tree.map(lambda v: v[a:b], t)
-    as_dense = lambda pl, d: dataclasses.replace(pl, w_gate=d[0], w_up=d[1], w_down=d[2])
-
-    def dense_scan(x, pl, d, n):
-        if n == 0:
-            return x
-        return jax.lax.scan(lambda x, pd: (body(x, as_dense(*pd))[0], None), x, (pl, d))[0]
-
-    x = dense_scan(x, sl(per_layer, 0, f), sl(dense, 0, f), f)
-    grouped = jax.tree.map(lambda v: v.reshape(G, e, *v.shape[1:]), sl(per_layer, f, f + G * e))
-    gdense = jax.tree.map(lambda v: v.reshape(G, e - 1, *v.shape[1:]), sl(dense, f, f + G * (e - 1)))
-
-    def group(x, g):
-        pl, d, moe = g
-        for i in range(e - 1):
-            x, _ = body(x, as_dense(jax.tree.map(lambda v: v[i], pl), jax.tree.map(lambda v: v[i], d)))
-        return body(x, dataclasses.replace(jax.tree.map(lambda v: v[e - 1], pl), moe=moe))
-
-    x, stats = jax.lax.scan(group, x, (grouped, gdense, blocks.moe))
-    x = dense_scan(x, sl(per_layer, L - tail, L), sl(dense, f + G * (e - 1), f + G * (e - 1) + tail), tail)
-    return x, stats
-
-
-def layer_params(cfg, blocks, i: int):
-    "Layer `i`'s weights (no leading axis) from the model's `Block` when MoE MLPs are in only some layers."
-    ids = cfg.moe.moe_layer_ids(cfg.n_layers)
-    one = jax.tree.map(lambda v: v[i], dataclasses.replace(blocks, w_gate=None, w_up=None, w_down=None, moe=None))
-    if i in ids:
-        return dataclasses.replace(one, moe=jax.tree.map(lambda v: v[ids.index(i)], blocks.moe))
-    j = i - sum(l < i for l in ids)  # index among the dense layers
-    return dataclasses.replace(one, w_gate=blocks.w_gate[j], w_up=blocks.w_up[j], w_down=blocks.w_down[j])
 
 
 def dead_experts(loads: np.ndarray, *, window: int = 50, threshold: float = 0.1) -> np.ndarray:

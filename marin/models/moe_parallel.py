@@ -4,16 +4,15 @@
 
 # %% ../../nbs/23_moe_parallel.ipynb #d11b8270
 from __future__ import annotations
-import contextlib, contextvars, math
+import dataclasses, math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from jaxtyping import Array, Float
-from . import moe as moe_lib
 from marin.models.moe import (
     MoEConfig,
-    MoEParams,
+    MoEMLP,
     route,
     sort_by_expert,
     dispatch_impl,
@@ -24,54 +23,25 @@ from marin.models.moe import (
 )
 
 # %% auto #0
-__all__ = ['BATCH_AXES', 'EXPERT_RULES', 'expert_parallel', 'active_expert_parallel', 'moe_mlp_expert_parallel']
+__all__ = ['BATCH_AXES', 'EXPERT_RULES', 'moe_mlp_expert_parallel']
 
 # %% ../../nbs/23_moe_parallel.ipynb #a4205033
-_EP: contextvars.ContextVar = contextvars.ContextVar("marin_expert_parallel", default=None)
-
-
-@contextlib.contextmanager
-def expert_parallel(mesh: Mesh, axis: str = "expert"):
-    "Within this context the MoE layers run expert-parallel over `mesh`'s `axis`."
-    if axis not in mesh.axis_names:
-        raise ValueError(f"expert_parallel: mesh axes {mesh.axis_names} have no {axis!r} axis; build the mesh with one")
-    tok = _EP.set((mesh, axis))
-    try:
-        yield
-    finally:
-        _EP.reset(tok)
-
-
-def active_expert_parallel():
-    """(mesh, axis) when an `expert_parallel` context is active, or when the active activation-sharding function
-    (`marin.train.sharding.activation_constraint`) carries a mesh whose `expert` axis is larger than 1; else None."""
-    ep = _EP.get()
-    if ep is not None:
-        return ep
-    from marin.models.transformer import _ACTIVATION_SHARDING
-
-    mesh = getattr(_ACTIVATION_SHARDING.get(), "mesh", None)
-    if mesh is not None and "expert" in mesh.axis_names and mesh.shape["expert"] > 1:
-        return (mesh, "expert")
-    return None
-
-
 BATCH_AXES = ("data", "expert", "fsdp")  # mesh axes the batch is split over (those the mesh has)
 
 EXPERT_RULES = (("expert", "expert"),)
 
 
-def _param_specs(p: MoEParams, axis: str):
+def _param_specs(p: MoEMLP, axis: str):
     ex = {"expert_gate", "expert_up", "expert_down"}
-    return MoEParams(
+    return MoEMLP(
         **{
             f: (None if getattr(p, f) is None else (P(axis) if f in ex else P()))
-            for f in MoEParams.__dataclass_fields__
+            for f in (fl.name for fl in dataclasses.fields(MoEMLP))
         }
     )
 
 # %% ../../nbs/23_moe_parallel.ipynb #d7a8538e
-def _local_moe(m: MoEConfig, n: int, axis: str, batch_axes: tuple, p: MoEParams, h: Float[Array, "b S D"]):
+def _local_moe(m: MoEConfig, n: int, axis: str, batch_axes: tuple, p: MoEMLP, h: Float[Array, "b S D"]):
     "One device's share: route local tokens, all-to-all to the expert owners, experts, all-to-all back, combine."
     b, S, D = h.shape
     E, k = m.n_experts, m.top_k
@@ -123,7 +93,7 @@ def _local_moe(m: MoEConfig, n: int, axis: str, batch_axes: tuple, p: MoEParams,
     return y, stats
 
 
-def moe_mlp_expert_parallel(cfg, p: MoEParams, h: Float[Array, "B S D"], mesh: Mesh, axis: str = "expert"):
+def moe_mlp_expert_parallel(cfg, p: MoEMLP, h: Float[Array, "B S D"], mesh: Mesh, axis: str = "expert"):
     "The MoE MLP with experts sharded over `mesh[axis]` and tokens exchanged by all-to-all (same result as `moe_mlp`)."
     m: MoEConfig = cfg.moe
     n = mesh.shape[axis]

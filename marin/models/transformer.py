@@ -4,21 +4,37 @@
 
 # %% ../../nbs/20_transformer.ipynb #c672eb32
 from __future__ import annotations
-import contextlib, contextvars, dataclasses, math
-from typing import Any, Callable
+import dataclasses, math, re
+from typing import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+from jaxtyping import Array, Float, Int, PRNGKeyArray
 from ..core.config import Config, check, versioned
+from marin.models.layers import (
+    ATTENTION,
+    NO_SHARDING,
+    ActivationSharding,
+    DenseMLP,
+    apply_rope,
+    at_least_f32,
+    attention_mask,
+    cast_floats,
+    dense,
+    is_param,
+    param_name,
+    rms_norm,
+    rope_frequencies,
+)
+from .moe import MoEConfig, MoEMLP, moe_loss_and_metrics
+from .moe_parallel import moe_mlp_expert_parallel
 
 # %% auto #0
-__all__ = ['ROPE_SCALINGS', 'ATTENTION_IMPLS', 'LAYER_LOOPS', 'ATTENTION', 'PARAM_AXES', 'REMAT_POLICIES', 'LlamaConfig',
-           'activation_sharding', 'shard_activation', 'at_least_f32', 'dense', 'rms_norm', 'rope_frequencies',
-           'apply_rope', 'attention_mask', 'reference_attention', 'xla_attention', 'cudnn_attention', 'Block',
-           'Transformer', 'init', 'count_params', 'param_name', 'is_param', 'param_axes', 'block_forward',
-           'block_forward_with_stats', 'forward', 'next_token_loss', 'post_step_update', 'directional_grad_check',
-           'generate']
+__all__ = ['ROPE_SCALINGS', 'ATTENTION_IMPLS', 'LAYER_LOOPS', 'EMBEDDING_AXES', 'ATTENTION_AXES', 'PARAM_AXES',
+           'LEGACY_STATE_KEYS', 'REMAT_POLICIES', 'LlamaConfig', 'Block', 'Transformer', 'moe_layer_ids', 'init',
+           'count_params', 'param_axes', 'upgrade_state_keys', 'mlp_forward', 'block_forward_with_stats',
+           'block_forward', 'layer_params', 'scan_blocks', 'forward', 'next_token_loss', 'post_step_update',
+           'directional_grad_check', 'generate']
 
 # %% ../../nbs/20_transformer.ipynb #2acb9b3c
 ROPE_SCALINGS = ("none", "linear", "ntk", "llama3")
@@ -50,13 +66,14 @@ class LlamaConfig(Config):
     layer_loop: str = (
         "auto"  # scan | unroll | auto (unroll on CPU, scan elsewhere); never changes results beyond float rounding
     )
-    moe: Any = None  # a marin.models.moe.MoEConfig: MoE MLPs in its `moe_layer_ids` (versioned through its own fields)
+    moe: MoEConfig | None = None  # MoE MLPs in its `moe_layer_ids` (versioned through its own fields)
 
     def validate(self):
-        if isinstance(self.moe, dict):  # a config read back from JSON (checkpoint meta)
-            from marin.models.moe import MoEConfig
-
-            object.__setattr__(self, "moe", MoEConfig(**self.moe))
+        check(
+            not isinstance(self.moe, dict),
+            "moe",
+            "must be a MoEConfig or None, got a dict; read configs stored as JSON with LlamaConfig.from_dict",
+        )
         for f in ("vocab_size", "seq_len", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff"):
             check(getattr(self, f) > 0, f, f"must be positive, got {getattr(self, f)}")
         check(self.head_dim >= 0, "head_dim", "must be >= 0 (0 means d_model // n_heads)")
@@ -156,115 +173,6 @@ class LlamaConfig(Config):
             f"{self.flops_per_token() / 1e9:.3f} GFLOP/token at S={self.seq_len}"
         )
 
-# %% ../../nbs/20_transformer.ipynb #7a603319
-_ACTIVATION_SHARDING: contextvars.ContextVar[Callable | None] = contextvars.ContextVar(
-    "marin_activation_sharding", default=None
-)
-
-
-@contextlib.contextmanager
-def activation_sharding(fn: Callable[[Array, tuple], Array] | None):
-    "Within this context, `shard_activation(x, axes)` calls `fn(x, axes)`."
-    tok = _ACTIVATION_SHARDING.set(fn)
-    try:
-        yield
-    finally:
-        _ACTIVATION_SHARDING.reset(tok)
-
-
-def shard_activation(x: Array, axes: tuple) -> Array:
-    "Constrain activation `x` to the logical axes `axes` (identity without an active sharding context)."
-    fn = _ACTIVATION_SHARDING.get()
-    return x if fn is None else fn(x, axes)
-
-# %% ../../nbs/20_transformer.ipynb #afd236f9
-def at_least_f32(dtype) -> jnp.dtype:
-    "float32, or float64 when the input is float64 (the gradient check runs the whole model in float64)."
-    return jnp.promote_types(dtype, jnp.float32)
-
-
-def dense(x: Float[Array, "... D"], w: Float[Array, "D F"], out_dtype=None) -> Float[Array, "... F"]:
-    "`x @ w` as one 2-D matmul over the flattened leading axes (`[B·S, D] @ [D, F]`); `out_dtype` = accumulation dtype."
-    y = jnp.dot(x.reshape(-1, x.shape[-1]), w, preferred_element_type=out_dtype)
-    return y.reshape(*x.shape[:-1], w.shape[-1])
-
-
-def rms_norm(x: Float[Array, "... D"], weight: Float[Array, "D"], eps: float) -> Float[Array, "... D"]:
-    xf = x.astype(at_least_f32(x.dtype))
-    y = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps)
-    return (y * weight.astype(xf.dtype)).astype(x.dtype)
-
-
-def rope_frequencies(cfg: LlamaConfig) -> Float[Array, "half"]:
-    "Inverse frequencies of the rotary embedding, with the configured scaling applied."
-    d = cfg.head_size
-    theta = cfg.rope_theta
-    if cfg.rope_scaling == "ntk":
-        theta = theta * cfg.rope_factor ** (d / (d - 2))
-    inv = 1.0 / theta ** (jnp.arange(0, d, 2, dtype=jnp.float32) / d)
-    if cfg.rope_scaling == "linear":
-        inv = inv / cfg.rope_factor
-    elif cfg.rope_scaling == "llama3":
-        low_freq_factor, high_freq_factor = 1.0, 4.0
-        wavelen = 2 * math.pi / inv
-        low_wl, high_wl = cfg.rope_original_seq_len / low_freq_factor, cfg.rope_original_seq_len / high_freq_factor
-        smooth = (cfg.rope_original_seq_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
-        mid = (1 - smooth) * inv / cfg.rope_factor + smooth * inv
-        inv = jnp.where(wavelen > low_wl, inv / cfg.rope_factor, jnp.where(wavelen < high_wl, inv, mid))
-    return inv
-
-
-def apply_rope(
-    x: Float[Array, "B S H dh"], positions: Int[Array, "B S"], inv_freq: Float[Array, "half"]
-) -> Float[Array, "B S H dh"]:
-    ft = at_least_f32(x.dtype)
-    angles = positions[..., None].astype(ft) * inv_freq.astype(ft)  # [B, S, dh/2]
-    cos, sin = jnp.cos(angles)[:, :, None, :], jnp.sin(angles)[:, :, None, :]  # [B, S, 1, dh/2]
-    xf = x.astype(ft)
-    x1, x2 = jnp.split(xf, 2, axis=-1)
-    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x.dtype)
-
-# %% ../../nbs/20_transformer.ipynb #fde4c401
-def attention_mask(segment_ids: Int[Array, "B S"]) -> Bool[Array, "B 1 S S"]:
-    S = segment_ids.shape[1]
-    causal = jnp.tril(jnp.ones((S, S), dtype=bool))
-    same = segment_ids[:, :, None] == segment_ids[:, None, :]  # [B, Sq, Sk]
-    return (causal[None] & same)[:, None]  # [B, 1, Sq, Sk]
-
-
-def reference_attention(
-    q: Float[Array, "B S H dh"], k: Float[Array, "B S K dh"], v: Float[Array, "B S K dh"], mask: Bool[Array, "B 1 S S"]
-) -> Float[Array, "B S H dh"]:
-    B, S, H, dh = q.shape
-    K = k.shape[2]
-    G = H // K
-    ft = at_least_f32(q.dtype)
-    q = q * jnp.asarray(1 / math.sqrt(dh), q.dtype)
-    qh = q.reshape(B, S, K, G, dh).transpose(0, 2, 3, 1, 4).reshape(B, K, G * S, dh)  # [B, K, G·Sq, dh]
-    kh, vh = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, K, Sk, dh]
-    scores = jnp.einsum("bkqd,bksd->bkqs", qh, kh, preferred_element_type=ft).reshape(B, K, G, S, S)
-    scores = jnp.where(mask[:, :, None], scores, jnp.finfo(ft).min)  # mask [B,1,1,Sq,Sk]
-    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype).reshape(B, K, G * S, S)
-    out = jnp.einsum("bkqs,bksd->bkqd", probs, vh)  # [B, K, G·Sq, dh]
-    return out.reshape(B, K, G, S, dh).transpose(0, 3, 1, 2, 4).reshape(B, S, H, dh)
-
-
-def xla_attention(q, k, v, mask):
-    "`jax.nn.dot_product_attention` with XLA's implementation (any backend)."
-    return jax.nn.dot_product_attention(q, k, v, mask=mask, implementation="xla")
-
-
-def cudnn_attention(q, k, v, mask):
-    "`jax.nn.dot_product_attention` with cuDNN's fused flash kernel: causal in the kernel, the segment mask passed along."
-    if jax.default_backend() != "gpu":
-        raise ValueError(
-            f"attention='cudnn' needs an NVIDIA GPU, but JAX runs on {jax.default_backend()}; use attention='xla' or 'reference'"
-        )
-    return jax.nn.dot_product_attention(q, k, v, mask=mask, is_causal=True, implementation="cudnn")
-
-
-ATTENTION = {"reference": reference_attention, "xla": xla_attention, "cudnn": cudnn_attention}
-
 # %% ../../nbs/20_transformer.ipynb #1bbb6efa
 class Block(eqx.Module):
     "The weights of all transformer blocks, stacked: every array has a leading `layers` axis."
@@ -277,14 +185,12 @@ class Block(eqx.Module):
     q_norm: Float[Array, "L dh"] | None
     k_norm: Float[Array, "L dh"] | None
     mlp_norm: Float[Array, "L D"]
-    w_gate: Float[Array, "L D F"]
-    w_up: Float[Array, "L D F"]
-    w_down: Float[Array, "L F D"]
-    moe: Any = None  # marin.models.moe.MoEParams (stacked) when cfg.moe is set; w_gate/w_up/w_down are then None
+    mlp: DenseMLP | None  # the dense layers' SwiGLU, stacked over them (None when every layer is MoE)
+    moe: MoEMLP | None = None  # the MoE layers' MLP, stacked over them (None for a dense model)
 
 
 class Transformer(eqx.Module):
-    "A Llama-style decoder: embed → L × (attention, SwiGLU) → RMSNorm → vocabulary logits."
+    "A Llama-style decoder: embed → L × (attention, MLP) → RMSNorm → vocabulary logits."
 
     embed: Float[Array, "V D"]
     blocks: Block
@@ -293,13 +199,22 @@ class Transformer(eqx.Module):
     cfg: LlamaConfig = eqx.field(static=True)
 
 
+def moe_layer_ids(cfg: LlamaConfig) -> tuple[int, ...]:
+    "Indices of the layers whose MLP is the MoE (none for a dense model)."
+    return tuple(cfg.moe.moe_layer_ids(cfg.n_layers)) if cfg.moe is not None else ()
+
+# %% ../../nbs/20_transformer.ipynb #26adf868
 @eqx.filter_jit
 def init(cfg: LlamaConfig, *, key: PRNGKeyArray) -> Transformer:
     "A freshly initialised model for `cfg` (float32 parameters); jitted, so the dozen random draws are one XLA call."
-    L, D, F, V = cfg.n_layers, cfg.d_model, cfg.d_ff, cfg.vocab_size
+    L, D, V = cfg.n_layers, cfg.d_model, cfg.vocab_size
     ks = jax.random.split(key, 8)
     std, out_std = cfg.init_std, cfg.init_std / math.sqrt(2 * L)
     normal = lambda k, shape, s: s * jax.random.normal(k, shape, jnp.float32)
+    moe_ids = moe_layer_ids(cfg)
+    n_dense = L - len(moe_ids)
+    mlp = jax.tree.map(lambda a: a[:n_dense], DenseMLP.init(cfg, key=ks[4:7], n_layers=L)) if n_dense else None
+    moe = MoEMLP.init(cfg, key=jax.random.fold_in(key, 2), n_layers=len(moe_ids)) if moe_ids else None
     blocks = Block(
         attn_norm=jnp.ones((L, D)),
         wq=normal(ks[0], (L, D, cfg.q_dim), std),
@@ -309,24 +224,11 @@ def init(cfg: LlamaConfig, *, key: PRNGKeyArray) -> Transformer:
         q_norm=jnp.ones((L, cfg.head_size)) if cfg.qk_norm else None,
         k_norm=jnp.ones((L, cfg.head_size)) if cfg.qk_norm else None,
         mlp_norm=jnp.ones((L, D)),
-        w_gate=normal(ks[4], (L, D, F), std),
-        w_up=normal(ks[5], (L, D, F), std),
-        w_down=normal(ks[6], (L, F, D), out_std),
+        mlp=mlp,
+        moe=moe,
     )
     embed = normal(ks[7], (V, D), std)
     lm_head = None if cfg.tie_embeddings else normal(jax.random.fold_in(key, 1), (D, V), std)
-    if cfg.moe is not None:  # MoE MLPs replace the dense SwiGLU
-        from marin.models.moe import init_moe
-
-        moe_ids = cfg.moe.moe_layer_ids(L)  # dense MLP weights only for the other layers
-        nd = L - len(moe_ids)
-        blocks = dataclasses.replace(
-            blocks,
-            w_gate=blocks.w_gate[:nd] if nd else None,
-            w_up=blocks.w_up[:nd] if nd else None,
-            w_down=blocks.w_down[:nd] if nd else None,
-            moe=init_moe(cfg, key=jax.random.fold_in(key, 2), n_layers=len(moe_ids)),
-        )
     return Transformer(embed=embed, blocks=blocks, final_norm=jnp.ones((D,)), lm_head=lm_head, cfg=cfg)
 
 
@@ -334,10 +236,8 @@ def count_params(model: Transformer) -> int:
     return sum(x.size for x in jax.tree.leaves(eqx.filter(model, eqx.is_array)))
 
 # %% ../../nbs/20_transformer.ipynb #37dffbbc
-PARAM_AXES: dict[str, tuple[str | None, ...]] = {
-    "embed": ("vocab", "embed"),
-    "final_norm": ("norm",),
-    "lm_head": ("embed", "vocab"),
+EMBEDDING_AXES = {"embed": ("vocab", "embed"), "final_norm": ("norm",), "lm_head": ("embed", "vocab")}
+ATTENTION_AXES = {
     "attn_norm": ("layers", "norm"),
     "mlp_norm": ("layers", "norm"),
     "q_norm": ("layers", "head_dim"),
@@ -346,30 +246,10 @@ PARAM_AXES: dict[str, tuple[str | None, ...]] = {
     "wk": ("layers", "embed", "kv_heads"),
     "wv": ("layers", "embed", "kv_heads"),
     "wo": ("layers", "heads", "embed"),
-    "w_gate": ("layers", "embed", "mlp"),
-    "w_up": ("layers", "embed", "mlp"),
-    "w_down": ("layers", "mlp", "embed"),
-    # MoE (marin.models.moe.MoEParams)
-    "router": ("layers", "embed", None),
-    "router_bias": ("layers", None),
-    "expert_gate": ("layers", "expert", "embed", "mlp"),
-    "expert_up": ("layers", "expert", "embed", "mlp"),
-    "expert_down": ("layers", "expert", "mlp", "embed"),
-    "shared_gate": ("layers", "embed", "mlp"),
-    "shared_up": ("layers", "embed", "mlp"),
-    "shared_down": ("layers", "mlp", "embed"),
 }
-
-
-def param_name(path) -> str:
-    "The attribute name of a leaf inside a model (last attribute of its key path)."
-    names = [p.name for p in path if isinstance(p, jax.tree_util.GetAttrKey)]
-    return names[-1] if names else ""
-
-
-def is_param(x) -> bool:
-    "An array leaf of a model, concrete or abstract (`jax.ShapeDtypeStruct` from `eqx.filter_eval_shape`)."
-    return isinstance(x, (jax.Array, jax.ShapeDtypeStruct)) or eqx.is_array(x)
+_AXIS_TABLES = (EMBEDDING_AXES, ATTENTION_AXES, DenseMLP.AXES, MoEMLP.AXES)
+assert sum(map(len, _AXIS_TABLES)) == len(set().union(*_AXIS_TABLES)), "a parameter name in two axis tables"
+PARAM_AXES: dict[str, tuple[str | None, ...]] = {k: v for t in _AXIS_TABLES for k, v in t.items()}
 
 
 def param_axes(model: Transformer):
@@ -383,7 +263,20 @@ def param_axes(model: Transformer):
 
     return jax.tree_util.tree_map_with_path(axes, params)
 
-# %% ../../nbs/20_transformer.ipynb #86cc6324
+
+LEGACY_STATE_KEYS = ((r"\.blocks\.(w_gate|w_up|w_down)\b", r".blocks.mlp.\1"),)  # before the MLP was a module
+
+
+def upgrade_state_keys(arrays: dict) -> dict:
+    "Checkpoint arrays keyed by an older parameter layout (`LEGACY_STATE_KEYS`), re-keyed to today's."
+    out = {}
+    for k, v in arrays.items():
+        for old, new in LEGACY_STATE_KEYS:
+            k = re.sub(old, new, k)
+        out[k] = v
+    return out
+
+# %% ../../nbs/20_transformer.ipynb #44698a55
 REMAT_POLICIES = ("none", "block", "dots")
 
 
@@ -398,19 +291,17 @@ def _remat_policy(name: str):
     return pol
 
 
-def _cast(tree, dtype):
-    return jax.tree.map(lambda x: x.astype(dtype) if eqx.is_inexact_array(x) else x, tree)
-
-
-def block_forward(
-    cfg: LlamaConfig, p: Block, x: Float[Array, "B S D"], mask, positions, inv_freq
-) -> Float[Array, "B S D"]:
-    "One transformer block; `p` holds one layer's weights (no leading axis)."
-    return block_forward_with_stats(cfg, p, x, mask, positions, inv_freq)[0]
+def mlp_forward(cfg: LlamaConfig, p: Block, h: Float[Array, "B S D"], sharding: ActivationSharding):
+    "One layer's MLP: its MoE (expert-parallel when `sharding.expert_axis` is set), else its dense SwiGLU."
+    if p.moe is None:
+        return p.mlp(cfg, h, sharding)
+    if sharding.expert_axis is not None:
+        return moe_mlp_expert_parallel(cfg, p.moe, h, sharding.mesh, sharding.expert_axis)
+    return p.moe(cfg, h, sharding)
 
 
 def block_forward_with_stats(
-    cfg: LlamaConfig, p: Block, x, mask, positions, inv_freq
+    cfg: LlamaConfig, p: Block, x, mask, positions, inv_freq, sharding: ActivationSharding = NO_SHARDING
 ) -> tuple[Float[Array, "B S D"], dict]:
     "One block and its MLP's statistics (`{}` for a dense MLP; the MoE's routing stats otherwise)."
     B, S, D = x.shape
@@ -421,21 +312,58 @@ def block_forward_with_stats(
     if cfg.qk_norm:
         q, k = rms_norm(q, p.q_norm, cfg.norm_eps), rms_norm(k, p.k_norm, cfg.norm_eps)
     q, k = apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq)
-    q = shard_activation(q, ("batch", "seq", "act_heads", None))
+    q = sharding(q, ("batch", "seq", "act_heads", None))
     a = ATTENTION[cfg.attention](q, k, v, mask).reshape(B, S, cfg.q_dim)
-    x = x + shard_activation(dense(a, p.wo), ("batch", "seq", "act_embed"))
-    h = rms_norm(x, p.mlp_norm, cfg.norm_eps)
-    if p.moe is not None:
-        from marin.models.moe import moe_mlp
-
-        y, stats = moe_mlp(cfg, p.moe, h)
-        return x + shard_activation(y, ("batch", "seq", "act_embed")), stats
-    g = dense(h, p.w_gate)
-    u = dense(h, p.w_up)
-    f = shard_activation(jax.nn.silu(g) * u, ("batch", "seq", "act_mlp"))
-    return x + shard_activation(dense(f, p.w_down), ("batch", "seq", "act_embed")), {}
+    x = x + sharding(dense(a, p.wo), ("batch", "seq", "act_embed"))
+    y, stats = mlp_forward(cfg, p, rms_norm(x, p.mlp_norm, cfg.norm_eps), sharding)
+    return x + sharding(y, ("batch", "seq", "act_embed")), stats
 
 
+def block_forward(cfg: LlamaConfig, p: Block, x, mask, positions, inv_freq, sharding=NO_SHARDING):
+    "One transformer block; `p` holds one layer's weights (no leading axis)."
+    return block_forward_with_stats(cfg, p, x, mask, positions, inv_freq, sharding)[0]
+
+# %% ../../nbs/20_transformer.ipynb #5f233bde
+def layer_params(cfg: LlamaConfig, blocks: Block, i: int) -> Block:
+    "Layer `i`'s weights (no leading axis): its attention and norms, and its own MLP module."
+    ids = moe_layer_ids(cfg)
+    one = jax.tree.map(lambda v: v[i], dataclasses.replace(blocks, mlp=None, moe=None))
+    if i in ids:
+        return dataclasses.replace(one, moe=jax.tree.map(lambda v: v[ids.index(i)], blocks.moe))
+    j = i - sum(l < i for l in ids)  # index among the dense layers
+    return dataclasses.replace(one, mlp=jax.tree.map(lambda v: v[j], blocks.mlp))
+
+
+def scan_blocks(cfg: LlamaConfig, blocks: Block, body: Callable, x):
+    "`body(x, p) -> (x, stats)` over a stack whose MoE MLPs are in only some layers; `(x, MoE layers' stats)`."
+    m: MoEConfig = cfg.moe
+    L, f, e = cfg.n_layers, m.first_dense_layers, m.every
+    G = len(moe_layer_ids(cfg))
+    tail = L - f - G * e
+    per_layer = dataclasses.replace(blocks, mlp=None, moe=None)  # [L, ...] arrays
+    sl = lambda t, a, b: jax.tree.map(lambda v: v[a:b], t)
+    as_dense = lambda pl, d: dataclasses.replace(pl, mlp=d)
+
+    def dense_scan(x, pl, d, n):
+        if n == 0:
+            return x
+        return jax.lax.scan(lambda x, pd: (body(x, as_dense(*pd))[0], None), x, (pl, d))[0]
+
+    x = dense_scan(x, sl(per_layer, 0, f), sl(blocks.mlp, 0, f), f)
+    grouped = jax.tree.map(lambda v: v.reshape(G, e, *v.shape[1:]), sl(per_layer, f, f + G * e))
+    gdense = jax.tree.map(lambda v: v.reshape(G, e - 1, *v.shape[1:]), sl(blocks.mlp, f, f + G * (e - 1)))
+
+    def group(x, g):
+        pl, d, moe = g
+        for i in range(e - 1):
+            x, _ = body(x, as_dense(jax.tree.map(lambda v: v[i], pl), jax.tree.map(lambda v: v[i], d)))
+        return body(x, dataclasses.replace(jax.tree.map(lambda v: v[e - 1], pl), moe=moe))
+
+    x, stats = jax.lax.scan(group, x, (grouped, gdense, blocks.moe))
+    start = f + G * (e - 1)
+    return dense_scan(x, sl(per_layer, L - tail, L), sl(blocks.mlp, start, start + tail), tail), stats
+
+# %% ../../nbs/20_transformer.ipynb #51a0b8e7
 def forward(
     model: Transformer,
     tokens: Int[Array, "B S"],
@@ -444,63 +372,68 @@ def forward(
     compute_dtype=jnp.float32,
     remat: str = "none",
     return_stats: bool = False,
+    sharding: ActivationSharding | None = None,
 ) -> Float[Array, "B S V"]:
     """Logits (float32) for `tokens`; attention stays within equal `segment_ids` (default: one segment per row).
-    With `return_stats`, `(logits, per-layer MLP stats stacked over layers)` (the MoE's routing statistics)."""
+    With `return_stats`, `(logits, per-layer MLP stats stacked over layers)` (the MoE's routing statistics).
+    `sharding` lays out the activations (and turns on expert parallelism); the default leaves them to XLA."""
     cfg = model.cfg
+    sharding = NO_SHARDING if sharding is None else sharding
     B, S = tokens.shape
     if S > cfg.seq_len:
         raise ValueError(f"sequence length {S} exceeds the model's seq_len={cfg.seq_len}")
     if segment_ids is None:
         segment_ids = jnp.ones_like(tokens)
-    m = _cast(model, jnp.dtype(compute_dtype))
+    m = cast_floats(model, jnp.dtype(compute_dtype))
     if model.blocks.moe is not None:  # the router stays float32
-        m = eqx.tree_at(
-            lambda t: (t.blocks.moe.router, t.blocks.moe.router_bias),
-            m,
-            (model.blocks.moe.router, model.blocks.moe.router_bias),
-        )
-    x = shard_activation(m.embed[tokens], ("batch", "seq", "act_embed"))  # [B, S, D]
+        keep = (model.blocks.moe.router, model.blocks.moe.router_bias)
+        m = eqx.tree_at(lambda t: (t.blocks.moe.router, t.blocks.moe.router_bias), m, keep)
+    x = sharding(m.embed[tokens], ("batch", "seq", "act_embed"))  # [B, S, D]
     mask = attention_mask(segment_ids)
     positions = jnp.broadcast_to(jnp.arange(S)[None], (B, S))
     inv_freq = rope_frequencies(cfg)
-    body = lambda x, p: block_forward_with_stats(cfg, p, x, mask, positions, inv_freq)
+    body = lambda x, p: block_forward_with_stats(cfg, p, x, mask, positions, inv_freq, sharding)
     if remat != "none":
         body = jax.checkpoint(body, policy=_remat_policy(remat), prevent_cse=False)
     mixed = cfg.moe is not None and not cfg.moe.all_layers_moe(cfg.n_layers)  # MoE in only some layers
     if cfg.unroll_layers:  # a Python loop: straight-line HLO
-        from marin.models.moe import layer_params
-
         per_layer = []
         for i in range(cfg.n_layers):
-            x, st = body(x, layer_params(cfg, m.blocks, i) if mixed else jax.tree.map(lambda a: a[i], m.blocks))
+            x, st = body(x, layer_params(cfg, m.blocks, i))
             if st or not mixed:
                 per_layer.append(st)
         stats = jax.tree.map(lambda *s: jnp.stack(s), *per_layer)
-    elif mixed:  # scan over groups of layers
-        from marin.models.moe import scan_blocks
-
-        x, stats = scan_blocks(cfg, m.blocks, body, x)
     else:
-        x, stats = jax.lax.scan(body, x, m.blocks)
+        x, stats = scan_blocks(cfg, m.blocks, body, x) if mixed else jax.lax.scan(body, x, m.blocks)
     x = rms_norm(x, m.final_norm, cfg.norm_eps)
     head = m.embed.T if cfg.tie_embeddings else m.lm_head  # [D, V]
-    logits = dense(x, head, out_dtype=at_least_f32(x.dtype))
-    logits = shard_activation(logits, ("batch", "seq", "act_vocab"))
+    logits = sharding(dense(x, head, out_dtype=at_least_f32(x.dtype)), ("batch", "seq", "act_vocab"))
     return (logits, stats) if return_stats else logits
 
 
 Transformer.__call__ = forward
 
-
+# %% ../../nbs/20_transformer.ipynb #334e2cbd
 def next_token_loss(
-    model: Transformer, batch: dict, *, compute_dtype=jnp.float32, remat: str = "none", z_loss_weight: float = 0.0
+    model: Transformer,
+    batch: dict,
+    *,
+    compute_dtype=jnp.float32,
+    remat: str = "none",
+    z_loss_weight: float = 0.0,
+    sharding: ActivationSharding | None = None,
 ) -> tuple[Float[Array, ""], dict]:
     """Mean cross-entropy of predicting `tokens[:, i+1]` at position `i`, where `loss_mask[:, i]` is 1, plus
     `z_loss_weight * logsumexp(logits)^2` (PaLM's z-loss, which keeps the softmax normaliser near 1)."""
     tokens = batch["tokens"]
     logits, stats = forward(
-        model, tokens, batch.get("segment_ids"), compute_dtype=compute_dtype, remat=remat, return_stats=True
+        model,
+        tokens,
+        batch.get("segment_ids"),
+        compute_dtype=compute_dtype,
+        remat=remat,
+        return_stats=True,
+        sharding=sharding,
     )  # [B, S, V]
     mask = batch["loss_mask"].astype(logits.dtype)
     targets = jnp.roll(tokens, -1, axis=1)
@@ -512,8 +445,6 @@ def next_token_loss(
     z = (jnp.square(lse) * mask).sum() / n
     loss, aux = ce + z_loss_weight * z, {"ce": ce, "z_loss": z, "n_tokens": mask.sum()}
     if stats:  # MoE: router losses and moe/ metrics
-        from marin.models.moe import moe_loss_and_metrics
-
         extra, metrics = moe_loss_and_metrics(model.cfg.moe, stats, model.cfg.n_layers)
         loss = loss + extra
         aux.update(metrics)
@@ -522,11 +453,10 @@ def next_token_loss(
 
 def post_step_update(params, aux: dict):
     "State changed outside the optimizer after a training step (the MoE router bias); the identity for dense models."
-    if "moe_bias_next" not in aux:
+    if "moe_bias_next" not in aux or getattr(params.blocks, "moe", None) is None:
         return params
-    from marin.models.moe import post_step_update as moe_update
-
-    return moe_update(params, aux)
+    new = aux["moe_bias_next"].astype(params.blocks.moe.router_bias.dtype)
+    return eqx.tree_at(lambda p: p.blocks.moe.router_bias, params, new)
 
 # %% ../../nbs/20_transformer.ipynb #ad18ab9d
 def directional_grad_check(
@@ -535,7 +465,7 @@ def directional_grad_check(
     "(autodiff, finite-difference) directional derivatives of the loss of a fresh model, in float64."
     with jax.enable_x64(True):
         k1, k2, k3 = jax.random.split(jax.random.PRNGKey(seed), 3)
-        model = _cast(init(cfg, key=k1), jnp.float64)
+        model = cast_floats(init(cfg, key=k1), jnp.float64)
         params, static = eqx.partition(model, eqx.is_array)
         toks = jax.random.randint(k2, (2, cfg.seq_len), 0, cfg.vocab_size)
         seg = jnp.concatenate(

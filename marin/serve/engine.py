@@ -11,7 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from ..core.config import Config, check
-from ..models.transformer import apply_rope, rms_norm, rope_frequencies
+from ..models.layers import apply_rope, rms_norm, rope_frequencies
+from ..models.moe import moe_mlp
+from ..models.transformer import layer_params
 from .quantize import dequantize_tree, qmatmul
 
 # %% auto #0
@@ -56,11 +58,10 @@ def _mlp_and_out(cfg, p, x, a):
     x = x + qmatmul(a, p.wo)
     h = rms_norm(x, p.mlp_norm, cfg.norm_eps)
     if getattr(p, "moe", None) is not None:  # an MoE layer (a Mixtral checkpoint)
-        from marin.models.moe import moe_mlp
-
         y, _ = moe_mlp(serving_moe_config(cfg), dequantize_tree(p.moe, h.dtype), h)
         return x + y.astype(x.dtype)
-    return x + qmatmul(jax.nn.silu(qmatmul(h, p.w_gate)) * qmatmul(h, p.w_up), p.w_down)
+    mlp = p.mlp
+    return x + qmatmul(jax.nn.silu(qmatmul(h, mlp.w_gate)) * qmatmul(h, mlp.w_up), mlp.w_down)
 
 
 def _logits(model, x):
@@ -82,19 +83,6 @@ def _partial_moe(cfg) -> bool:
     return m is not None and hasattr(m, "all_layers_moe") and not m.all_layers_moe(cfg.n_layers)
 
 
-def _layer_weights(cfg, blocks, i: int):
-    "Layer `i`'s weights when MoE MLPs are in only some layers (dense MLP weights stacked over the dense layers only)."
-    ids = cfg.moe.moe_layer_ids(cfg.n_layers)
-    take = lambda t, j: jax.tree.map(lambda v: v[j], t)  # works on quantized weights too
-    one = take(dataclasses.replace(blocks, w_gate=None, w_up=None, w_down=None, moe=None), i)
-    if i in ids:
-        return dataclasses.replace(one, moe=take(blocks.moe, ids.index(i)))
-    j = i - sum(l < i for l in ids)  # index among the dense layers
-    return dataclasses.replace(
-        one, w_gate=take(blocks.w_gate, j), w_up=take(blocks.w_up, j), w_down=take(blocks.w_down, j)
-    )
-
-
 def _run_layers(m, body, x, cache_k, cache_v):
     "`body(x, (layer weights, k cache, v cache))` over the layers: one scan, or a loop when the layers differ."
     cfg = m.cfg
@@ -103,7 +91,7 @@ def _run_layers(m, body, x, cache_k, cache_v):
         return x, cache_k, cache_v
     ks, vs = [], []
     for i in range(cfg.n_layers):
-        x, (k, v) = body(x, (_layer_weights(cfg, m.blocks, i), cache_k[i], cache_v[i]))
+        x, (k, v) = body(x, (layer_params(cfg, m.blocks, i), cache_k[i], cache_v[i]))  # slices quantized weights too
         ks.append(k)
         vs.append(v)
     return x, jnp.stack(ks), jnp.stack(vs)

@@ -13,9 +13,9 @@ from ..core.executor import Step
 
 # %% auto #0
 __all__ = ['BLOCK_TENSORS', 'MLP_TENSORS', 'LAYER_TENSORS', 'QK_NORM_TENSORS', 'EXPORT_DTYPES', 'MIXTRAL_FUSED_NAMES',
-           'ARCHITECTURES', 'safetensors_bytes', 'parse_safetensors', 'read_safetensors', 'dense_hf_tensors',
-           'dense_from_hf_tensors', 'dense_hf_shapes', 'dense_hf_config', 'dense_config_from_hf', 'mixtral_refusal',
-           'mixtral_unfused', 'mixtral_hf_tensors', 'mixtral_from_hf_tensors', 'mixtral_hf_config',
+           'ARCHITECTURES', 'safetensors_bytes', 'parse_safetensors', 'read_safetensors', 'block_tensor',
+           'dense_hf_tensors', 'dense_from_hf_tensors', 'dense_hf_shapes', 'dense_hf_config', 'dense_config_from_hf',
+           'mixtral_refusal', 'mixtral_unfused', 'mixtral_hf_tensors', 'mixtral_from_hf_tensors', 'mixtral_hf_config',
            'mixtral_config_from_hf', 'mixtral_hf_shapes', 'HFArchitecture', 'register_architecture', 'architecture_for',
            'char_level_tokenizer_json', 'tokenizer_json_of', 'tokenizer_config', 'training_provenance', 'model_card',
            'export_hf', 'read_hf_tensors', 'read_hf_config', 'import_hf', 'export_checkpoint', 'ExportConfig',
@@ -112,6 +112,11 @@ def _host_fn(dtype: str) -> Callable:
     return lambda x: np.asarray(x, dtype=np.float32).astype(dt)
 
 
+def block_tensor(blocks, field: str):
+    "A stacked per-layer tensor of a model's `Block` by name: the dense MLP's weights live in `blocks.mlp`."
+    return getattr(blocks.mlp, field) if field in MLP_TENSORS else getattr(blocks, field)
+
+
 def _shared_hf_tensors(model, table: dict, host: Callable) -> dict[str, np.ndarray]:
     "Embeddings, final norm, output projection and the per-layer tensors of `table`."
     cfg = model.cfg
@@ -119,7 +124,7 @@ def _shared_hf_tensors(model, table: dict, host: Callable) -> dict[str, np.ndarr
     if not cfg.tie_embeddings:
         out["lm_head.weight"] = host(model.lm_head).T
     for field, (hf, transpose) in dict(table, **(QK_NORM_TENSORS if cfg.qk_norm else {})).items():
-        stacked = host(getattr(model.blocks, field))  # [L, ...]
+        stacked = host(block_tensor(model.blocks, field))  # [L, ...]
         for i in range(cfg.n_layers):
             out[f"model.layers.{i}.{hf}"] = stacked[i].T if transpose else stacked[i]
     return out
@@ -143,6 +148,7 @@ def _getter(tensors: dict[str, np.ndarray], what: str) -> Callable:
 def _assemble(tensors: dict[str, np.ndarray], cfg, table: dict, mlp: dict, what: str):
     "A marin `Transformer` (float32) from HF tensors: the tensors of `table` (per layer) plus the given MLP fields."
     import jax.numpy as jnp
+    from marin.models.layers import DenseMLP
     from marin.models.transformer import Block, Transformer
 
     get = _getter(tensors, what)
@@ -150,7 +156,8 @@ def _assemble(tensors: dict[str, np.ndarray], cfg, table: dict, mlp: dict, what:
     for field, (hf, transpose) in dict(table, **(QK_NORM_TENSORS if cfg.qk_norm else {})).items():
         mats = [get(f"model.layers.{i}.{hf}") for i in range(cfg.n_layers)]
         fields[field] = jnp.asarray(np.stack([m.T if transpose else m for m in mats]))
-    fields.update(mlp)
+    dense_mlp = {k: fields.pop(k) for k in MLP_TENSORS if k in fields}
+    fields.update(mlp=DenseMLP(**dense_mlp) if dense_mlp else None, **mlp)
     embed = jnp.asarray(get("model.embed_tokens.weight"))
     lm_head = None if cfg.tie_embeddings else jnp.asarray(get("lm_head.weight").T)
     model = Transformer(
@@ -174,9 +181,9 @@ def dense_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
     "A marin `Transformer` (float32) from HF-named tensors."
     model = _assemble(tensors, cfg, LAYER_TENSORS, {}, f"{cfg.n_layers}-layer Llama-family")
     want = (cfg.n_layers, cfg.d_model, cfg.d_ff)
-    if tuple(model.blocks.w_gate.shape) != want:
+    if tuple(model.blocks.mlp.w_gate.shape) != want:
         raise ValueError(
-            f"tensor w_gate: shape {tuple(model.blocks.w_gate.shape)} does not match config.json ({want}); the config and weights disagree"
+            f"tensor w_gate: shape {tuple(model.blocks.mlp.w_gate.shape)} does not match config.json ({want}); the config and weights disagree"
         )
     return model
 
@@ -287,7 +294,7 @@ def dense_config_from_hf(d: dict):
     from marin.models.transformer import LlamaConfig
 
     if "marin_config" in d:
-        from marin.train.trainer import model_config_from_dict
+        from marin.models.io import model_config_from_dict
 
         return model_config_from_dict(d["marin_config"])
     arch = (d.get("architectures") or ["LlamaForCausalLM"])[0]
@@ -364,7 +371,7 @@ def mixtral_refusal(cfg, router_bias=None) -> str:
 def _check_mixtral(model):
     moe = model.blocks.moe
     why = mixtral_refusal(model.cfg, None if moe is None else moe.router_bias)
-    if not why and any(getattr(model.blocks, f, None) is not None for f in MLP_TENSORS):
+    if not why and model.blocks.mlp is not None:
         why = "MoE in only some layers (the model has dense MLP weights as well); Mixtral has an MoE MLP in every layer"
     if why:
         raise ValueError(f"cannot export as MixtralForCausalLM: {why}")
@@ -456,7 +463,7 @@ def mixtral_hf_tensors(model, dtype: str = "float32") -> dict[str, np.ndarray]:
 def mixtral_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
     "A marin MoE `Transformer` (float32, zero router bias) from Mixtral-named tensors, per expert or fused (`mixtral_unfused`)."
     import jax.numpy as jnp
-    from marin.models.moe import MoEParams
+    from marin.models.moe import MoEMLP
 
     tensors = mixtral_unfused(tensors, cfg)
     names, L, E = _mixtral_names(), cfg.n_layers, cfg.moe.n_experts
@@ -473,7 +480,7 @@ def mixtral_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
             raise ValueError(
                 f"tensor {k}: shape {a.shape} does not match config.json ({want[k]}); the config and weights disagree"
             )
-    moe = MoEParams(
+    moe = MoEMLP(
         router=jnp.asarray(router),
         router_bias=jnp.zeros((L, E), jnp.float32),
         **{k: jnp.asarray(v) for k, v in experts.items()},
@@ -482,7 +489,7 @@ def mixtral_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
         tensors,
         cfg,
         BLOCK_TENSORS,
-        dict(w_gate=None, w_up=None, w_down=None, moe=moe),
+        dict(moe=moe),
         f"{L}-layer, {E}-expert Mixtral",
     )
 
@@ -523,7 +530,7 @@ def mixtral_hf_config(
 def mixtral_config_from_hf(d: dict):
     "A marin `LlamaConfig` with `moe` from a Mixtral `config.json` (exact when the file was written by marin)."
     if "marin_config" in d:
-        from marin.train.trainer import model_config_from_dict
+        from marin.models.io import model_config_from_dict
 
         return model_config_from_dict(d["marin_config"])
     from marin.models.moe import MoEConfig
@@ -716,7 +723,8 @@ def _mixture_info(data: dict) -> list[dict]:
 
 def training_provenance(train_output: str, step: int | None = None, meta: dict | None = None) -> dict:
     "What the model card says about how a checkpoint was trained (only what is known)."
-    from marin.train.trainer import from_canonical, model_config_from_dict
+    from marin.core.config import from_canonical
+    from marin.models.io import model_config_from_dict
 
     tc = from_canonical(storage.read_json(storage.join(train_output, "train_config.json"), {}) or {})
     p: dict[str, Any] = {"train_output": train_output}
@@ -985,7 +993,7 @@ def export_checkpoint(
     name: str = "",
 ) -> dict:
     "Export a training output directory's checkpoint to the HF layout."
-    from marin.train.trainer import load_model
+    from marin.models.io import load_model
 
     model, meta = load_model(train_output, step)
     if isinstance(tokenizer, str) and tokenizer:

@@ -11,12 +11,13 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 # %% auto #0
-__all__ = ['QUANT_MODES', 'BLOCK_MATMULS', 'EXPERT_MATMULS', 'Int8Weight', 'Int4Weight', 'quantize_int8', 'quantize_int4',
-           'qmatmul', 'quantize_model', 'dequantize_tree', 'weight_bytes']
+__all__ = ['QUANT_MODES', 'BLOCK_MATMULS', 'MLP_MATMULS', 'EXPERT_MATMULS', 'Int8Weight', 'Int4Weight', 'quantize_int8',
+           'quantize_int4', 'qmatmul', 'quantize_model', 'dequantize_tree', 'weight_bytes']
 
 # %% ../../nbs/62_quantize.ipynb #8c4dd082
 QUANT_MODES = ("none", "int8", "int4")
-BLOCK_MATMULS = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")
+BLOCK_MATMULS = ("wq", "wk", "wv", "wo")  # attention (`blocks`)
+MLP_MATMULS = ("w_gate", "w_up", "w_down")  # the dense MLP (`blocks.mlp`)
 EXPERT_MATMULS = (
     "expert_gate",
     "expert_up",
@@ -97,6 +98,14 @@ def qmatmul(x: Float[Array, "... I"], w) -> Float[Array, "... O"]:
     return jnp.einsum("...i,io->...o", x, w.astype(x.dtype))
 
 # %% ../../nbs/62_quantize.ipynb #808e5f6b
+def _quantize_fields(module, names: tuple, q):
+    "`module` with each of its weights in `names` (those present) replaced by `q(weight)`."
+    for name in names:
+        if getattr(module, name, None) is not None:
+            module = eqx.tree_at(lambda b: getattr(b, name), module, q(getattr(module, name)))
+    return module
+
+
 def quantize_model(model, mode: str = "int8", *, group_size: int = 128, include_head: bool = False):
     "`model` with its block matmul weights (and optionally the vocabulary projection) quantized."
     if mode not in QUANT_MODES:
@@ -104,16 +113,10 @@ def quantize_model(model, mode: str = "int8", *, group_size: int = 128, include_
     if mode == "none":
         return model
     q = quantize_int8 if mode == "int8" else (lambda w: quantize_int4(w, group_size))
-    blocks = model.blocks
-    for name in BLOCK_MATMULS:
-        if getattr(blocks, name) is not None:
-            blocks = eqx.tree_at(lambda b: getattr(b, name), blocks, q(getattr(blocks, name)))
-    if getattr(blocks, "moe", None) is not None:  # MoE: every expert matrix, not the router
-        moe = blocks.moe
-        for name in EXPERT_MATMULS:
-            if getattr(moe, name, None) is not None:
-                moe = eqx.tree_at(lambda b: getattr(b, name), moe, q(getattr(moe, name)))
-        blocks = eqx.tree_at(lambda b: b.moe, blocks, moe)
+    blocks = _quantize_fields(model.blocks, BLOCK_MATMULS, q)
+    for part, names in (("mlp", MLP_MATMULS), ("moe", EXPERT_MATMULS)):  # MoE: every expert matrix, not the router
+        if getattr(blocks, part, None) is not None:
+            blocks = eqx.tree_at(lambda b: getattr(b, part), blocks, _quantize_fields(getattr(blocks, part), names, q))
     model = eqx.tree_at(lambda m: m.blocks, model, blocks)
     if include_head:
         head = model.embed.T if model.cfg.tie_embeddings else model.lm_head

@@ -78,7 +78,7 @@ class ServedModel:
                 if k in ("bos_token", "eos_token")
             }
         elif storage.exists(storage.join(path, "checkpoints")):
-            from marin.train.trainer import load_model
+            from marin.models.io import load_model
             from marin.serve.hf import char_level_tokenizer_json
 
             model, _ = load_model(path)

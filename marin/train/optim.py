@@ -76,7 +76,8 @@ def lr_schedule(cfg: OptimizerConfig, total_steps: int) -> Callable[[Any], Any]:
 
 def decay_mask(params, cfg: OptimizerConfig):
     "True for the parameters that get weight decay: matrices (and embeddings if `decay_embeddings`), never norms."
-    from marin.models.transformer import PARAM_AXES, param_name
+    from marin.models.layers import param_name
+    from marin.models.transformer import PARAM_AXES
 
     def decays(path, leaf):
         axes = PARAM_AXES.get(param_name(path))

@@ -11,10 +11,12 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from ..core.config import Config, check
+from ..models.layers import ActivationSharding, is_param, param_name
+from ..models.transformer import param_axes
 
 # %% auto #0
 __all__ = ['MESH_AXES', 'DEFAULT_RULES', 'MeshConfig', 'initialize_distributed', 'make_mesh', 'logical_to_spec',
-           'param_shardings', 'activation_constraint', 'batch_sharding', 'explain_sharding']
+           'param_shardings', 'activation_sharding_for', 'batch_sharding', 'explain_sharding']
 
 # %% ../../nbs/31_sharding.ipynb #d9f799ab
 MESH_AXES = ("data", "expert", "fsdp", "tensor")
@@ -127,8 +129,6 @@ def logical_to_spec(axes: tuple, shape: tuple[int, ...], mesh: Mesh, rules=DEFAU
 
 def param_shardings(model, mesh: Mesh, rules=DEFAULT_RULES):
     "NamedShardings for the model's arrays (a pytree like `eqx.filter(model, eqx.is_array)`)."
-    from marin.models.transformer import param_axes, is_param
-
     params = eqx.filter(model, is_param)
     return jax.tree.map(
         lambda ax, x: NamedSharding(mesh, logical_to_spec(ax, x.shape, mesh, rules)),
@@ -138,14 +138,15 @@ def param_shardings(model, mesh: Mesh, rules=DEFAULT_RULES):
     )
 
 
-def activation_constraint(mesh: Mesh, rules=DEFAULT_RULES):
-    "The function `marin.models.transformer.activation_sharding` expects: constrains `x` to its logical axes."
+def activation_sharding_for(mesh: Mesh, rules=DEFAULT_RULES) -> ActivationSharding:
+    """The `ActivationSharding` the trainer passes to the model: each activation constrained to its logical axes
+    on `mesh`, and expert parallelism over the `expert` axis when that axis is larger than 1."""
 
-    def fn(x, axes):
+    def constrain(x, axes):
         return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, logical_to_spec(axes, x.shape, mesh, rules)))
 
-    fn.mesh = mesh  # the MoE layers look here for an `expert` axis (expert parallelism)
-    return fn
+    expert = "expert" if "expert" in mesh.axis_names and mesh.shape["expert"] > 1 else None
+    return ActivationSharding(constrain=constrain, mesh=mesh, expert_axis=expert)
 
 
 def batch_sharding(mesh: Mesh, shape: tuple[int, ...], rules=DEFAULT_RULES) -> NamedSharding:
@@ -156,8 +157,6 @@ def batch_sharding(mesh: Mesh, shape: tuple[int, ...], rules=DEFAULT_RULES) -> N
 
 def explain_sharding(model, mesh: Mesh, rules=DEFAULT_RULES) -> str:
     "One line per parameter: shape, logical axes, partition spec."
-    from marin.models.transformer import param_axes, param_name
-
     lines = []
     shard = param_shardings(model, mesh, rules)
     for (path, x), s, ax in zip(

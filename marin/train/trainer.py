@@ -23,7 +23,6 @@ from marin.models.transformer import (
     LlamaConfig,
     init,
     next_token_loss,
-    activation_sharding,
     REMAT_POLICIES,
     post_step_update,
 )
@@ -32,7 +31,7 @@ from marin.train.sharding import (
     MeshConfig,
     make_mesh,
     param_shardings,
-    activation_constraint,
+    activation_sharding_for,
     batch_sharding,
     initialize_distributed,
 )
@@ -280,13 +279,12 @@ def make_loss_fn(cfg: TrainConfig, mesh) -> Callable:
     "`(params, microbatch, total targets) -> (loss, aux)`, both weighted by the microbatch's share of the targets."
     _, static = abstract_model(cfg.model)
     dtype = jnp.dtype(cfg.compute_dtype)
-    constrain = activation_constraint(mesh, cfg.mesh.rules)
+    sharding = activation_sharding_for(mesh, cfg.mesh.rules)
 
     def loss_fn(params, mb, total_tokens):
-        with activation_sharding(constrain):
-            loss, aux = next_token_loss(
-                eqx.combine(params, static), mb, compute_dtype=dtype, remat=cfg.remat, z_loss_weight=cfg.z_loss
-            )
+        model = eqx.combine(params, static)
+        kw = dict(compute_dtype=dtype, remat=cfg.remat, z_loss_weight=cfg.z_loss, sharding=sharding)
+        loss, aux = next_token_loss(model, mb, **kw)
         w = aux["n_tokens"] / total_tokens  # this microbatch's share of the targets
         return loss * w, {k: v * w for k, v in aux.items() if k != "n_tokens"}
 
@@ -350,11 +348,10 @@ def make_train_step(cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState
 def make_eval_step(cfg: TrainConfig, mesh) -> Callable:
     "Jitted `(params, batch) -> (sum of target losses, number of targets)`."
     _, static = abstract_model(cfg.model)
-    dtype, constrain = jnp.dtype(cfg.compute_dtype), activation_constraint(mesh, cfg.mesh.rules)
+    dtype, sharding = jnp.dtype(cfg.compute_dtype), activation_sharding_for(mesh, cfg.mesh.rules)
 
     def ev(params, batch):
-        with activation_sharding(constrain):
-            _, aux = next_token_loss(eqx.combine(params, static), batch, compute_dtype=dtype)
+        _, aux = next_token_loss(eqx.combine(params, static), batch, compute_dtype=dtype, sharding=sharding)
         return aux["ce"] * aux["n_tokens"], aux["n_tokens"]
 
     return jax.jit(ev)

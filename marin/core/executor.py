@@ -13,8 +13,8 @@ from .ledger import Ledger, RunRecord, annotate, new_run_id, provenance, run_ann
 from .settings import settings
 
 # %% auto #0
-__all__ = ['STATUS_FILE', 'LEASE_FILE', 'INFO_FILE', 'MANIFEST_FILE', 'REPLACED_DIR', 'RUNNING', 'SUCCESS', 'FAILED',
-           'BackendFactory', 'BACKENDS', 'BACKEND_PLUGINS', 'Step', 'StepRef', 'resolve_paths', 'toposort',
+__all__ = ['StepOrPath', 'STATUS_FILE', 'LEASE_FILE', 'INFO_FILE', 'MANIFEST_FILE', 'REPLACED_DIR', 'RUNNING', 'SUCCESS',
+           'FAILED', 'BackendFactory', 'BACKENDS', 'BACKEND_PLUGINS', 'Step', 'StepRef', 'resolve_paths', 'toposort',
            'read_status', 'Lease', 'StepFailed', 'DryRunComplete', 'PlannedStep', 'ExecutorResult', 'ExecutorBackend',
            'register_backend', 'backend_for', 'Executor', 'executor_main']
 
@@ -100,6 +100,9 @@ def _find_steps(obj: Any) -> Iterable[Step]:
         return
     for c in _children(obj):
         yield from _find_steps(c)
+
+# %% ../../nbs/04_executor.ipynb #32a205d5
+StepOrPath = Step | StepRef | str  # an input: a step (or a folder inside one), or the path of an existing output
 
 # %% ../../nbs/04_executor.ipynb #e5bd625c
 def resolve_paths(obj: Any, output_path: Callable[[Step], str]) -> Any:

@@ -14,7 +14,7 @@ export JAX_PLATFORMS ?= cpu
 # pytest processes (pytest-xdist, one test file per worker at a time, so module fixtures such as a Ray cluster start once)
 TEST_WORKERS ?= 2
 
-.PHONY: venv venv-test quickstart test export-check nbtest pytest chromium lab export readme bench gpu tpu
+.PHONY: venv venv-test quickstart test export-check nbtest pytest duplicates chromium lab export readme bench gpu tpu
 
 .bootstrap/bin/uv:
 	$(PY) -m venv .bootstrap && .bootstrap/bin/pip install -q uv==$(UV_VERSION)
@@ -31,7 +31,7 @@ quickstart: venv
 	$(BIN)/marin run experiments_nb/quickstart.ipynb
 	$(BIN)/marin report build
 
-test: venv-test chromium export-check nbtest pytest
+test: venv-test chromium export-check nbtest pytest duplicates
 
 # marin/ must equal a fresh nbdev-export of nbs/
 export-check: venv-test
@@ -46,6 +46,11 @@ nbtest: venv-test
 
 pytest: venv-test
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 --basetemp="$$(mktemp -d /tmp/marin-pytest.XXXXXX)" tests/
+
+# where the tree repeats itself: a report for reviewers, not a gate (the `duplicates` tool always exits 0; machines
+# without it skip this). tests/test_house.py is the gate: import cycles, layer direction, formatting.
+duplicates:
+	@if command -v duplicates >/dev/null; then duplicates --most 20; else echo "duplicates: not installed here (skipped)"; fi
 
 # headless Chromium for the report test (Debian package); installed when missing and we may install packages
 chromium:

@@ -25,7 +25,7 @@ class Setting:
     def env_var(self) -> str:
         return f"MARIN_{self.key.upper()}"
 
-
+# %% ../../nbs/01_settings.ipynb #cc016872
 SETTINGS: tuple[Setting, ...] = (
     Setting(
         "prefix",
@@ -57,7 +57,7 @@ SETTINGS: tuple[Setting, ...] = (
 )
 SETTINGS_BY_KEY = {s.key: s for s in SETTINGS}
 
-# %% ../../nbs/01_settings.ipynb #32f56aca
+# %% ../../nbs/01_settings.ipynb #959236a7
 def find_settings_file(start: str | Path | None = None) -> Path | None:
     "`$MARIN_SETTINGS`, else the nearest `settings.ini` with a `[marin]` section at or above `start` (default: cwd)."
     if env := os.environ.get("MARIN_SETTINGS"):
@@ -75,7 +75,7 @@ def find_settings_file(start: str | Path | None = None) -> Path | None:
                 return f
     return None
 
-
+# %% ../../nbs/01_settings.ipynb #32f56aca
 @dataclasses.dataclass(frozen=True)
 class EffectiveSetting:
     key: str

@@ -37,7 +37,7 @@ def join(base: str, *parts: str) -> str:
         out = f"{out}/{str(p).strip('/')}" if p else out
     return out
 
-
+# %% ../../nbs/02_storage.ipynb #dd6a2e9d
 def exists(url: str) -> bool:
     fs, p = fs_path(url)
     return fs.exists(p)
@@ -77,7 +77,7 @@ def atomic_open(url: str, mode: str = "wb") -> Iterator[Any]:
         with fs.open(p, mode) as f:
             yield f
 
-
+# %% ../../nbs/02_storage.ipynb #e055148c
 def write_bytes(url: str, data: bytes) -> None:
     with atomic_open(url, "wb") as f:
         f.write(data)
@@ -161,7 +161,7 @@ def file_checksum(url: str) -> str:
             h.update(chunk)
     return h.hexdigest()
 
-
+# %% ../../nbs/02_storage.ipynb #7fb5384c
 def tree_manifest(url: str) -> list[dict]:
     "Every non-hidden file under `url`: relative path, size and checksum, sorted by path."
     fs, root = fs_path(url)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses, threading
 import jax
 import numpy as np
+from fastcore.basics import patch
 from ..core import storage
 from ..core.config import Config, added, canonical, check
 from marin.models.io import (
@@ -38,9 +39,9 @@ class CheckpointConfig(Config):
     keep_last: int = 2  # newest checkpoints kept (>= 1)
     milestone_every: int = 0  # steps divisible by this are kept forever (0: none)
     async_write: bool = True
-    format: str = added(
-        "safetensors"
-    )  # "safetensors" (one file, process 0 writes) | "orbax" (every process writes its shards); added later: runs from before keep their hashes
+    # "safetensors" (one file, process 0 writes) | "orbax" (every process writes its shards);
+    # added later: runs from before keep their hashes
+    format: str = added("safetensors")
 
     def validate(self):
         check(
@@ -92,7 +93,7 @@ def check_compatible(meta: dict, model_config, *, path: str = "") -> None:
             + ". Use the checkpoint's config, or train into a new output directory."
         )
 
-# %% ../../nbs/32_checkpoint.ipynb #5b80deee
+# %% ../../nbs/32_checkpoint.ipynb #53be6f2a
 class CheckpointManager:
     "Saves, lists, prunes and restores the checkpoints under `root`."
 
@@ -105,14 +106,6 @@ class CheckpointManager:
             None  # format "orbax": a save Orbax may still be writing, not yet committed
         )
 
-    def clean_uncommitted(self) -> list[str]:
-        "Delete directories of interrupted saves; returns their paths."
-        done = {s for s, _ in list_checkpoints(self.root)}
-        gone = [p for s, p in list_checkpoints(self.root, committed=False) if s not in done]
-        for p in gone:
-            storage.remove(p, recursive=True)
-        return gone
-
     def _checkpointer(self):
         if self._orbax is None:
             import orbax.checkpoint as ocp
@@ -120,130 +113,166 @@ class CheckpointManager:
             self._orbax = ocp.StandardCheckpointer()
         return self._orbax
 
-    def save(self, step: int, state, meta: dict) -> None:
-        """Snapshot `state` now and write it (in the background if `async_write`). Every process calls this; with
-        `format="safetensors"` process 0 writes everything, with `"orbax"` each process writes its own shards."""
-        self.wait()
-        meta = dict(meta, step=int(step), data_position=int(step))
-        if self.cfg.format == "orbax":
-            d = step_dir(self.root, step)
-            if jax.process_index() == 0 and storage.exists(storage.join(d, COMMIT_FILE)):
-                storage.remove(storage.join(d, COMMIT_FILE))
-            self._checkpointer().save(orbax_dir(d), state, force=True)
-            self._pending = (int(step), meta)
-            if not self.cfg.async_write:
-                self.wait()
-            return
-        arrays = flatten_state(state)
-        if jax.process_index() != 0:
-            return
-        if self.cfg.async_write:
-            self._thread = threading.Thread(
-                target=self._write_guarded, args=(step, arrays, meta), daemon=False, name=f"ckpt-{step}"
-            )
-            self._thread.start()
-        else:
-            self._write(step, arrays, meta)
-
-    def _write_guarded(self, step, arrays, meta):
-        try:
-            self._write(step, arrays, meta)
-        except BaseException as e:
-            self._error = e
-
-    def _write(self, step: int, arrays: dict, meta: dict) -> None:
-        from safetensors.numpy import save
-
+# %% ../../nbs/32_checkpoint.ipynb #32bddc88
+@patch
+def save(self: CheckpointManager, step: int, state, meta: dict) -> None:
+    """Snapshot `state` now and write it (in the background if `async_write`). Every process calls this; with
+    `format="safetensors"` process 0 writes everything, with `"orbax"` each process writes its own shards."""
+    self.wait()
+    meta = dict(meta, step=int(step), data_position=int(step))
+    if self.cfg.format == "orbax":
         d = step_dir(self.root, step)
-        if storage.exists(storage.join(d, COMMIT_FILE)):
+        if jax.process_index() == 0 and storage.exists(storage.join(d, COMMIT_FILE)):
             storage.remove(storage.join(d, COMMIT_FILE))
-        storage.write_bytes(storage.join(d, STATE_FILE), save(arrays))
-        storage.write_json(storage.join(d, META_FILE), meta)
-        sums = {f: storage.file_checksum(storage.join(d, f)) for f in (STATE_FILE, META_FILE)}
-        storage.write_json(storage.join(d, COMMIT_FILE), {"step": step, "checksums": sums})
-        self.prune()
-
-    def _commit_orbax(self) -> None:
-        "Once Orbax has written every process's shards: `meta.json` and the commit marker (process 0), then retention."
-        (step, meta), self._pending = self._pending, None
-        self._checkpointer().wait_until_finished()
-        if jax.process_index() != 0:
-            return
-        d = step_dir(self.root, step)
-        storage.write_json(storage.join(d, META_FILE), meta)
-        storage.write_json(
-            storage.join(d, COMMIT_FILE),
-            {
-                "step": step,
-                "format": "orbax",
-                "checksums": {META_FILE: storage.file_checksum(storage.join(d, META_FILE))},
-            },
+        self._checkpointer().save(orbax_dir(d), state, force=True)
+        self._pending = (int(step), meta)
+        if not self.cfg.async_write:
+            self.wait()
+        return
+    arrays = flatten_state(state)
+    if jax.process_index() != 0:
+        return
+    if self.cfg.async_write:
+        self._thread = threading.Thread(
+            target=self._write_guarded, args=(step, arrays, meta), daemon=False, name=f"ckpt-{step}"
         )
-        self.prune()
+        self._thread.start()
+    else:
+        self._write(step, arrays, meta)
 
-    def wait(self) -> None:
-        "Block until the background write (if any) has finished and is committed; re-raise its error."
-        if self._pending is not None:
-            self._commit_orbax()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if self._error is not None:
-            e, self._error = self._error, None
-            raise e
 
-    def prune(self) -> list[int]:
-        "Delete committed checkpoints older than the newest `keep_last`, except milestones."
-        cks = list_checkpoints(self.root)
-        keep = {s for s, _ in cks[-self.cfg.keep_last :]}
-        if self.cfg.milestone_every:
-            keep |= {s for s, _ in cks if s % self.cfg.milestone_every == 0}
-        removed = []
-        for s, p in cks:
-            if s not in keep:
-                storage.remove(p, recursive=True)
-                removed.append(s)
-        return removed
+@patch
+def _write_guarded(self: CheckpointManager, step, arrays, meta):
+    try:
+        self._write(step, arrays, meta)
+    except BaseException as e:
+        self._error = e
 
-    def read_meta(self, path: str) -> dict:
-        return storage.read_json(storage.join(path, META_FILE))
+# %% ../../nbs/32_checkpoint.ipynb #da29f39b
+@patch
+def _write(self: CheckpointManager, step: int, arrays: dict, meta: dict) -> None:
+    from safetensors.numpy import save
 
-    def restore(self, path: str, template, *, model_config=None, verify: bool = True):
-        "(state like `template`, meta) from the checkpoint at `path`, after the compatibility check."
-        meta = self.read_meta(path)
-        if model_config is not None:
-            check_compatible(meta, model_config, path=path)
-        if verify:
-            sums = storage.read_json(storage.join(path, COMMIT_FILE))["checksums"]
-            for f, s in sums.items():
-                if storage.file_checksum(storage.join(path, f)) != s:
-                    raise CheckpointMismatch(
-                        f"checkpoint {path}: {f} does not match its checksum (corrupt or partially copied)"
-                    )
-        if is_orbax(path):  # each array read straight into the template's sharding (resharding if the mesh changed)
-            saved = {k: (tuple(a.shape), np.dtype(a.dtype)) for k, a in orbax_metadata(path).items()}
-            want = {
-                dotted_key(jax.tree_util.keystr(p)): (tuple(t.shape), np.dtype(t.dtype))
-                for p, t in jax.tree_util.tree_leaves_with_path(template)
-            }
-            bad = [
-                f"{k}: checkpoint {saved.get(k, 'absent')}, the run expects {v}"
-                for k, v in want.items()
-                if saved.get(k) != v
-            ]
-            if bad:
-                raise CheckpointMismatch(
-                    f"checkpoint {path} does not fit this run's state ({'; '.join(bad[:5])}{'...' if len(bad) > 5 else ''}); it was written by a different model or optimizer"
-                )
-            abstract = jax.tree.map(
-                lambda t: jax.ShapeDtypeStruct(t.shape, t.dtype, sharding=getattr(t, "sharding", None)), template
+    d = step_dir(self.root, step)
+    if storage.exists(storage.join(d, COMMIT_FILE)):
+        storage.remove(storage.join(d, COMMIT_FILE))
+    storage.write_bytes(storage.join(d, STATE_FILE), save(arrays))
+    storage.write_json(storage.join(d, META_FILE), meta)
+    sums = {f: storage.file_checksum(storage.join(d, f)) for f in (STATE_FILE, META_FILE)}
+    storage.write_json(storage.join(d, COMMIT_FILE), {"step": step, "checksums": sums})
+    self.prune()
+
+
+@patch
+def _commit_orbax(self: CheckpointManager) -> None:
+    "Once Orbax has written every process's shards: `meta.json` and the commit marker (process 0), then retention."
+    (step, meta), self._pending = self._pending, None
+    self._checkpointer().wait_until_finished()
+    if jax.process_index() != 0:
+        return
+    d = step_dir(self.root, step)
+    storage.write_json(storage.join(d, META_FILE), meta)
+    storage.write_json(
+        storage.join(d, COMMIT_FILE),
+        {
+            "step": step,
+            "format": "orbax",
+            "checksums": {META_FILE: storage.file_checksum(storage.join(d, META_FILE))},
+        },
+    )
+    self.prune()
+
+# %% ../../nbs/32_checkpoint.ipynb #702c9b73
+@patch
+def wait(self: CheckpointManager) -> None:
+    "Block until the background write (if any) has finished and is committed; re-raise its error."
+    if self._pending is not None:
+        self._commit_orbax()
+    if self._thread is not None:
+        self._thread.join()
+        self._thread = None
+    if self._error is not None:
+        e, self._error = self._error, None
+        raise e
+
+
+@patch
+def prune(self: CheckpointManager) -> list[int]:
+    "Delete committed checkpoints older than the newest `keep_last`, except milestones."
+    cks = list_checkpoints(self.root)
+    keep = {s for s, _ in cks[-self.cfg.keep_last :]}
+    if self.cfg.milestone_every:
+        keep |= {s for s, _ in cks if s % self.cfg.milestone_every == 0}
+    removed = []
+    for s, p in cks:
+        if s not in keep:
+            storage.remove(p, recursive=True)
+            removed.append(s)
+    return removed
+
+# %% ../../nbs/32_checkpoint.ipynb #f2027ae7
+def _verify_checksums(path: str) -> None:
+    "Refuse a checkpoint whose files differ from the checksums its commit marker recorded."
+    sums = storage.read_json(storage.join(path, COMMIT_FILE))["checksums"]
+    for f, s in sums.items():
+        if storage.file_checksum(storage.join(path, f)) != s:
+            raise CheckpointMismatch(
+                f"checkpoint {path}: {f} does not match its checksum (corrupt or partially copied)"
             )
-            return self._checkpointer().restore(orbax_dir(path), abstract), meta
-        return unflatten_state(read_arrays(path), template), meta
 
 
+def _check_orbax_fits(path: str, template) -> None:
+    "Refuse an Orbax checkpoint whose arrays (by key, shape and dtype) are not the ones `template` expects."
+    saved = {k: (tuple(a.shape), np.dtype(a.dtype)) for k, a in orbax_metadata(path).items()}
+    want = {
+        dotted_key(jax.tree_util.keystr(p)): (tuple(t.shape), np.dtype(t.dtype))
+        for p, t in jax.tree_util.tree_leaves_with_path(template)
+    }
+    bad = [
+        f"{k}: checkpoint {saved.get(k, 'absent')}, the run expects {v}" for k, v in want.items() if saved.get(k) != v
+    ]
+    if bad:
+        raise CheckpointMismatch(
+            f"checkpoint {path} does not fit this run's state ({'; '.join(bad[:5])}{'...' if len(bad) > 5 else ''}); "
+            f"it was written by a different model or optimizer"
+        )
+
+# %% ../../nbs/32_checkpoint.ipynb #59aee986
+@patch
+def read_meta(self: CheckpointManager, path: str) -> dict:
+    return storage.read_json(storage.join(path, META_FILE))
+
+
+@patch
+def restore(self: CheckpointManager, path: str, template, *, model_config=None, verify: bool = True):
+    "(state like `template`, meta) from the checkpoint at `path`, after the compatibility check."
+    meta = self.read_meta(path)
+    if model_config is not None:
+        check_compatible(meta, model_config, path=path)
+    if verify:
+        _verify_checksums(path)
+    if is_orbax(path):  # each array read straight into the template's sharding (resharding if the mesh changed)
+        _check_orbax_fits(path, template)
+        abstract = jax.tree.map(
+            lambda t: jax.ShapeDtypeStruct(t.shape, t.dtype, sharding=getattr(t, "sharding", None)), template
+        )
+        return self._checkpointer().restore(orbax_dir(path), abstract), meta
+    return unflatten_state(read_arrays(path), template), meta
+
+# %% ../../nbs/32_checkpoint.ipynb #5c282d00
+@patch
+def clean_uncommitted(self: CheckpointManager) -> list[str]:
+    "Delete directories of interrupted saves; returns their paths."
+    done = {s for s, _ in list_checkpoints(self.root)}
+    gone = [p for s, p in list_checkpoints(self.root, committed=False) if s not in done]
+    for p in gone:
+        storage.remove(p, recursive=True)
+    return gone
+
+# %% ../../nbs/32_checkpoint.ipynb #62bdc473
 def state_checksum(path: str) -> str:
-    "xxh3-128 of a checkpoint's training state: the safetensors file's bytes, or every Orbax array (key, dtype, shape, bytes) in key order."
+    """xxh3-128 of a checkpoint's training state: the safetensors file's bytes, or every Orbax array (key, dtype,
+    shape, bytes) in key order."""
     if not is_orbax(path):
         return storage.file_checksum(storage.join(path, STATE_FILE))
     import xxhash

@@ -4,10 +4,12 @@
 
 # %% ../../nbs/03_ledger.ipynb #d36263cd
 from __future__ import annotations
-import contextvars, dataclasses, datetime as dt, functools, getpass, io, json, os, platform, socket, subprocess, sys, uuid
+import contextvars, dataclasses, datetime as dt, functools, getpass, io, json, os, platform, socket, subprocess
+import sys, uuid
 from importlib import metadata
 from typing import Any
 import pyarrow as pa, pyarrow.parquet as pq
+from fastcore.basics import patch
 from . import storage
 from .settings import settings
 
@@ -15,7 +17,7 @@ from .settings import settings
 __all__ = ['LEDGER_SCHEMA', 'TRACKED_PACKAGES', 'utcnow', 'new_run_id', 'RunRecord', 'git_state', 'package_versions', 'hardware',
            'provenance', 'run_annotations', 'annotate', 'Ledger']
 
-# %% ../../nbs/03_ledger.ipynb #2f40ae33
+# %% ../../nbs/03_ledger.ipynb #9038f994
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
@@ -25,7 +27,7 @@ def new_run_id(name: str = "run") -> str:
     safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)[:60]
     return f"{safe}-{utcnow().strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
 
-
+# %% ../../nbs/03_ledger.ipynb #2f40ae33
 @dataclasses.dataclass
 class RunRecord:
     "One ledger record. JSON-valued fields are stored as JSON strings (query them with DuckDB's `->>`)."
@@ -64,7 +66,7 @@ class RunRecord:
     def duration_s(self) -> float | None:
         return None if self.ended_at is None else (self.ended_at - self.started_at).total_seconds()
 
-
+# %% ../../nbs/03_ledger.ipynb #f873d1cb
 _JSON_FIELDS = ("config", "input_hashes", "packages", "hardware", "metrics")
 _TS = pa.timestamp("us", tz="UTC")
 LEDGER_SCHEMA = pa.schema(
@@ -103,7 +105,7 @@ LEDGER_SCHEMA = pa.schema(
     ]
 )
 
-
+# %% ../../nbs/03_ledger.ipynb #71374947
 def _row(r: RunRecord) -> dict:
     d = dataclasses.asdict(r)
     for k in _JSON_FIELDS:
@@ -141,7 +143,7 @@ def git_state(cwd: str | None = None) -> tuple[str, bool | None]:
     except (OSError, subprocess.TimeoutExpired):
         return "", None
 
-
+# %% ../../nbs/03_ledger.ipynb #9f8d5f02
 @functools.lru_cache(None)
 def package_versions() -> dict:
     out = {"python": platform.python_version()}
@@ -232,173 +234,232 @@ class Ledger:
         if self._appended % self.COMPACT_AFTER == 0:
             self.compact()  # a long-lived writer keeps the file count low
 
-    def _files(self) -> list[str]:
-        "Record files: plain paths on a local disk, URLs elsewhere."
-        fs, p = storage.fs_path(self.records_dir)
-        if not fs.exists(p):
-            return []
-        local = storage.is_local(self.records_dir)
-        return sorted(
-            f if local else fs.unstrip_protocol(f)
-            for f in fs.find(p)
-            if f.endswith(".parquet") and not os.path.basename(f).startswith(".")
-        )
-
     @staticmethod
     def _sql_list(files: list[str]) -> str:
         return "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "]"
 
-    def _duckdb(self):
-        import duckdb
+# %% ../../nbs/03_ledger.ipynb #c8b86d95
+@patch
+def _files(self: Ledger) -> list[str]:
+    "Record files: plain paths on a local disk, URLs elsewhere."
+    fs, p = storage.fs_path(self.records_dir)
+    if not fs.exists(p):
+        return []
+    local = storage.is_local(self.records_dir)
+    return sorted(
+        f if local else fs.unstrip_protocol(f)
+        for f in fs.find(p)
+        if f.endswith(".parquet") and not os.path.basename(f).startswith(".")
+    )
 
-        con = duckdb.connect()
-        if not storage.is_local(self.records_dir):
-            con.register_filesystem(storage.fs_path(self.records_dir)[0])
-        return con
 
-    def _compacted_dir(self) -> str:
-        return storage.join(self.records_dir, "compacted")
+@patch
+def _duckdb(self: Ledger):
+    import duckdb
 
-    def _level(self, f: str) -> int | None:
-        "The level of a compacted part (None: a loose record file)."
-        if "/compacted/" not in f.replace(os.sep, "/"):
+    con = duckdb.connect()
+    if not storage.is_local(self.records_dir):
+        con.register_filesystem(storage.fs_path(self.records_dir)[0])
+    return con
+
+# %% ../../nbs/03_ledger.ipynb #e80838ab
+@patch
+def _read_all(self: Ledger, con, files: list[str]):
+    "A DuckDB relation over `files`; records written under an older schema are aligned by column name."
+    import duckdb
+
+    try:
+        rel = con.sql(f"SELECT * FROM read_parquet({self._sql_list(files)})")
+        rel.limit(1).fetchall()  # schemas are checked on read
+        return rel
+    except duckdb.Error:
+        return con.sql(f"SELECT * FROM read_parquet({self._sql_list(files)}, union_by_name=true)")
+
+# %% ../../nbs/03_ledger.ipynb #162acdf1
+@patch
+def _compacted_dir(self: Ledger) -> str:
+    return storage.join(self.records_dir, "compacted")
+
+
+@patch
+def _level(self: Ledger, f: str) -> int | None:
+    "The level of a compacted part (None: a loose record file)."
+    if "/compacted/" not in f.replace(os.sep, "/"):
+        return None
+    name = os.path.basename(f)
+    return (
+        int(name[1 : name.index("-")])
+        if name.startswith("L") and name[1 : name.index("-")].isdigit()
+        else self.FULL_LEVEL
+    )
+
+# %% ../../nbs/03_ledger.ipynb #74fdaddb
+_RECORDS_VIEW = (
+    "CREATE VIEW records AS SELECT * EXCLUDE (_rn) FROM (SELECT *, row_number() OVER "
+    "(PARTITION BY record_id ORDER BY written_at) AS _rn FROM _ledger_raw) WHERE _rn = 1"
+)
+_RUNS_VIEW = (
+    "CREATE VIEW runs AS SELECT * EXCLUDE (_rn) FROM (SELECT *, row_number() OVER "
+    "(PARTITION BY run_id ORDER BY written_at DESC, status = 'RUNNING') AS _rn FROM records) WHERE _rn = 1"
+)
+
+
+@patch
+def connect(self: Ledger):
+    "A DuckDB connection with views `records` (every record, deduplicated) and `runs` (latest record per run)."
+    files = self._files()
+    if sum(self._level(f) is None for f in files) > self.COMPACT_AFTER:
+        self.compact()
+        files = self._files()
+    con = self._duckdb()
+    if not files:
+        con.register("_ledger_raw", pa.Table.from_pylist([], schema=LEDGER_SCHEMA))
+    else:
+        self._read_all(con, files).create_view("_ledger_raw")
+    con.execute(_RECORDS_VIEW)
+    con.execute(_RUNS_VIEW)
+    return con
+
+# %% ../../nbs/03_ledger.ipynb #8107a67b
+@patch
+def _query(self: Ledger, query: str, params: list | None = None):
+    """Run `query` on a fresh connection; if a record file vanished between listing and reading (another process
+    compacted it away), list the files again and retry."""
+    import duckdb, random, time
+
+    for attempt in range(10):
+        try:
+            con = self.connect()
+            try:
+                return con.execute(query, params or []).df()
+            finally:
+                con.close()
+        except duckdb.IOException:
+            if attempt == 9:
+                raise
+            time.sleep(random.uniform(0.01, 0.02) * 2 ** min(attempt, 6))  # let the compaction finish
+
+
+@patch
+def sql(self: Ledger, query: str):
+    "Run a DuckDB query over the views `records` and `runs`; returns a pandas DataFrame."
+    return self._query(query)
+
+
+@patch
+def runs(self: Ledger, kind: str | None = None, limit: int | None = None):
+    "The latest state of every run, newest first, as a DataFrame."
+    where = f"WHERE kind = '{kind}'" if kind else ""
+    lim = f"LIMIT {int(limit)}" if limit else ""
+    return self.sql(f"SELECT * FROM runs {where} ORDER BY started_at DESC {lim}")
+
+# %% ../../nbs/03_ledger.ipynb #6677de93
+@patch
+def show(self: Ledger, run_id: str) -> dict:
+    "Every field of the latest record of `run_id` (a unique prefix is enough)."
+    rows = self._query("SELECT * FROM runs WHERE starts_with(run_id, ?) ORDER BY started_at", [run_id])
+    if len(rows) == 0:
+        raise KeyError(f"no run with id {run_id!r} in the ledger at {self.root}; `marin runs list` shows the ids")
+    exact = rows[rows.run_id == run_id]
+    if len(exact) == 0 and len(rows) > 1:
+        raise KeyError(f"{run_id!r} matches {len(rows)} runs; give more of the id")
+    rec = (exact if len(exact) else rows).iloc[0].to_dict()
+    for k in _JSON_FIELDS:
+        if isinstance(rec.get(k), str):
+            rec[k] = json.loads(rec[k])
+    return rec
+
+# %% ../../nbs/03_ledger.ipynb #1dd25b01
+@patch
+def _fold_rows(self: Ledger, files: list[str]) -> pa.Table | None:
+    "The rows of `files`, one per `record_id` (the first written); None when one of `files` is gone."
+    import duckdb
+
+    con = self._duckdb()
+    try:
+        # one row per record_id (the first written): two compactors racing over the same files leave duplicates
+        try:
+            self._read_all(con, files).create_view("_fold")
+            table = con.sql(
+                "SELECT * FROM _fold QUALIFY row_number() OVER (PARTITION BY record_id ORDER BY written_at) = 1"
+            ).to_arrow_table()
+        except duckdb.IOException:
             return None
-        name = os.path.basename(f)
-        return (
-            int(name[1 : name.index("-")])
-            if name.startswith("L") and name[1 : name.index("-")].isdigit()
-            else self.FULL_LEVEL
-        )
+    finally:
+        con.close()
+    cols = [c for c in LEDGER_SCHEMA.names if c in table.column_names]
+    extra = [c for c in table.column_names if c not in LEDGER_SCHEMA.names]
+    return table.select(cols + extra)
 
-    def _fold(self, files: list[str], level: int) -> bool:
-        """Write the rows of `files` as one part of `level`, then delete `files` (readers dedupe the overlap meanwhile).
-        False, with nothing written, when one of `files` is gone: another process is compacting them."""
-        import duckdb
+# %% ../../nbs/03_ledger.ipynb #11bf7ed1
+@patch
+def _write_part(self: Ledger, table: pa.Table, level: int) -> None:
+    "Write `table` as one compacted part of `level`."
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    name = f"L{level}-{utcnow().strftime('%Y%m%d%H%M%S%f')}-{uuid.uuid4().hex}.parquet"
+    storage.write_bytes(storage.join(self._compacted_dir(), name), buf.getvalue())
 
-        con = self._duckdb()
+
+@patch
+def _remove_files(self: Ledger, files: list[str]) -> None:
+    fs, local = storage.fs_path(self.records_dir)[0], storage.is_local(self.records_dir)
+    for f in files:
         try:
-            # one row per record_id (the first written): two compactors racing over the same files leave duplicates
-            try:
-                self._read_all(con, files).create_view("_fold")
-                table = con.sql(
-                    "SELECT * FROM _fold QUALIFY row_number() OVER (PARTITION BY record_id ORDER BY written_at) = 1"
-                ).to_arrow_table()
-            except duckdb.IOException:
-                return False
-        finally:
-            con.close()
-        cols = [c for c in LEDGER_SCHEMA.names if c in table.column_names]
-        extra = [c for c in table.column_names if c not in LEDGER_SCHEMA.names]
-        table = table.select(cols + extra)
-        buf = io.BytesIO()
-        pq.write_table(table, buf)
-        storage.write_bytes(
-            storage.join(
-                self._compacted_dir(), f"L{level}-{utcnow().strftime('%Y%m%d%H%M%S%f')}-{uuid.uuid4().hex}.parquet"
-            ),
-            buf.getvalue(),
-        )
-        fs, local = storage.fs_path(self.records_dir)[0], storage.is_local(self.records_dir)
-        for f in files:
-            try:
-                os.unlink(f) if local else fs.rm(storage.fs_path(f)[1])
-            except FileNotFoundError:
-                pass
-        return True
+            os.unlink(f) if local else fs.rm(storage.fs_path(f)[1])
+        except FileNotFoundError:
+            pass
 
-    def compact(self, full: bool = False) -> int:
-        """Fold the loose record files into a level-0 part and merge every `MERGE_FANIN` parts of a level into one of
-        the next (`full`: fold every file into one). Returns how many files were folded. Safe beside readers and writers."""
-        files = self._files()
-        if full:
-            if len(files) <= 1:
-                return 0
-            return len(files) if self._fold(files, self.FULL_LEVEL) else 0
-        folded = 0
-        loose = [f for f in files if self._level(f) is None]
-        if len(loose) > 1:
-            if not self._fold(loose, 0):
-                return 0  # another process is compacting: leave it to them
-            folded += len(loose)
-        while True:
-            levels: dict[int, list[str]] = {}
-            for f in self._files():
-                if (lv := self._level(f)) is not None and lv < self.FULL_LEVEL:
-                    levels.setdefault(lv, []).append(f)
-            full_level = next((lv for lv in sorted(levels) if len(levels[lv]) >= self.MERGE_FANIN), None)
-            if full_level is None:
-                return folded
-            if not self._fold(levels[full_level], full_level + 1):
-                return folded
-            folded += len(levels[full_level])
 
-    def _read_all(self, con, files: list[str]):
-        "A DuckDB relation over `files`; records written under an older schema are aligned by column name."
-        import duckdb
+@patch
+def _fold(self: Ledger, files: list[str], level: int) -> bool:
+    """Write the rows of `files` as one part of `level`, then delete `files` (readers dedupe the overlap meanwhile).
+    False, with nothing written, when one of `files` is gone: another process is compacting them."""
+    table = self._fold_rows(files)
+    if table is None:
+        return False
+    self._write_part(table, level)
+    self._remove_files(files)
+    return True
 
-        try:
-            rel = con.sql(f"SELECT * FROM read_parquet({self._sql_list(files)})")
-            rel.limit(1).fetchall()  # schemas are checked on read
-            return rel
-        except duckdb.Error:
-            return con.sql(f"SELECT * FROM read_parquet({self._sql_list(files)}, union_by_name=true)")
+# %% ../../nbs/03_ledger.ipynb #119ec688
+@patch
+def _levels(self: Ledger) -> dict[int, list[str]]:
+    "The compacted parts below `FULL_LEVEL`, by level."
+    levels: dict[int, list[str]] = {}
+    for f in self._files():
+        if (lv := self._level(f)) is not None and lv < self.FULL_LEVEL:
+            levels.setdefault(lv, []).append(f)
+    return levels
 
-    def connect(self):
-        "A DuckDB connection with views `records` (every record, deduplicated) and `runs` (latest record per run)."
-        files = self._files()
-        if sum(self._level(f) is None for f in files) > self.COMPACT_AFTER:
-            self.compact()
-            files = self._files()
-        con = self._duckdb()
-        if not files:
-            con.register("_ledger_raw", pa.Table.from_pylist([], schema=LEDGER_SCHEMA))
-        else:
-            self._read_all(con, files).create_view("_ledger_raw")
-        con.execute(
-            "CREATE VIEW records AS SELECT * EXCLUDE (_rn) FROM (SELECT *, row_number() OVER (PARTITION BY record_id ORDER BY written_at) AS _rn FROM _ledger_raw) WHERE _rn = 1"
-        )
-        con.execute(
-            "CREATE VIEW runs AS SELECT * EXCLUDE (_rn) FROM (SELECT *, row_number() OVER (PARTITION BY run_id ORDER BY written_at DESC, status = 'RUNNING') AS _rn FROM records) WHERE _rn = 1"
-        )
-        return con
 
-    def _query(self, query: str, params: list | None = None):
-        """Run `query` on a fresh connection; if a record file vanished between listing and reading (another process
-        compacted it away), list the files again and retry."""
-        import duckdb, random, time
+@patch
+def _merge_levels(self: Ledger) -> int:
+    "Merge every `MERGE_FANIN` parts of a level into one of the next; how many parts were merged."
+    folded = 0
+    while True:
+        levels = self._levels()
+        full_level = next((lv for lv in sorted(levels) if len(levels[lv]) >= self.MERGE_FANIN), None)
+        if full_level is None:
+            return folded
+        if not self._fold(levels[full_level], full_level + 1):
+            return folded
+        folded += len(levels[full_level])
 
-        for attempt in range(10):
-            try:
-                con = self.connect()
-                try:
-                    return con.execute(query, params or []).df()
-                finally:
-                    con.close()
-            except duckdb.IOException:
-                if attempt == 9:
-                    raise
-                time.sleep(random.uniform(0.01, 0.02) * 2 ** min(attempt, 6))  # let the compaction finish
 
-    def sql(self, query: str):
-        "Run a DuckDB query over the views `records` and `runs`; returns a pandas DataFrame."
-        return self._query(query)
-
-    def runs(self, kind: str | None = None, limit: int | None = None):
-        "The latest state of every run, newest first, as a DataFrame."
-        where = f"WHERE kind = '{kind}'" if kind else ""
-        lim = f"LIMIT {int(limit)}" if limit else ""
-        return self.sql(f"SELECT * FROM runs {where} ORDER BY started_at DESC {lim}")
-
-    def show(self, run_id: str) -> dict:
-        "Every field of the latest record of `run_id` (a unique prefix is enough)."
-        rows = self._query("SELECT * FROM runs WHERE starts_with(run_id, ?) ORDER BY started_at", [run_id])
-        if len(rows) == 0:
-            raise KeyError(f"no run with id {run_id!r} in the ledger at {self.root}; `marin runs list` shows the ids")
-        exact = rows[rows.run_id == run_id]
-        if len(exact) == 0 and len(rows) > 1:
-            raise KeyError(f"{run_id!r} matches {len(rows)} runs; give more of the id")
-        rec = (exact if len(exact) else rows).iloc[0].to_dict()
-        for k in _JSON_FIELDS:
-            if isinstance(rec.get(k), str):
-                rec[k] = json.loads(rec[k])
-        return rec
+@patch
+def compact(self: Ledger, full: bool = False) -> int:
+    """Fold the loose record files into a level-0 part and merge every `MERGE_FANIN` parts of a level into one of
+    the next (`full`: fold every file into one). Returns how many files were folded. Safe beside readers and writers."""
+    files = self._files()
+    if full:
+        if len(files) <= 1:
+            return 0
+        return len(files) if self._fold(files, self.FULL_LEVEL) else 0
+    folded = 0
+    loose = [f for f in files if self._level(f) is None]
+    if len(loose) > 1:
+        if not self._fold(loose, 0):
+            return 0  # another process is compacting: leave it to them
+        folded += len(loose)
+    return folded + self._merge_levels()

@@ -32,7 +32,7 @@ KERNELS = ("xla", "pallas")
 PALLAS_BACKENDS = ("interpret", "tpu", "gpu")
 GROUPED_MATMULS = ("auto", "ragged", "blocked")
 
-
+# %% ../../nbs/21_moe.ipynb #ddb21acc
 @dataclasses.dataclass(frozen=True)
 class MoEConfig(Config):
     "An MoE MLP: experts, router, balancing and dispatch. Set it as `LlamaConfig(moe=MoEConfig(...))`."
@@ -359,7 +359,7 @@ def default_block_rows(n_rows: int, n_groups: int) -> int:
     "A power of two near `n_rows / (4 n_groups)` in [8, 128]: padding (< n_groups blocks) stays a small share of the rows."
     return int(min(128, max(8, 2 ** math.floor(math.log2(max(n_rows / (4 * n_groups), 1))))))
 
-
+# %% ../../nbs/21_moe.ipynb #b32ba1dd
 def _swiglu_blocked(xs, wg, wu, wd, sizes, block: int = 0):
     """The grouped SwiGLU as one batched matmul over blocks of `block` rows: each group's rows are padded to a
     multiple of `block`, every block belongs to one group and is multiplied by that group's weights. Same contract
@@ -392,7 +392,7 @@ def _swiglu_blocked(xs, wg, wu, wd, sizes, block: int = 0):
     out = jnp.einsum("nbf,nfd->nbd", jax.nn.silu(g) * u, wd[block_group]).reshape(nb * b, D)
     return _take_rows(out, dst, src, r_valid) * i_valid[:, None].astype(out.dtype)
 
-
+# %% ../../nbs/21_moe.ipynb #517fec8a
 def grouped_matmul_impl(m: MoEConfig) -> str:
     "`ragged` or `blocked` for `m.grouped_matmul` (auto: ragged_dot on TPU/GPU, padded blocks on CPU)."
     if m.grouped_matmul != "auto":
@@ -433,7 +433,7 @@ def expert_outputs(
     ys = out[plan.sorted_experts, jnp.minimum(slot, C - 1)] * keep[:, None].astype(xs.dtype)
     return ys, 1.0 - keep.mean(dtype=jnp.float32)
 
-
+# %% ../../nbs/21_moe.ipynb #7f4380f3
 def next_router_bias(m: MoEConfig, r: Routing, bias: Float[Array, "E"], load: Float[Array, "E"]) -> Float[Array, "E"]:
     "The bias the next step routes with (unchanged for none / switch)."
     bias = jax.lax.stop_gradient(bias.astype(jnp.float32))
@@ -457,7 +457,7 @@ def routing_stats(m: MoEConfig, r: Routing, bias: Float[Array, "E"], overflow) -
         "bias_next": next_router_bias(m, r, bias, load),
     }
 
-
+# %% ../../nbs/21_moe.ipynb #b065979a
 def moe_mlp(
     cfg, p: MoEMLP, h: Float[Array, "B S D"], sharding: ActivationSharding = NO_SHARDING
 ) -> tuple[Float[Array, "B S D"], dict]:
@@ -543,7 +543,7 @@ MIXTRAL_WEIGHT_NAMES = {
     "expert_down": "model.layers.{l}.block_sparse_moe.experts.{e}.w2.weight",  # [D, F] = expert_down[l, e].T
 }
 
-
+# %% ../../nbs/21_moe.ipynb #94ed2ce4
 def mixtral_problems(cfg) -> list[str]:
     "Why `cfg` cannot be exported exactly as a Mixtral checkpoint (empty: it can)."
     m = cfg.moe

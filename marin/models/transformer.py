@@ -9,6 +9,7 @@ from typing import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from fastcore.basics import patch
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 from ..core.config import Config, check, versioned
 from marin.models.layers import (
@@ -122,56 +123,64 @@ class LlamaConfig(Config):
         "Whether the forward pass unrolls the layer loop (`layer_loop`; `auto` unrolls on the CPU backend only)."
         return self.layer_loop == "unroll" or (self.layer_loop == "auto" and jax.default_backend() == "cpu")
 
-    @property
-    def params_per_layer(self) -> int:
-        D, F = self.d_model, self.d_ff
-        attn = D * self.q_dim + 2 * D * self.kv_dim + self.q_dim * D
-        norms = 2 * D + (2 * self.head_size if self.qk_norm else 0)
-        return attn + self.mlp_params_total // self.n_layers + norms  # MLP averaged over layers when only some are MoE
+# %% ../../nbs/20_transformer.ipynb #5633b757
+@patch(as_prop=True)
+def params_per_layer(self: LlamaConfig) -> int:
+    D, F = self.d_model, self.d_ff
+    attn = D * self.q_dim + 2 * D * self.kv_dim + self.q_dim * D
+    norms = 2 * D + (2 * self.head_size if self.qk_norm else 0)
+    return attn + self.mlp_params_total // self.n_layers + norms  # MLP averaged over layers when only some are MoE
 
-    @property
-    def mlp_params_total(self) -> int:
-        "MLP parameters of all layers (MoE MLPs in `moe.moe_layer_ids`, dense SwiGLUs elsewhere)."
-        D, F, L = self.d_model, self.d_ff, self.n_layers
-        return self.moe.model_mlp_params(D, F, L) if self.moe is not None else L * 3 * D * F
 
-    @property
-    def n_embedding_params(self) -> int:
-        "Input embedding plus (if untied) the output projection."
-        return self.vocab_size * self.d_model * (1 if self.tie_embeddings else 2)
+@patch(as_prop=True)
+def mlp_params_total(self: LlamaConfig) -> int:
+    "MLP parameters of all layers (MoE MLPs in `moe.moe_layer_ids`, dense SwiGLUs elsewhere)."
+    D, F, L = self.d_model, self.d_ff, self.n_layers
+    return self.moe.model_mlp_params(D, F, L) if self.moe is not None else L * 3 * D * F
 
-    @property
-    def n_non_embedding_params(self) -> int:
-        return (
-            self.n_layers * (self.params_per_layer - self.mlp_params_total // self.n_layers)
-            + self.mlp_params_total
-            + self.d_model
-        )  # + final norm
 
-    @property
-    def n_params(self) -> int:
-        return self.n_non_embedding_params + self.n_embedding_params
+@patch(as_prop=True)
+def n_embedding_params(self: LlamaConfig) -> int:
+    "Input embedding plus (if untied) the output projection."
+    return self.vocab_size * self.d_model * (1 if self.tie_embeddings else 2)
 
-    @property
-    def n_matmul_params(self) -> int:
-        "Parameters that take part in a matmul (the 'N' of 6N): block weights and the vocabulary projection."
-        D, F = self.d_model, self.d_ff
-        mlp = (
-            self.moe.model_active_mlp_params(D, F, self.n_layers) if self.moe is not None else self.n_layers * 3 * D * F
-        )
-        return self.n_layers * (D * self.q_dim + 2 * D * self.kv_dim + self.q_dim * D) + mlp + self.vocab_size * D
 
-    def flops_per_token(self, seq_len: int | None = None) -> float:
-        "Training FLOPs per token: 6 N_matmul + 12 L S H d_h (see the formula above)."
-        S = seq_len or self.seq_len
-        return 6.0 * self.n_matmul_params + 12.0 * self.n_layers * S * self.q_dim
+@patch(as_prop=True)
+def n_non_embedding_params(self: LlamaConfig) -> int:
+    return (
+        self.n_layers * (self.params_per_layer - self.mlp_params_total // self.n_layers)
+        + self.mlp_params_total
+        + self.d_model
+    )  # + final norm
 
-    def summary(self) -> str:
-        return (
-            f"{self.n_params / 1e6:.2f}M params ({self.n_non_embedding_params / 1e6:.2f}M non-embedding), "
-            f"{self.n_layers}L d={self.d_model} H={self.n_heads}/{self.n_kv_heads} dh={self.head_size} ff={self.d_ff}, "
-            f"{self.flops_per_token() / 1e9:.3f} GFLOP/token at S={self.seq_len}"
-        )
+
+@patch(as_prop=True)
+def n_params(self: LlamaConfig) -> int:
+    return self.n_non_embedding_params + self.n_embedding_params
+
+
+@patch(as_prop=True)
+def n_matmul_params(self: LlamaConfig) -> int:
+    "Parameters that take part in a matmul (the 'N' of 6N): block weights and the vocabulary projection."
+    D, F = self.d_model, self.d_ff
+    mlp = self.moe.model_active_mlp_params(D, F, self.n_layers) if self.moe is not None else self.n_layers * 3 * D * F
+    return self.n_layers * (D * self.q_dim + 2 * D * self.kv_dim + self.q_dim * D) + mlp + self.vocab_size * D
+
+
+@patch
+def flops_per_token(self: LlamaConfig, seq_len: int | None = None) -> float:
+    "Training FLOPs per token: 6 N_matmul + 12 L S H d_h (see the formula above)."
+    S = seq_len or self.seq_len
+    return 6.0 * self.n_matmul_params + 12.0 * self.n_layers * S * self.q_dim
+
+
+@patch
+def summary(self: LlamaConfig) -> str:
+    return (
+        f"{self.n_params / 1e6:.2f}M params ({self.n_non_embedding_params / 1e6:.2f}M non-embedding), "
+        f"{self.n_layers}L d={self.d_model} H={self.n_heads}/{self.n_kv_heads} dh={self.head_size} ff={self.d_ff}, "
+        f"{self.flops_per_token() / 1e9:.3f} GFLOP/token at S={self.seq_len}"
+    )
 
 # %% ../../nbs/20_transformer.ipynb #1bbb6efa
 class Block(eqx.Module):

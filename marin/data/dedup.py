@@ -5,18 +5,18 @@
 # %% ../../nbs/13_dedup.ipynb #fac96fde
 from __future__ import annotations
 import dataclasses, re
-from typing import Any, Sequence
+from typing import Sequence
 import numpy as np, pyarrow as pa, pyarrow.parquet as pq, xxhash
 from ..core import storage
 from ..core.config import Config, check, versioned
-from ..core.executor import Step
+from ..core.executor import Step, StepOrPath
 from .permutation import _mix
 
 # %% auto #0
 __all__ = ['shingle_hashes', 'MinHasher', 'lsh_candidate_pairs', 'clusters_from_pairs', 'near_duplicate_clusters', 'DedupConfig',
            'normalized_hash', 'dedup_documents', 'dedup_step']
 
-# %% ../../nbs/13_dedup.ipynb #22528fa7
+# %% ../../nbs/13_dedup.ipynb #ec1c6b22
 _P = np.uint64(0x100000001B3)  # FNV prime as the polynomial base
 
 
@@ -41,7 +41,7 @@ def shingle_hashes(texts: Sequence[str], n: int) -> tuple[np.ndarray, np.ndarray
     hv = (_mix(h[idx]) >> np.uint64(32)).astype(np.uint32)
     return hv, np.concatenate([[0], np.cumsum(counts)])
 
-
+# %% ../../nbs/13_dedup.ipynb #38f1e808
 class MinHasher:
     "`num_perm` hash functions (a·x + b) mod 2^32 with random odd a; `signatures(texts) -> uint32 [N, num_perm]`."
 
@@ -77,7 +77,7 @@ class MinHasher:
             d0 = d1
         return sig
 
-# %% ../../nbs/13_dedup.ipynb #0710182a
+# %% ../../nbs/13_dedup.ipynb #4a40d6d6
 def lsh_candidate_pairs(sig: np.ndarray, bands: int) -> np.ndarray:
     "Pairs (i, j), i < j, of rows of `sig` that agree on all rows of at least one band; int64 [P, 2], unique."
     n, k = sig.shape
@@ -100,7 +100,7 @@ def lsh_candidate_pairs(sig: np.ndarray, bands: int) -> np.ndarray:
     p = np.sort(p, axis=1)
     return np.unique(p, axis=0)
 
-
+# %% ../../nbs/13_dedup.ipynb #2bf2b751
 def clusters_from_pairs(n: int, pairs: np.ndarray) -> np.ndarray:
     "Connected-component label of each of `n` items (label = the smallest member's index)."
     from scipy.sparse import coo_matrix
@@ -114,7 +114,7 @@ def clusters_from_pairs(n: int, pairs: np.ndarray) -> np.ndarray:
     np.minimum.at(first, lab, np.arange(n))
     return first[lab]
 
-
+# %% ../../nbs/13_dedup.ipynb #a8b9dbf3
 def near_duplicate_clusters(
     texts: Sequence[str],
     *,
@@ -138,10 +138,10 @@ def near_duplicate_clusters(
         pairs = pairs[est >= threshold]
     return clusters_from_pairs(len(texts), pairs)
 
-# %% ../../nbs/13_dedup.ipynb #6b7659d1
+# %% ../../nbs/13_dedup.ipynb #17f12ef0
 @dataclasses.dataclass(frozen=True)
 class DedupConfig(Config):
-    documents: Any = versioned()
+    documents: StepOrPath = versioned()  # a document set (a Step or its path)
     exact: bool = versioned(True)
     paragraphs: bool = versioned(True)
     min_paragraph_chars: int = versioned(100)
@@ -165,63 +165,64 @@ class DedupConfig(Config):
 def normalized_hash(text: str) -> int:
     return xxhash.xxh3_64_intdigest(" ".join(text.lower().split()).encode())
 
+# %% ../../nbs/13_dedup.ipynb #d43d817e
+def _mark_exact_duplicates(docs: list[dict], reason: list[str], cluster: list[int]) -> None:
+    "Mark every document whose normalised text was seen before (in place), pointing it at the first one."
+    seen: dict[int, int] = {}
+    for i, d in enumerate(docs):
+        h = normalized_hash(d["text"])
+        if h in seen:
+            reason[i] = "exact-duplicate"
+            cluster[i] = seen[h]
+        else:
+            seen[h] = i
 
-def dedup_documents(cfg: DedupConfig, output_path: str) -> dict:
-    "Executor step: exact, near-duplicate and paragraph dedup of a document set."
-    from tqdm.auto import tqdm
-    from marin.data.sources import read_documents, write_documents
 
-    docs = list(tqdm(read_documents(str(cfg.documents)), desc="dedup: read", unit="doc"))
-    reason = [""] * len(docs)
-    cluster = list(range(len(docs)))
-    bytes_in = sum(len(d["text"].encode()) for d in docs)
-    if cfg.exact:
-        seen: dict[int, int] = {}
-        for i, d in enumerate(docs):
-            h = normalized_hash(d["text"])
-            if h in seen:
-                reason[i] = "exact-duplicate"
-                cluster[i] = seen[h]
-            else:
-                seen[h] = i
-    if cfg.fuzzy:
-        alive = [i for i in range(len(docs)) if not reason[i]]
-        lab = near_duplicate_clusters(
-            [docs[i]["text"] for i in alive],
-            num_perm=cfg.num_perm,
-            bands=cfg.bands,
-            shingle=cfg.shingle,
-            threshold=cfg.threshold,
-            seed=cfg.seed,
-        )
-        for k, i in enumerate(alive):
-            if lab[k] != k:
-                reason[i] = "near-duplicate"
-                cluster[i] = alive[lab[k]]
-    paragraphs_removed = 0
-    if cfg.paragraphs:
-        seen_p: set[int] = set()
-        for i, d in enumerate(docs):
-            if reason[i]:
-                continue
-            parts = re.split(r"(\n\s*\n)", d["text"])
-            keep = []
-            for j in range(0, len(parts), 2):
-                p = parts[j]
-                if len(p.strip()) >= cfg.min_paragraph_chars:
-                    h = normalized_hash(p)
-                    if h in seen_p:
-                        paragraphs_removed += 1
-                        continue
-                    seen_p.add(h)
-                keep.append(p)
-            text = "\n\n".join(k for k in keep if k.strip())
-            if not text.strip():
-                reason[i] = "all-paragraphs-duplicate"
-            elif len(keep) < (len(parts) + 1) // 2:
-                d["text"] = text
-    kept = [d for d, r in zip(docs, reason) if not r]
-    s = write_documents(kept, output_path)
+def _mark_near_duplicates(cfg: DedupConfig, docs: list[dict], reason: list[str], cluster: list[int]) -> None:
+    "Mark (in place) every surviving document whose MinHash cluster starts with an earlier surviving document."
+    alive = [i for i in range(len(docs)) if not reason[i]]
+    lab = near_duplicate_clusters(
+        [docs[i]["text"] for i in alive],
+        num_perm=cfg.num_perm,
+        bands=cfg.bands,
+        shingle=cfg.shingle,
+        threshold=cfg.threshold,
+        seed=cfg.seed,
+    )
+    for k, i in enumerate(alive):
+        if lab[k] != k:
+            reason[i] = "near-duplicate"
+            cluster[i] = alive[lab[k]]
+
+# %% ../../nbs/13_dedup.ipynb #9454dd0e
+def _remove_repeated_paragraphs(docs: list[dict], reason: list[str], min_chars: int) -> int:
+    """Cut (in place) every paragraph of at least `min_chars` already seen in an earlier surviving document; a
+    document left empty is marked. Returns the number of paragraphs removed."""
+    removed = 0
+    seen_p: set[int] = set()
+    for i, d in enumerate(docs):
+        if reason[i]:
+            continue
+        parts = re.split(r"(\n\s*\n)", d["text"])
+        keep = []
+        for j in range(0, len(parts), 2):
+            p = parts[j]
+            if len(p.strip()) >= min_chars:
+                h = normalized_hash(p)
+                if h in seen_p:
+                    removed += 1
+                    continue
+                seen_p.add(h)
+            keep.append(p)
+        text = "\n\n".join(k for k in keep if k.strip())
+        if not text.strip():
+            reason[i] = "all-paragraphs-duplicate"
+        elif len(keep) < (len(parts) + 1) // 2:
+            d["text"] = text
+    return removed
+
+
+def _write_attributes(docs: list[dict], reason: list[str], cluster: list[int], output_path: str) -> None:
     attrs = pa.table(
         {
             "id": [d["id"] for d in docs],
@@ -232,6 +233,25 @@ def dedup_documents(cfg: DedupConfig, output_path: str) -> dict:
     )
     with storage.atomic_open(storage.join(output_path, "attributes.parquet")) as f:
         pq.write_table(attrs, f)
+
+# %% ../../nbs/13_dedup.ipynb #cfac3768
+def dedup_documents(cfg: DedupConfig, output_path: str) -> dict:
+    "Executor step: exact, near-duplicate and paragraph dedup of a document set."
+    from tqdm.auto import tqdm
+    from marin.data.sources import read_documents, write_documents
+
+    docs = list(tqdm(read_documents(str(cfg.documents)), desc="dedup: read", unit="doc"))
+    reason = [""] * len(docs)
+    cluster = list(range(len(docs)))
+    bytes_in = sum(len(d["text"].encode()) for d in docs)
+    if cfg.exact:
+        _mark_exact_duplicates(docs, reason, cluster)
+    if cfg.fuzzy:
+        _mark_near_duplicates(cfg, docs, reason, cluster)
+    paragraphs_removed = _remove_repeated_paragraphs(docs, reason, cfg.min_paragraph_chars) if cfg.paragraphs else 0
+    kept = [d for d, r in zip(docs, reason) if not r]
+    s = write_documents(kept, output_path)
+    _write_attributes(docs, reason, cluster, output_path)
     dropped = {r: reason.count(r) for r in sorted(set(reason)) if r}
     out = {
         "data/documents_in": len(docs),

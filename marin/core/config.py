@@ -259,4 +259,4 @@ def decode(t: Any, v: Any, path: str = "config", *, ignore_unknown: bool = False
         return float(v)
     if t in (int, str, bool) and not (isinstance(v, t) and (t is bool or not isinstance(v, bool))):
         raise ConfigError(f"{path}: expected {t.__name__}, got {type(v).__name__} {v!r}")
-    return v
+    return from_canonical(v)  # a type this decoder does not know (a Protocol, a callable): canonical JSON back

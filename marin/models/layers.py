@@ -9,6 +9,7 @@ from typing import Any, Callable, ClassVar, Protocol
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.sharding import Mesh
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 # %% auto #0
@@ -22,7 +23,7 @@ class ActivationSharding:
     "How a forward pass lays out its activations: a constraint per logical axis tuple, and the expert-parallel axis."
 
     constrain: Callable[[Array, tuple], Array] | None = None  # (x, logical axes) -> x constrained; None: identity
-    mesh: Any = None  # the `jax.sharding.Mesh` the constraint and the expert axis refer to
+    mesh: Mesh | None = None  # the mesh the constraint and the expert axis refer to
     expert_axis: str | None = None  # set: MoE MLPs exchange tokens over `mesh[expert_axis]` (expert parallelism)
 
     def __post_init__(self):

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import Mesh
 from jaxtyping import Array, Int
 from ..core import storage
 from ..core.config import Config, canonical, check, config_hash, versioned
@@ -184,7 +185,7 @@ class TrainConfig(Config):
     "A training run: model, data, optimizer, numerics, parallelism, checkpoints, evaluation, logging."
 
     model: LlamaConfig = versioned()
-    data: Any = versioned()  # CharDataConfig, MixtureConfig, ... (something with build())
+    data: DataConfig = versioned()  # CharDataConfig, MixtureConfig, ...: anything with build() and problems()
     optimizer: OptimizerConfig = versioned(default_factory=OptimizerConfig)
     num_train_steps: int = versioned(1000)
     grad_accum: int = versioned(1)  # microbatches per step (batch_size must divide)
@@ -375,12 +376,12 @@ class TrainingSetup:
     all use it): the mesh, the optimizer and its schedule, the state's shardings, the jitted step and the data."""
 
     cfg: TrainConfig
-    mesh: Any
-    opt: Any
+    mesh: Mesh
+    opt: optax.GradientTransformation
     schedule: Callable
     shardings: TrainState
     step: Callable
-    loader: Any
+    loader: Loader
 
     def init_state(self) -> TrainState:
         "A freshly initialised state on the mesh (parameters from `cfg.seed`, fresh optimizer moments)."

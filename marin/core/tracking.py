@@ -6,13 +6,14 @@
 from __future__ import annotations
 import json, math, os, time
 from typing import Any
+from fastcore.basics import patch
 from . import storage
 from .config import canonical
 from .ledger import annotate
 from .settings import settings
 
 # %% auto #0
-__all__ = ['METRIC_NAMESPACES', 'check_metric_names', 'TrackedRun', 'tracking_dir', 'start_tracking', 'read_metrics']
+__all__ = ['METRIC_NAMESPACES', 'check_metric_names', 'tracking_dir', 'TrackedRun', 'start_tracking', 'read_metrics']
 
 # %% ../../nbs/05_tracking.ipynb #14cf0b14
 METRIC_NAMESPACES = ("train", "eval", "throughput", "mixture", "data", "optim", "moe", "system", "posttrain", "serve")
@@ -27,7 +28,7 @@ def check_metric_names(metrics: dict) -> None:
                 f"metric {k!r} is outside the lab's namespace; name it '<namespace>/<name>' with namespace one of {list(METRIC_NAMESPACES)}"
             )
 
-
+# %% ../../nbs/05_tracking.ipynb #f47f5572
 def _plain(v: Any) -> Any:
     try:
         import numpy as np
@@ -37,6 +38,19 @@ def _plain(v: Any) -> Any:
     except (ImportError, ValueError):
         pass
     return v
+
+# %% ../../nbs/05_tracking.ipynb #d41b91ae
+def tracking_dir(output_dir: str) -> str:
+    return os.path.join(output_dir, ".tracking")
+
+
+def _has_netrc_login() -> bool:
+    import netrc
+
+    try:
+        return bool(netrc.netrc().authenticators("api.wandb.ai"))
+    except (FileNotFoundError, netrc.NetrcParseError):
+        return False
 
 # %% ../../nbs/05_tracking.ipynb #3805b463
 class TrackedRun:
@@ -65,72 +79,77 @@ class TrackedRun:
         self._wandb = None
         self.url = ""
         if self.mode != "disabled":
-            import wandb
-
-            if self.mode == "online" and not (os.environ.get("WANDB_API_KEY") or _has_netrc_login()):
-                raise RuntimeError(
-                    "tracker=online but no wandb login found; run `wandb login`, set WANDB_API_KEY, or use MARIN_TRACKER=offline"
-                )
-            self._wandb = wandb.init(
-                project=project or s.wandb_project,
-                name=name,
-                group=group,
-                tags=tags,
-                dir=local_dir,
-                config=canonical(config) if config is not None else None,
-                mode=self.mode,
-                reinit="create_new",
-                settings=wandb.Settings(console="off", silent=True, x_disable_stats=True),
-            )
-            self.url = self._wandb.url if self.mode == "online" else os.path.dirname(self._wandb.dir)
+            self._start_wandb(name, config, group, tags, local_dir, project or s.wandb_project)
         else:
             self.url = os.path.abspath(local_dir)
         annotate(tracker_url=self.url)
 
-    def log(self, metrics: dict, step: int | None = None) -> None:
-        "Log namespaced scalar metrics at `step`."
-        check_metric_names(metrics)
-        row = {k: _plain(v) for k, v in metrics.items()}
-        self._metrics_file.write(json.dumps({"step": step, "time": time.time(), **row}, default=str) + "\n")
-        self._metrics_file.flush()
-        if self._wandb is not None:
-            self._wandb.log(row, step=step)
+# %% ../../nbs/05_tracking.ipynb #924bc685
+@patch
+def _start_wandb(
+    self: TrackedRun, name: str, config: Any, group: str | None, tags: list[str] | None, local_dir: str, project: str
+) -> None:
+    "Start the wandb run behind this one (offline or online) and set `url`."
+    import wandb
 
-    def summary(self, metrics: dict) -> None:
-        "Final numbers of the run: into wandb's summary and the ledger record."
-        check_metric_names(metrics)
-        row = {k: _plain(v) for k, v in metrics.items()}
-        if self._wandb is not None:
-            self._wandb.summary.update(row)
-        annotate(metrics={k: v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))})
+    if self.mode == "online" and not (os.environ.get("WANDB_API_KEY") or _has_netrc_login()):
+        raise RuntimeError(
+            "tracker=online but no wandb login found; run `wandb login`, set WANDB_API_KEY, or use MARIN_TRACKER=offline"
+        )
+    self._wandb = wandb.init(
+        project=project,
+        name=name,
+        group=group,
+        tags=tags,
+        dir=local_dir,
+        config=canonical(config) if config is not None else None,
+        mode=self.mode,
+        reinit="create_new",
+        settings=wandb.Settings(console="off", silent=True, x_disable_stats=True),
+    )
+    self.url = self._wandb.url if self.mode == "online" else os.path.dirname(self._wandb.dir)
 
-    def finish(self, exit_code: int = 0) -> None:
-        if self._wandb is not None:
-            self._wandb.finish(exit_code=exit_code)
-            self._wandb = None
-        if not self._metrics_file.closed:
-            self._metrics_file.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, et, ev, tb):
-        self.finish(exit_code=0 if et is None else 1)
-
-
-def _has_netrc_login() -> bool:
-    import netrc
-
-    try:
-        return bool(netrc.netrc().authenticators("api.wandb.ai"))
-    except (FileNotFoundError, netrc.NetrcParseError):
-        return False
+# %% ../../nbs/05_tracking.ipynb #fb5fb099
+@patch
+def log(self: TrackedRun, metrics: dict, step: int | None = None) -> None:
+    "Log namespaced scalar metrics at `step`."
+    check_metric_names(metrics)
+    row = {k: _plain(v) for k, v in metrics.items()}
+    self._metrics_file.write(json.dumps({"step": step, "time": time.time(), **row}, default=str) + "\n")
+    self._metrics_file.flush()
+    if self._wandb is not None:
+        self._wandb.log(row, step=step)
 
 
-def tracking_dir(output_dir: str) -> str:
-    return os.path.join(output_dir, ".tracking")
+@patch
+def summary(self: TrackedRun, metrics: dict) -> None:
+    "Final numbers of the run: into wandb's summary and the ledger record."
+    check_metric_names(metrics)
+    row = {k: _plain(v) for k, v in metrics.items()}
+    if self._wandb is not None:
+        self._wandb.summary.update(row)
+    annotate(metrics={k: v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))})
+
+# %% ../../nbs/05_tracking.ipynb #31bb5332
+@patch
+def finish(self: TrackedRun, exit_code: int = 0) -> None:
+    if self._wandb is not None:
+        self._wandb.finish(exit_code=exit_code)
+        self._wandb = None
+    if not self._metrics_file.closed:
+        self._metrics_file.close()
 
 
+@patch
+def __enter__(self: TrackedRun):
+    return self
+
+
+@patch
+def __exit__(self: TrackedRun, et, ev, tb):
+    self.finish(exit_code=0 if et is None else 1)
+
+# %% ../../nbs/05_tracking.ipynb #8112c98c
 def start_tracking(
     name: str, config: Any = None, *, group: str | None = None, dir: str | None = None, **kw
 ) -> TrackedRun:

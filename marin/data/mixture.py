@@ -5,11 +5,12 @@
 # %% ../../nbs/18_mixture.ipynb #3b2c2ec6
 from __future__ import annotations
 import dataclasses, functools, json, math
-from typing import Any, Iterator, Protocol, runtime_checkable
+from typing import Iterator, Protocol, runtime_checkable
 import numpy as np, xxhash
+from fastcore.basics import patch
 from ..core import storage
 from ..core.config import Config, check, versioned
-from ..core.executor import Step
+from ..core.executor import Step, StepOrPath
 from .permutation import FeistelPermutation, derive_seed
 from .shards import TokenSet
 from .sample import Sample, sample_for
@@ -49,7 +50,7 @@ WEIGHT_UNITS = ("tokens", "bytes", "documents")
 @dataclasses.dataclass(frozen=True)
 class MixtureComponent(Config):
     name: str = versioned()
-    tokens: Any = versioned()  # a token set: a tokenize Step or its output path
+    tokens: StepOrPath = versioned()  # a token set: a tokenize Step or its output path
     weight: float = versioned(1.0)
 
     def validate(self):
@@ -60,7 +61,7 @@ class MixtureComponent(Config):
             f"{self.weight!r} must be a finite number >= 0",
         )
 
-# %% ../../nbs/18_mixture.ipynb #e6db3ea9
+# %% ../../nbs/18_mixture.ipynb #f376f89c
 @dataclasses.dataclass(frozen=True)
 class MixtureConfig(Config):
     components: tuple[MixtureComponent, ...] = versioned()
@@ -100,21 +101,26 @@ class MixtureConfig(Config):
             f"must be >= (number of components)^2 = {len(self.components) ** 2}",
         )
 
-    @property
-    def weights(self) -> dict[str, float]:
-        t = sum(c.weight for c in self.components)
-        return {c.name: c.weight / t for c in self.components}
+# %% ../../nbs/18_mixture.ipynb #9fb3fe82
+@patch(as_prop=True)
+def weights(self: MixtureConfig) -> dict[str, float]:
+    t = sum(c.weight for c in self.components)
+    return {c.name: c.weight / t for c in self.components}
 
-    def problems(self) -> list[str]:
-        "Components whose token set is missing (the `DataConfig` check, run before any compute)."
-        return [
-            f"data.components[{c.name}].tokens: {c.tokens} has no manifest.json; run its tokenize step or fix the path"
-            for c in self.components
-            if not storage.exists(storage.join(str(c.tokens), "manifest.json"))
-        ]
 
-    def build(self) -> MixtureLoader:
-        return MixtureLoader(self)
+@patch
+def problems(self: MixtureConfig) -> list[str]:
+    "Components whose token set is missing (the `DataConfig` check, run before any compute)."
+    return [
+        f"data.components[{c.name}].tokens: {c.tokens} has no manifest.json; run its tokenize step or fix the path"
+        for c in self.components
+        if not storage.exists(storage.join(str(c.tokens), "manifest.json"))
+    ]
+
+
+@patch
+def build(self: MixtureConfig) -> MixtureLoader:
+    return MixtureLoader(self)
 
 # %% ../../nbs/18_mixture.ipynb #b67664ac
 class ComponentStream:
@@ -150,7 +156,7 @@ class ComponentStream:
             pos += len(piece)
         return np.concatenate(toks), np.concatenate(segs)
 
-# %% ../../nbs/18_mixture.ipynb #b216f5c2
+# %% ../../nbs/18_mixture.ipynb #e096bd19
 def token_shares(weights: dict[str, float], unit: str, manifests: dict[str, dict]) -> dict[str, float]:
     "Convert weights in `unit` into shares of tokens, using each component's manifest counts."
     per = {n: 1.0 if unit == "tokens" else manifests[n]["tokens"] / max(manifests[n][unit], 1) for n in weights}
@@ -158,7 +164,7 @@ def token_shares(weights: dict[str, float], unit: str, manifests: dict[str, dict
     t = sum(raw.values())
     return {n: v / t for n, v in raw.items()}
 
-
+# %% ../../nbs/18_mixture.ipynb #55f116bf
 def open_token_sets(cfg: MixtureConfig, *, verify: bool = True) -> dict[str, TokenSet]:
     "The components' token sets, refused before any reading if one is missing, empty, or from another tokenizer."
     missing = [
@@ -252,7 +258,19 @@ class MixtureAccounting:
             out[f"mixture/tokens/{n}"] = toks[n]
         return out
 
-# %% ../../nbs/18_mixture.ipynb #0acbd26c
+# %% ../../nbs/18_mixture.ipynb #1ce91608
+class _TokenizerInfo:
+    "What a text Sample needs of a tokenizer, from a token set's manifest (no tokenizer file needed to load data)."
+
+    def __init__(self, m: dict):
+        self.vocab_size, self.eos_id, self.pad_id, self.hash = (
+            m["vocab_size"],
+            m.get("eos_id"),
+            m.get("pad_id"),
+            m["hash"],
+        )
+
+# %% ../../nbs/18_mixture.ipynb #905297d1
 class MixtureLoader(MixtureBlocks, MixtureAccounting):
     "Batches of a mixture by step number: `batch(step) -> {tokens, segment_ids, loss_mask}`."
 
@@ -277,61 +295,93 @@ class MixtureLoader(MixtureBlocks, MixtureAccounting):
             )
         self.batch_size, self.seq_len = cfg.batch_size, cfg.seq_len
 
-    def rows(self, start_row: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        "Packed (tokens [n, S], segment ids [n, S], component index [n]) for global rows start_row…"
-        S = self.seq_len
-        comp, within = self.row_sources(np.arange(start_row, start_row + n))
-        toks = np.empty((n, S), np.int32)
-        segs = np.empty((n, S), np.int32)
-        for r in range(n):
-            toks[r], segs[r] = self.streams[comp[r]].window(int(within[r]) * S, S)
-        return toks, segs, comp
-
-    def batch(self, step: int) -> dict[str, np.ndarray]:
-        "The batch of step `step`: tokens int32 [B,S], segment_ids int32 [B,S], loss_mask float32 [B,S]."
-        if step < 0:
-            raise IndexError(f"step {step} < 0")
-        toks, segs, _ = self.rows(step * self.batch_size, self.batch_size)
-        return self.sample.collate(toks, segs, step=step)
-
-    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
-        return self.iter_from(0)
-
-    def iter_from(self, step: int) -> Iterator[dict[str, np.ndarray]]:
-        "Batches from `step` on (resume = start here)."
-        while True:
-            yield self.batch(step)
-            step += 1
+# %% ../../nbs/18_mixture.ipynb #10747dc0
+@patch
+def rows(self: MixtureLoader, start_row: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    "Packed (tokens [n, S], segment ids [n, S], component index [n]) for global rows start_row…"
+    S = self.seq_len
+    comp, within = self.row_sources(np.arange(start_row, start_row + n))
+    toks = np.empty((n, S), np.int32)
+    segs = np.empty((n, S), np.int32)
+    for r in range(n):
+        toks[r], segs[r] = self.streams[comp[r]].window(int(within[r]) * S, S)
+    return toks, segs, comp
 
 
-class _TokenizerInfo:
-    "What a text Sample needs of a tokenizer, from a token set's manifest (no tokenizer file needed to load data)."
+@patch
+def batch(self: MixtureLoader, step: int) -> dict[str, np.ndarray]:
+    "The batch of step `step`: tokens int32 [B,S], segment_ids int32 [B,S], loss_mask float32 [B,S]."
+    if step < 0:
+        raise IndexError(f"step {step} < 0")
+    toks, segs, _ = self.rows(step * self.batch_size, self.batch_size)
+    return self.sample.collate(toks, segs, step=step)
 
-    def __init__(self, m: dict):
-        self.vocab_size, self.eos_id, self.pad_id, self.hash = (
-            m["vocab_size"],
-            m.get("eos_id"),
-            m.get("pad_id"),
-            m["hash"],
-        )
 
-# %% ../../nbs/18_mixture.ipynb #07f3f7db
+@patch
+def __iter__(self: MixtureLoader) -> Iterator[dict[str, np.ndarray]]:
+    return self.iter_from(0)
+
+
+@patch
+def iter_from(self: MixtureLoader, step: int) -> Iterator[dict[str, np.ndarray]]:
+    "Batches from `step` on (resume = start here)."
+    while True:
+        yield self.batch(step)
+        step += 1
+
+# %% ../../nbs/18_mixture.ipynb #870d4f69
 @dataclasses.dataclass(frozen=True)
 class MixtureStepConfig(Config):
     mixture: MixtureConfig = versioned()
     planned_steps: int = versioned(1000)  # for the realised-token report
     hash_steps: int = versioned(4)  # batches hashed into the mixture hash
 
-
-def describe_mixture(cfg: MixtureStepConfig) -> dict:
-    "Sources, weights, shares, realised token counts, epochs and hashes (what `marin data mixture --dry-run` prints)."
-    ld = MixtureLoader(cfg.mixture)
-    n_rows = cfg.planned_steps * ld.batch_size
+# %% ../../nbs/18_mixture.ipynb #8945817e
+def _batch_hash(ld: MixtureLoader, steps: int) -> str:
+    "xxh3-128 of the first `steps` batches' tokens, segment ids and loss masks."
     h = xxhash.xxh3_128()
-    for s in range(cfg.hash_steps):
+    for s in range(steps):
         b = ld.batch(s)
         for k in ("tokens", "segment_ids", "loss_mask"):
             h.update(b[k].tobytes())
+    return h.hexdigest()
+
+
+def _component_report(ld: MixtureLoader, c: MixtureComponent, realised: dict[str, int], n_rows: int) -> dict:
+    n = c.name
+    return {
+        "name": n,
+        "path": ld.sets[n].path,
+        "weight": c.weight,
+        "token_share": ld.shares[n],
+        "tokens_available": ld.sets[n].n_tokens,
+        "documents": len(ld.sets[n]),
+        "bytes": ld.sets[n].manifest["bytes"],
+        "realised_tokens": realised[n],
+        "realised_share": realised[n] / max(sum(realised.values()), 1),
+        "epochs": ld.epochs(n_rows)[n],
+        "token_set_hash": ld.sets[n].hash,
+    }
+
+
+def _mixture_record(m: MixtureConfig) -> dict:
+    "The mixture's config as `load_mixture` reads it back (component token sets as paths)."
+    return {
+        "weight_unit": m.weight_unit,
+        "seq_len": m.seq_len,
+        "batch_size": m.batch_size,
+        "seed": m.seed,
+        "block_rows": m.block_rows,
+        "sample": m.sample,
+        "rc_prob": m.rc_prob,
+        "components": [{"name": c.name, "tokens": str(c.tokens), "weight": c.weight} for c in m.components],
+    }
+
+# %% ../../nbs/18_mixture.ipynb #e49608b2
+def describe_mixture(cfg: MixtureStepConfig) -> dict:
+    ld = MixtureLoader(cfg.mixture)
+    n_rows = cfg.planned_steps * ld.batch_size
+    batch_hash = _batch_hash(ld, cfg.hash_steps)
     realised = ld.component_tokens(n_rows)
     return {
         "weight_unit": cfg.mixture.weight_unit,
@@ -340,35 +390,9 @@ def describe_mixture(cfg: MixtureStepConfig) -> dict:
         "vocab_size": ld.vocab_size,
         "planned_steps": cfg.planned_steps,
         "planned_tokens": n_rows * ld.seq_len,
-        "components": [
-            {
-                "name": n,
-                "path": ld.sets[n].path,
-                "weight": c.weight,
-                "token_share": ld.shares[n],
-                "tokens_available": ld.sets[n].n_tokens,
-                "documents": len(ld.sets[n]),
-                "bytes": ld.sets[n].manifest["bytes"],
-                "realised_tokens": realised[n],
-                "realised_share": realised[n] / max(sum(realised.values()), 1),
-                "epochs": ld.epochs(n_rows)[n],
-                "token_set_hash": ld.sets[n].hash,
-            }
-            for n, c in zip(ld.names, cfg.mixture.components)
-        ],
-        "batch_hash": h.hexdigest(),
-        "config": {
-            "weight_unit": cfg.mixture.weight_unit,
-            "seq_len": cfg.mixture.seq_len,
-            "batch_size": cfg.mixture.batch_size,
-            "seed": cfg.mixture.seed,
-            "block_rows": cfg.mixture.block_rows,
-            "sample": cfg.mixture.sample,
-            "rc_prob": cfg.mixture.rc_prob,
-            "components": [
-                {"name": c.name, "tokens": str(c.tokens), "weight": c.weight} for c in cfg.mixture.components
-            ],
-        },
+        "components": [_component_report(ld, c, realised, n_rows) for c in cfg.mixture.components],
+        "batch_hash": batch_hash,
+        "config": _mixture_record(cfg.mixture),
     }
 
 # %% ../../nbs/18_mixture.ipynb #05f33987

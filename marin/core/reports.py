@@ -62,7 +62,10 @@ def render_markdown(md_file: str | Path, html_out: str | Path, title: str) -> Pa
     import mistune
 
     body = mistune.html(Path(md_file).read_text())
-    page = f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>{_STYLE}</head><body><p><a href='../index.html'>← all runs</a></p>{body}</body></html>"
+    page = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>{_STYLE}</head>"
+        f"<body><p><a href='../index.html'>← all runs</a></p>{body}</body></html>"
+    )
     storage.write_text(str(html_out), page)
     return Path(html_out)
 
@@ -81,23 +84,30 @@ def _fmt_metrics(m: dict | None, limit: int = 6) -> str:
     return "<br>".join(f"<code>{html.escape(str(k))}</code> = {html.escape(f(v))}" for k, v in items)
 
 
+def _index_row(c: dict) -> str:
+    "One run's row of the index table."
+    st = c.get("status", "?")
+    err = f"<div class='err'>{html.escape(c.get('error', '')[:300])}</div>" if st == "FAILED" else ""
+    started = html.escape(c.get("started_at", "")[:19].replace("T", " "))
+    link = f"<a href='{html.escape(c['_href'])}'>{html.escape(c['run_id'])}</a>"
+    return (
+        f"<tr class='run' data-status='{st}'><td class='{st}'>{st}</td><td>{started}</td>"
+        f"<td>{html.escape(c.get('experiment', ''))}</td><td>{html.escape(str(c.get('issue', '')))}</td>"
+        f"<td>{_fmt_metrics(c.get('metrics'))}{err}</td><td>{link}</td></tr>"
+    )
+
+# %% ../../nbs/06_reports.ipynb #79af1983
 def index_html(cards: list[dict], retrospectives: list[tuple[str, str]]) -> str:
     "The index page: every run (status, date, experiment, issue, key metrics, link) and the retrospectives."
-    rows = []
-    for c in cards:
-        st = c.get("status", "?")
-        err = f"<div class='err'>{html.escape(c.get('error', '')[:300])}</div>" if st == "FAILED" else ""
-        rows.append(
-            f"<tr class='run' data-status='{st}'><td class='{st}'>{st}</td><td>{html.escape(c.get('started_at', '')[:19].replace('T', ' '))}</td>"
-            f"<td>{html.escape(c.get('experiment', ''))}</td><td>{html.escape(str(c.get('issue', '')))}</td>"
-            f"<td>{_fmt_metrics(c.get('metrics'))}{err}</td><td><a href='{html.escape(c['_href'])}'>{html.escape(c['run_id'])}</a></td></tr>"
-        )
+    rows = [_index_row(c) for c in cards]
     retro = "".join(f"<li><a href='{html.escape(h)}'>{html.escape(t)}</a></li>" for t, h in retrospectives)
     n_fail = sum(c.get("status") == "FAILED" for c in cards)
+    built = f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M}"
+    header = "".join(f"<th>{h}</th>" for h in ("status", "started (UTC)", "experiment", "issue", "key metrics", "run"))
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>Marin reports</title>{_STYLE}</head><body>"
-        f"<h1>Marin reports</h1><p>{len(cards)} runs, {n_fail} failed. Built {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC.</p>"
-        "<table id='runs'><thead><tr><th>status</th><th>started (UTC)</th><th>experiment</th><th>issue</th><th>key metrics</th><th>run</th></tr></thead>"
+        f"<h1>Marin reports</h1><p>{len(cards)} runs, {n_fail} failed. Built {built} UTC.</p>"
+        f"<table id='runs'><thead><tr>{header}</tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
         + (f"<h2>Retrospectives</h2><ul>{retro}</ul>" if retro else "")
         + "</body></html>"

@@ -89,9 +89,12 @@ def apply_rope(
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x.dtype)
 
 # %% ../../nbs/20a_layers.ipynb #e4842ab7
-def attention_mask(segment_ids: Int[Array, "B S"]) -> Bool[Array, "B 1 S S"]:
+def attention_mask(segment_ids: Int[Array, "B S"], window: int = 0) -> Bool[Array, "B 1 S S"]:
+    "Causal, within a segment, and (with `window`) only the last `window` positions: `q - window < k <= q`."
     S = segment_ids.shape[1]
     causal = jnp.tril(jnp.ones((S, S), dtype=bool))
+    if window:
+        causal = causal & ~jnp.tril(jnp.ones((S, S), dtype=bool), -window)
     same = segment_ids[:, :, None] == segment_ids[:, None, :]  # [B, Sq, Sk]
     return (causal[None] & same)[:, None]  # [B, 1, Sq, Sk]
 

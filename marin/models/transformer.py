@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from fastcore.basics import patch
 from jaxtyping import Array, Float, Int, PRNGKeyArray
-from ..core.config import Config, check, versioned
+from ..core.config import Config, added, check, versioned
 from marin.models.layers import (
     ATTENTION,
     NO_SHARDING,
@@ -68,6 +68,8 @@ class LlamaConfig(Config):
         "auto"  # scan | unroll | auto (unroll on CPU, scan elsewhere); never changes results beyond float rounding
     )
     moe: MoEConfig | None = None  # MoE MLPs in its `moe_layer_ids` (versioned through its own fields)
+    qkv_bias: bool = added(False, versioned=True)  # biases on the query, key and value projections (Qwen2)
+    sliding_window: int = added(0, versioned=True)  # attend to the last `sliding_window` positions (Mistral); 0: all
 
     def validate(self):
         check(
@@ -96,6 +98,7 @@ class LlamaConfig(Config):
         check(self.attention in ATTENTION_IMPLS, "attention", f"{self.attention!r} is not one of {ATTENTION_IMPLS}")
         check(self.layer_loop in LAYER_LOOPS, "layer_loop", f"{self.layer_loop!r} is not one of {LAYER_LOOPS}")
         check(self.rope_theta > 0, "rope_theta", "must be positive")
+        check(self.sliding_window >= 0, "sliding_window", "must be >= 0 (0 attends to the whole context)")
         check(
             self.moe is None or self.moe.first_dense_layers + self.moe.every <= self.n_layers,
             "moe.every",
@@ -129,7 +132,10 @@ def params_per_layer(self: LlamaConfig) -> int:
     D, F = self.d_model, self.d_ff
     attn = D * self.q_dim + 2 * D * self.kv_dim + self.q_dim * D
     norms = 2 * D + (2 * self.head_size if self.qk_norm else 0)
-    return attn + self.mlp_params_total // self.n_layers + norms  # MLP averaged over layers when only some are MoE
+    biases = self.q_dim + 2 * self.kv_dim if self.qkv_bias else 0
+    return (
+        attn + biases + self.mlp_params_total // self.n_layers + norms
+    )  # MLP averaged over layers when only some are MoE
 
 
 @patch(as_prop=True)
@@ -196,6 +202,9 @@ class Block(eqx.Module):
     mlp_norm: Float[Array, "L D"]
     mlp: DenseMLP | None  # the dense layers' SwiGLU, stacked over them (None when every layer is MoE)
     moe: MoEMLP | None = None  # the MoE layers' MLP, stacked over them (None for a dense model)
+    bq: Float[Array, "L Hdh"] | None = None  # projection biases (cfg.qkv_bias)
+    bk: Float[Array, "L Kdh"] | None = None
+    bv: Float[Array, "L Kdh"] | None = None
 
 
 class Transformer(eqx.Module):
@@ -235,6 +244,11 @@ def init(cfg: LlamaConfig, *, key: PRNGKeyArray) -> Transformer:
         mlp_norm=jnp.ones((L, D)),
         mlp=mlp,
         moe=moe,
+        **(
+            {"bq": jnp.zeros((L, cfg.q_dim)), "bk": jnp.zeros((L, cfg.kv_dim)), "bv": jnp.zeros((L, cfg.kv_dim))}
+            if cfg.qkv_bias
+            else {}
+        ),
     )
     embed = normal(ks[7], (V, D), std)
     lm_head = None if cfg.tie_embeddings else normal(jax.random.fold_in(key, 1), (D, V), std)
@@ -255,6 +269,9 @@ ATTENTION_AXES = {
     "wk": ("layers", "embed", "kv_heads"),
     "wv": ("layers", "embed", "kv_heads"),
     "wo": ("layers", "heads", "embed"),
+    "bq": ("layers", "heads"),
+    "bk": ("layers", "kv_heads"),
+    "bv": ("layers", "kv_heads"),
 }
 _AXIS_TABLES = (EMBEDDING_AXES, ATTENTION_AXES, DenseMLP.AXES, MoEMLP.AXES)
 assert sum(map(len, _AXIS_TABLES)) == len(set().union(*_AXIS_TABLES)), "a parameter name in two axis tables"
@@ -315,9 +332,12 @@ def block_forward_with_stats(
     "One block and its MLP's statistics (`{}` for a dense MLP; the MoE's routing stats otherwise)."
     B, S, D = x.shape
     h = rms_norm(x, p.attn_norm, cfg.norm_eps)
-    q = dense(h, p.wq).reshape(B, S, cfg.n_heads, cfg.head_size)
-    k = dense(h, p.wk).reshape(B, S, cfg.n_kv_heads, cfg.head_size)
-    v = dense(h, p.wv).reshape(B, S, cfg.n_kv_heads, cfg.head_size)
+    q, k, v = dense(h, p.wq), dense(h, p.wk), dense(h, p.wv)
+    if p.bq is not None:
+        q, k, v = q + p.bq, k + p.bk, v + p.bv
+    q = q.reshape(B, S, cfg.n_heads, cfg.head_size)
+    k = k.reshape(B, S, cfg.n_kv_heads, cfg.head_size)
+    v = v.reshape(B, S, cfg.n_kv_heads, cfg.head_size)
     if cfg.qk_norm:
         q, k = rms_norm(q, p.q_norm, cfg.norm_eps), rms_norm(k, p.k_norm, cfg.norm_eps)
     q, k = apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq)
@@ -398,7 +418,7 @@ def forward(
         keep = (model.blocks.moe.router, model.blocks.moe.router_bias)
         m = eqx.tree_at(lambda t: (t.blocks.moe.router, t.blocks.moe.router_bias), m, keep)
     x = sharding(m.embed[tokens], ("batch", "seq", "act_embed"))  # [B, S, D]
-    mask = attention_mask(segment_ids)
+    mask = attention_mask(segment_ids, cfg.sliding_window)
     positions = jnp.broadcast_to(jnp.arange(S)[None], (B, S))
     inv_freq = rope_frequencies(cfg)
     body = lambda x, p: block_forward_with_stats(cfg, p, x, mask, positions, inv_freq, sharding)

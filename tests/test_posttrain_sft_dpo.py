@@ -39,7 +39,7 @@ def test_sft_starts_from_base_and_learns_assistant_tokens(base_run, monkeypatch)
     from marin.models.io import load_model
     from marin.train.checkpoint import list_checkpoints
     from marin.train.optim import OptimizerConfig
-    from marin.eval.tasks import eval_tokenizer
+    from marin.data.tokenizers import checkpoint_tokenizer
 
     tmp, tok, cfg = base_run
     monkeypatch.setenv("MARIN_PREFIX", str(tmp / "store"))
@@ -69,7 +69,7 @@ def test_sft_starts_from_base_and_learns_assistant_tokens(base_run, monkeypatch)
     assert meta["step"] == 12 and [s for s, _ in list_checkpoints(os.path.join(out, "checkpoints"))][-1] == 12
     # tokenizer and chat template travel with the output
     assert (
-        load_chat_template(out).assistant_prefix == "Assistant: " and eval_tokenizer(out).vocab_size == tok.vocab_size
+        load_chat_template(out).assistant_prefix == "Assistant: " and checkpoint_tokenizer(out).vocab_size == tok.vocab_size
     )
 
 

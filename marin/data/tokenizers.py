@@ -7,14 +7,15 @@ from __future__ import annotations
 import dataclasses, json, os
 from typing import Iterable, Sequence
 import numpy as np, xxhash
+from fastcore.basics import patch
 from ..core import storage
 from ..core.config import Config, check, versioned
 from ..core.executor import Step
 
 # %% auto #0
 __all__ = ['EOS', 'PAD', 'UNK', 'DNA_ALPHABET', 'PROTEIN_ALPHABET', 'Tokenizer', 'BPETokenizer', 'train_bpe', 'CharTokenizer',
-           'dna_tokenizer', 'protein_tokenizer', 'tokenizer_from_json', 'load_tokenizer', 'BPETrainConfig',
-           'train_bpe_from_documents', 'train_bpe_step']
+           'dna_tokenizer', 'protein_tokenizer', 'tokenizer_from_json', 'load_tokenizer', 'VocabTokenizer',
+           'checkpoint_tokenizer', 'BPETrainConfig', 'train_bpe_from_documents', 'train_bpe_step']
 
 # %% ../../nbs/14_tokenizers.ipynb #d8a77b39
 EOS, PAD, UNK = "<|endoftext|>", "<|pad|>", "<unk>"
@@ -125,34 +126,40 @@ class CharTokenizer(Tokenizer):
     def encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         return [self._encode(t) for t in texts]
 
-    def token(self, i: int) -> str:
-        ns = len(self.special_tokens)
-        if i < ns:
-            return self.special_tokens[i]
-        if i == self.unk_id:
-            return "N" * self.k if self.name == "dna" else "X"
-        j, out = i - ns, []
-        for _ in range(self.k):
-            out.append(self.alphabet[j % len(self.alphabet)])
-            j //= len(self.alphabet)
-        return "".join(reversed(out))
-
-    def decode(self, ids: Iterable[int]) -> str:
-        return "".join(self.token(int(i)) for i in ids)
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "type": "char",
-                "name": self.name,
-                "alphabet": self.alphabet,
-                "k": self.k,
-                "special_tokens": list(self.special_tokens),
-            },
-            sort_keys=True,
-        )
+# %% ../../nbs/14_tokenizers.ipynb #4b2e5224
+@patch
+def token(self: CharTokenizer, i: int) -> str:
+    ns = len(self.special_tokens)
+    if i < ns:
+        return self.special_tokens[i]
+    if i == self.unk_id:
+        return "N" * self.k if self.name == "dna" else "X"
+    j, out = i - ns, []
+    for _ in range(self.k):
+        out.append(self.alphabet[j % len(self.alphabet)])
+        j //= len(self.alphabet)
+    return "".join(reversed(out))
 
 
+@patch
+def decode(self: CharTokenizer, ids: Iterable[int]) -> str:
+    return "".join(self.token(int(i)) for i in ids)
+
+
+@patch
+def to_json(self: CharTokenizer) -> str:
+    return json.dumps(
+        {
+            "type": "char",
+            "name": self.name,
+            "alphabet": self.alphabet,
+            "k": self.k,
+            "special_tokens": list(self.special_tokens),
+        },
+        sort_keys=True,
+    )
+
+# %% ../../nbs/14_tokenizers.ipynb #85943d5c
 def dna_tokenizer(k: int = 1) -> CharTokenizer:
     return CharTokenizer(DNA_ALPHABET, k=k, name="dna")
 
@@ -196,6 +203,42 @@ def load_tokenizer(spec: str) -> Tokenizer:
         raise FileNotFoundError(
             f"tokenizer {spec!r}: not 'dna'/'protein', not a local tokenizer.json, and not loadable from the hub ({e})"
         ) from None
+
+# %% ../../nbs/14_tokenizers.ipynb #158aea6d
+class VocabTokenizer:
+    "Characters of a fixed vocabulary (`vocab.json` of a character-level run); unknown characters map to `fallback_id`."
+
+    def __init__(self, vocab: Sequence[str]):
+        self.vocab = list(vocab)
+        self.table = {c: i for i, c in enumerate(self.vocab)}
+        self.vocab_size, self.eos_id, self.pad_id = len(self.vocab), None, None
+        self.fallback_id = self.table.get(" ", 0)
+        self.n_unknown = 0
+
+    def encode(self, text: str) -> np.ndarray:
+        ids = [self.table.get(c, -1) for c in text]
+        self.n_unknown += sum(i < 0 for i in ids)
+        return np.array([i if i >= 0 else self.fallback_id for i in ids], np.int32)
+
+    def encode_batch(self, texts):
+        return [self.encode(t) for t in texts]
+
+    def decode(self, ids) -> str:
+        return "".join(self.vocab[int(i)] for i in ids if 0 <= int(i) < len(self.vocab))
+
+# %% ../../nbs/14_tokenizers.ipynb #ee938207
+def checkpoint_tokenizer(checkpoint: str = "", spec: str = "") -> Tokenizer | VocabTokenizer:
+    "The tokenizer a training output was trained with: `spec` if given, else its tokenizer.json, else its vocab.json."
+    if spec:
+        return load_tokenizer(spec)
+    if checkpoint and storage.exists(storage.join(checkpoint, "tokenizer.json")):
+        return load_tokenizer(checkpoint)
+    if checkpoint and storage.exists(storage.join(checkpoint, "vocab.json")):
+        return VocabTokenizer(storage.read_json(storage.join(checkpoint, "vocab.json")))
+    raise FileNotFoundError(
+        f"no tokenizer for {checkpoint or 'the model'}: it has no tokenizer.json or vocab.json; "
+        "pass --tokenizer (a tokenizer.json folder or spec)"
+    )
 
 # %% ../../nbs/14_tokenizers.ipynb #f7b94170
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,8 @@ from ..core import storage
 from ..core.config import Config, canonical, check, versioned
 from ..core.executor import Step
 from .perplexity import PerplexitySuite, evaluate_perplexity, model_logits_fn
-from .tasks import Task, get_task, eval_tokenizer, evaluate_multiple_choice
+from ..data.tokenizers import checkpoint_tokenizer
+from .tasks import Task, get_task, evaluate_multiple_choice
 from .generation import evaluate_generation
 
 # %% auto #0
@@ -105,7 +106,7 @@ def evaluate_checkpoints(cfg: EvalConfig, output_path: str) -> dict:
 
     tasks = cfg.resolved_tasks()
     steps = checkpoint_steps(cfg)
-    tok = eval_tokenizer(str(cfg.checkpoint), cfg.tokenizer) if tasks else None
+    tok = checkpoint_tokenizer(str(cfg.checkpoint), cfg.tokenizer) if tasks else None
     rows, summary = [], {}
     for step in steps:
         model, _ = load_model(str(cfg.checkpoint), step)

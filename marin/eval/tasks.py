@@ -10,12 +10,14 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from ..core import storage
 from ..core.config import Config, ConfigError, check, versioned
+from ..data.tokenizers import VocabTokenizer, checkpoint_tokenizer
+
+eval_tokenizer = checkpoint_tokenizer  # the name evaluation code uses
 
 # %% auto #0
-__all__ = ['TASK_KINDS', 'BUILTIN_TASKS', 'Task', 'task_from_dict', 'load_task_file', 'tasks_from_dir', 'task_registry',
-           'get_task', 'TaskFileError', 'load_items', 'fewshot_prefix', 'context_of', 'VocabTokenizer',
-           'eval_tokenizer', 'encode_pair', 'score_requests', 'mean_stderr', 'choice_credit', 'TaskResult',
-           'evaluate_multiple_choice']
+__all__ = ['eval_tokenizer', 'TASK_KINDS', 'BUILTIN_TASKS', 'Task', 'task_from_dict', 'load_task_file', 'tasks_from_dir',
+           'task_registry', 'get_task', 'TaskFileError', 'load_items', 'fewshot_prefix', 'context_of', 'encode_pair',
+           'score_requests', 'mean_stderr', 'choice_credit', 'TaskResult', 'evaluate_multiple_choice']
 
 # %% ../../nbs/51_tasks.ipynb #95941cd0
 TASK_KINDS = ("multiple_choice", "generation")
@@ -205,43 +207,6 @@ def context_of(task: Task, items: list[dict], i: int) -> str:
     return fewshot_prefix(task, items, i) + items[i]["query"] + task.delimiter
 
 # %% ../../nbs/51_tasks.ipynb #6dd7b9eb
-class VocabTokenizer:
-    "Characters of a fixed vocabulary (`vocab.json` of a character-level run); unknown characters map to `fallback_id`."
-
-    def __init__(self, vocab: Sequence[str]):
-        self.vocab = list(vocab)
-        self.table = {c: i for i, c in enumerate(self.vocab)}
-        self.vocab_size, self.eos_id, self.pad_id = len(self.vocab), None, None
-        self.fallback_id = self.table.get(" ", 0)
-        self.n_unknown = 0
-
-    def encode(self, text: str) -> np.ndarray:
-        ids = [self.table.get(c, -1) for c in text]
-        self.n_unknown += sum(i < 0 for i in ids)
-        return np.array([i if i >= 0 else self.fallback_id for i in ids], np.int32)
-
-    def encode_batch(self, texts):
-        return [self.encode(t) for t in texts]
-
-    def decode(self, ids) -> str:
-        return "".join(self.vocab[int(i)] for i in ids if 0 <= int(i) < len(self.vocab))
-
-
-def eval_tokenizer(checkpoint: str = "", spec: str = ""):
-    "The tokenizer for evaluating a training output: `spec` if given, else its tokenizer.json, else its vocab.json."
-    from marin.data.tokenizers import load_tokenizer
-
-    if spec:
-        return load_tokenizer(spec)
-    if checkpoint and storage.exists(storage.join(checkpoint, "tokenizer.json")):
-        return load_tokenizer(checkpoint)
-    if checkpoint and storage.exists(storage.join(checkpoint, "vocab.json")):
-        return VocabTokenizer(storage.read_json(storage.join(checkpoint, "vocab.json")))
-    raise FileNotFoundError(
-        f"no tokenizer for {checkpoint or 'the model'}: it has no tokenizer.json or vocab.json; pass --tokenizer (a tokenizer.json folder or spec)"
-    )
-
-
 def encode_pair(tok, context: str, continuation: str) -> tuple[list[int], list[int]]:
     "lm-eval-harness's split: trailing context spaces join the continuation; continuation = encode(ctx+cont) after encode(ctx)."
     n = len(context) - len(context.rstrip())

@@ -10,6 +10,7 @@ import numpy as np
 from ..core import storage
 from ..core.config import Config, check, versioned
 from ..core.executor import Step
+from ..data.tokenizers import checkpoint_tokenizer
 
 # %% auto #0
 __all__ = ['ROLES', 'CHAT_TEMPLATE_FILE', 'ChatTemplate', 'save_chat_template', 'load_chat_template', 'load_conversations',
@@ -151,12 +152,10 @@ def sft_loss_mask(segment_ids: np.ndarray, targets: np.ndarray) -> np.ndarray:
 # %% ../../nbs/55_sft.ipynb #b4bd5d7b
 def resolve_tokenizer(spec: str):
     "A tokenizer from a spec, or from a folder holding tokenizer.json / vocab.json (e.g. a training output)."
-    from marin.eval.tasks import eval_tokenizer
-
     for f in ("tokenizer.json", "vocab.json"):
         if spec and storage.exists(storage.join(spec, f)):
-            return eval_tokenizer(spec)
-    return eval_tokenizer(spec=spec)
+            return checkpoint_tokenizer(spec)
+    return checkpoint_tokenizer(spec=spec)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import dataclasses, math
 from typing import Any
+from fastcore.basics import patch
 from ..core.config import Config, check, added
 from ..models.transformer import LlamaConfig
 from ..train.optim import OptimizerConfig
@@ -14,7 +15,7 @@ from .flops import training_flops_per_token, effective_params
 # %% auto #0
 __all__ = ['ScalingPlan', 'ComputeOptimalRecipe', 'TinyCpuRecipe', 'MoERecipe']
 
-# %% ../../nbs/41_recipe.ipynb #b9cd7f81
+# %% ../../nbs/41_recipe.ipynb #0cfbade0
 @dataclasses.dataclass(frozen=True)
 class ScalingPlan:
     "A runnable configuration for a compute budget: model, batch, steps, optimizer, and what they cost."
@@ -60,76 +61,82 @@ class ScalingPlan:
     def tokens_per_param(self) -> float:
         return self.tokens / self.effective_params
 
-    def train_config(self, data: Any = None, *, compute_dtype: str = "float32", remat: str = "none", **overrides):
-        "A `TrainConfig` for this plan; `data` must yield `batch_size × seq_len` batches (default: synthetic tokens)."
-        from marin.train.trainer import TrainConfig, SyntheticDataConfig
+# %% ../../nbs/41_recipe.ipynb #cf8bff1f
+@patch
+def train_config(
+    self: ScalingPlan, data: Any = None, *, compute_dtype: str = "float32", remat: str = "none", **overrides
+):
+    "A `TrainConfig` for this plan; `data` must yield `batch_size × seq_len` batches (default: synthetic tokens)."
+    from marin.train.trainer import TrainConfig, SyntheticDataConfig
 
-        if data is None:
-            data = SyntheticDataConfig(
-                vocab_size=self.model.vocab_size, batch_size=self.batch_size, seq_len=self.seq_len
+    if data is None:
+        data = SyntheticDataConfig(vocab_size=self.model.vocab_size, batch_size=self.batch_size, seq_len=self.seq_len)
+    for f, want in (("batch_size", self.batch_size), ("seq_len", self.seq_len)):
+        got = getattr(data, f, want)
+        if got != want:
+            raise ValueError(
+                f"data.{f}={got} but the plan needs {want}; build the data with {f}={want} (e.g. mixture.replace({f}={want}))"
             )
-        for f, want in (("batch_size", self.batch_size), ("seq_len", self.seq_len)):
-            got = getattr(data, f, want)
-            if got != want:
-                raise ValueError(
-                    f"data.{f}={got} but the plan needs {want}; build the data with {f}={want} (e.g. mixture.replace({f}={want}))"
-                )
-        return TrainConfig(
-            model=self.model,
-            data=data,
-            optimizer=self.optimizer,
-            num_train_steps=self.num_steps,
-            compute_dtype=compute_dtype,
-            remat=remat,
-            **overrides,
-        )
+    return TrainConfig(
+        model=self.model,
+        data=data,
+        optimizer=self.optimizer,
+        num_train_steps=self.num_steps,
+        compute_dtype=compute_dtype,
+        remat=remat,
+        **overrides,
+    )
 
-    def summary(self) -> dict:
-        m, o = self.model, self.optimizer
-        return {
-            "recipe": self.recipe,
-            "budget": self.budget,
-            "flops": self.flops,
-            "flops_error": self.flops_error,
-            "n_params": self.n_params,
-            "effective_params": self.effective_params,
-            "tokens": self.tokens,
-            "tokens_per_param": self.tokens_per_param,
-            "d_model": m.d_model,
-            "n_layers": m.n_layers,
-            "n_heads": m.n_heads,
-            "n_kv_heads": m.n_kv_heads,
-            "head_dim": m.head_size,
-            "d_ff": m.d_ff,
-            "vocab_size": m.vocab_size,
-            "seq_len": self.seq_len,
-            "batch_size": self.batch_size,
-            "num_steps": self.num_steps,
-            "learning_rate": o.learning_rate,
-            "beta1": o.beta1,
-            "beta2": o.beta2,
-            "eps": o.eps,
-            "weight_decay": o.weight_decay,
-            "warmup_steps": o.warmup,
-            "schedule": o.schedule,
-            "min_lr_ratio": o.min_lr_ratio,
-        }
+# %% ../../nbs/41_recipe.ipynb #9e6bee8e
+@patch
+def summary(self: ScalingPlan) -> dict:
+    m, o = self.model, self.optimizer
+    return {
+        "recipe": self.recipe,
+        "budget": self.budget,
+        "flops": self.flops,
+        "flops_error": self.flops_error,
+        "n_params": self.n_params,
+        "effective_params": self.effective_params,
+        "tokens": self.tokens,
+        "tokens_per_param": self.tokens_per_param,
+        "d_model": m.d_model,
+        "n_layers": m.n_layers,
+        "n_heads": m.n_heads,
+        "n_kv_heads": m.n_kv_heads,
+        "head_dim": m.head_size,
+        "d_ff": m.d_ff,
+        "vocab_size": m.vocab_size,
+        "seq_len": self.seq_len,
+        "batch_size": self.batch_size,
+        "num_steps": self.num_steps,
+        "learning_rate": o.learning_rate,
+        "beta1": o.beta1,
+        "beta2": o.beta2,
+        "eps": o.eps,
+        "weight_decay": o.weight_decay,
+        "warmup_steps": o.warmup,
+        "schedule": o.schedule,
+        "min_lr_ratio": o.min_lr_ratio,
+    }
 
-    def describe(self) -> str:
-        s = self.summary()
-        return "\n".join(
-            [
-                f"recipe: {self.recipe}   budget: {self.budget:.3e} FLOPs",
-                f"model: {self.model.summary()}",
-                f"  effective params N_eff = FLOPs/token / 6 = {s['effective_params']:,.0f}",
-                f"data: {self.num_steps:,} steps × {self.batch_size} seqs × {self.seq_len} tokens = {self.tokens:,} tokens ({s['tokens_per_param']:.1f} tokens/param)",
-                f"optimizer: AdamW lr={s['learning_rate']:.3g} betas=({s['beta1']}, {s['beta2']:.4g}) eps={s['eps']:.1e} wd={s['weight_decay']}, "
-                f"warmup {int(s['warmup_steps'])} steps, {s['schedule']} to {s['min_lr_ratio']:.0%}",
-                f"training FLOPs (exact): {self.flops:.6e} = {self.flops_per_token:,.0f} FLOPs/token × {self.tokens:,} tokens ({self.flops_error:+.3%} vs budget)",
-            ]
-        )
+# %% ../../nbs/41_recipe.ipynb #75b9750a
+@patch
+def describe(self: ScalingPlan) -> str:
+    s = self.summary()
+    return "\n".join(
+        [
+            f"recipe: {self.recipe}   budget: {self.budget:.3e} FLOPs",
+            f"model: {self.model.summary()}",
+            f"  effective params N_eff = FLOPs/token / 6 = {s['effective_params']:,.0f}",
+            f"data: {self.num_steps:,} steps × {self.batch_size} seqs × {self.seq_len} tokens = {self.tokens:,} tokens ({s['tokens_per_param']:.1f} tokens/param)",
+            f"optimizer: AdamW lr={s['learning_rate']:.3g} betas=({s['beta1']}, {s['beta2']:.4g}) eps={s['eps']:.1e} wd={s['weight_decay']}, "
+            f"warmup {int(s['warmup_steps'])} steps, {s['schedule']} to {s['min_lr_ratio']:.0%}",
+            f"training FLOPs (exact): {self.flops:.6e} = {self.flops_per_token:,.0f} FLOPs/token × {self.tokens:,} tokens ({self.flops_error:+.3%} vs budget)",
+        ]
+    )
 
-# %% ../../nbs/41_recipe.ipynb #cbcf6488
+# %% ../../nbs/41_recipe.ipynb #9811107b
 @dataclasses.dataclass(frozen=True)
 class ComputeOptimalRecipe(Config):
     "Chinchilla tokens/param, DeepSeek LR/batch power laws, a fixed aspect ratio; every output from a method below."
@@ -167,182 +174,219 @@ class ComputeOptimalRecipe(Config):
     schedule: str = "cosine"  # Hoffmann et al. 2022: cosine to 10% over the run
     min_lr_ratio: float = 0.1
 
-    def validate(self):
-        for f in (
-            "tokens_per_param",
-            "aspect_ratio",
-            "mlp_ratio",
-            "attention_share",
-            "batch_coef",
-            "lr_coef",
-            "max_learning_rate",
-            "beta2_ref_batch",
-            "eps_ref",
-            "warmup_param_tokens",
-        ):
-            check(getattr(self, f) > 0, f, f"must be positive, got {getattr(self, f)}")
-        for f in (
-            "min_layers",
-            "width_multiple",
-            "head_dim",
-            "kv_group",
-            "min_seq_len",
-            "max_seq_len",
-            "batch_multiple",
-            "min_steps",
-        ):
-            check(int(getattr(self, f)) >= 1, f, f"must be an integer >= 1, got {getattr(self, f)}")
-        check(self.width_multiple % 2 == 0, "width_multiple", "must be even (rotary embeddings need even head sizes)")
-        check(
-            self.min_seq_len <= self.max_seq_len, "min_seq_len", f"{self.min_seq_len} > max_seq_len={self.max_seq_len}"
+# %% ../../nbs/41_recipe.ipynb #bdb6fb36
+# recipe constants that must be > 0
+_POSITIVE_FIELDS = (
+    "tokens_per_param",
+    "aspect_ratio",
+    "mlp_ratio",
+    "attention_share",
+    "batch_coef",
+    "lr_coef",
+    "max_learning_rate",
+    "beta2_ref_batch",
+    "eps_ref",
+    "warmup_param_tokens",
+)
+# recipe constants that are counts (integers >= 1)
+_COUNT_FIELDS = (
+    "min_layers",
+    "width_multiple",
+    "head_dim",
+    "kv_group",
+    "min_seq_len",
+    "max_seq_len",
+    "batch_multiple",
+    "min_steps",
+)
+
+
+@patch
+def validate(self: ComputeOptimalRecipe):
+    for f in _POSITIVE_FIELDS:
+        check(getattr(self, f) > 0, f, f"must be positive, got {getattr(self, f)}")
+    for f in _COUNT_FIELDS:
+        check(int(getattr(self, f)) >= 1, f, f"must be an integer >= 1, got {getattr(self, f)}")
+    check(self.width_multiple % 2 == 0, "width_multiple", "must be even (rotary embeddings need even head sizes)")
+    check(self.min_seq_len <= self.max_seq_len, "min_seq_len", f"{self.min_seq_len} > max_seq_len={self.max_seq_len}")
+    check(
+        0 <= self.beta1 < 1 and 0 < self.beta2_ref < 1 and self.beta2_ref <= self.beta2_max < 1,
+        "beta2_ref",
+        "betas in [0, 1) with beta2_ref <= beta2_max",
+    )
+    check(0 <= self.max_warmup_fraction < 1, "max_warmup_fraction", "must be in [0, 1)")
+    check(
+        0 <= self.min_warmup_fraction <= self.max_warmup_fraction,
+        "min_warmup_fraction",
+        f"must be in [0, max_warmup_fraction={self.max_warmup_fraction}]",
+    )
+    check(
+        self.schedule in ("cosine", "wsd", "linear", "constant"),
+        "schedule",
+        f"{self.schedule!r}: cosine, wsd, linear or constant",
+    )
+
+# %% ../../nbs/41_recipe.ipynb #febf7123
+@patch
+def target_params(self: ComputeOptimalRecipe, budget: float) -> float:
+    "Compute-optimal N: C = 6ND with D = r·N."
+    return math.sqrt(budget / (6.0 * self.tokens_per_param))
+
+
+@patch
+def n_layers_for(self: ComputeOptimalRecipe, d_model: int) -> int:
+    return max(self.min_layers, int(round(d_model / self.aspect_ratio)))
+
+
+@patch
+def heads_for(self: ComputeOptimalRecipe, d_model: int) -> tuple[int, int, int]:
+    "(n_heads, n_kv_heads, head_dim): head_dim heads; KV heads shared by the largest group <= kv_group once H >= 2·kv_group."
+    dh = min(self.head_dim, d_model)
+    while d_model % dh:
+        dh -= 2
+    H = d_model // dh
+    g = max(x for x in range(1, self.kv_group + 1) if H % x == 0) if H >= 2 * self.kv_group else 1
+    return H, H // g, dh
+
+
+@patch
+def widths(self: ComputeOptimalRecipe):
+    "Candidate widths: multiples of width_multiple, then of 2·head_dim once d >= 8·head_dim (an even head count, so KV heads can be shared)."
+    d = self.width_multiple
+    while True:
+        yield d
+        d += self.width_multiple if d < 8 * self.head_dim else 2 * max(self.head_dim, self.width_multiple)
+
+
+@patch
+def d_ff_for(self: ComputeOptimalRecipe, d_model: int) -> int:
+    m = self.width_multiple
+    return max(m, int(round(self.mlp_ratio * d_model / m)) * m)
+
+
+@patch
+def seq_len_for(self: ComputeOptimalRecipe, d_model: int) -> int:
+    "Largest power of two with 12·L·S·d <= share × 72·L·d² (attention vs dense FLOPs), clipped."
+    s = 2 ** int(math.floor(math.log2(max(6 * self.attention_share * d_model, 1))))
+    return int(min(max(s, self.min_seq_len), self.max_seq_len))
+
+# %% ../../nbs/41_recipe.ipynb #cd4945ac
+@patch
+def model_for_width(self: ComputeOptimalRecipe, d_model: int, vocab_size: int) -> LlamaConfig:
+    H, K, dh = self.heads_for(d_model)
+    S = self.seq_len_for(d_model)
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        seq_len=S,
+        d_model=d_model,
+        n_layers=self.n_layers_for(d_model),
+        n_heads=H,
+        n_kv_heads=K,
+        head_dim=dh if dh * H != d_model else 0,
+        d_ff=self.d_ff_for(d_model),
+        tie_embeddings=self.tie_embeddings,
+        rope_theta=self.rope_theta,
+    )
+
+
+@patch
+def model_for_params(self: ComputeOptimalRecipe, n_params: float, vocab_size: int) -> LlamaConfig:
+    "The buildable model whose N_eff is nearest (in log) to `n_params`."
+    best = None
+    for d in self.widths():
+        cfg = self.model_for_width(d, vocab_size)
+        n = effective_params(cfg)
+        gap = abs(math.log(n / n_params))
+        if best is None or gap < best[0]:
+            best = (gap, cfg)
+        if n > n_params * 2 or d > 10**6:
+            return best[1]
+
+# %% ../../nbs/41_recipe.ipynb #cc50b243
+@patch
+def batch_tokens(self: ComputeOptimalRecipe, budget: float) -> float:
+    return self.batch_coef * budget**self.batch_exp
+
+
+@patch
+def learning_rate(self: ComputeOptimalRecipe, budget: float) -> float:
+    return min(self.lr_coef * budget**self.lr_exp, self.max_learning_rate)
+
+
+@patch
+def beta2_for(self: ComputeOptimalRecipe, batch_tokens: float) -> float:
+    "Adam SDE rule: 1 - beta2 grows linearly with the batch; clipped to [beta2_ref, beta2_max]."
+    b2 = 1 - (1 - self.beta2_ref) * batch_tokens / self.beta2_ref_batch
+    return float(min(max(b2, self.beta2_ref), self.beta2_max))
+
+
+@patch
+def eps_for(self: ComputeOptimalRecipe, d_model: int) -> float:
+    return float(min(max(self.eps_ref * self.eps_ref_width / d_model, 1e-15), self.eps_ref))
+
+
+@patch
+def warmup_steps(self: ComputeOptimalRecipe, n_eff: float, tokens_per_step: int, num_steps: int) -> int:
+    by_tokens = max(
+        round(self.warmup_param_tokens * n_eff / tokens_per_step), math.ceil(self.min_warmup_fraction * num_steps)
+    )
+    return int(min(by_tokens, int(self.max_warmup_fraction * num_steps)))
+
+# %% ../../nbs/41_recipe.ipynb #393e347d
+@patch
+def batch_size_for(self: ComputeOptimalRecipe, budget: float, seq_len: int, tokens: float) -> int:
+    "Sequences per step: the batch law, at least one multiple, at most what leaves `min_steps` steps."
+    m = self.batch_multiple
+    b = max(m, int(round(self.batch_tokens(budget) / seq_len / m)) * m)
+    cap = max(m, int(tokens / (seq_len * self.min_steps)) // m * m)
+    return min(b, cap)
+
+
+@patch
+def optimizer_for(
+    self: ComputeOptimalRecipe, budget: float, model: LlamaConfig, tokens_per_step: int, num_steps: int
+) -> OptimizerConfig:
+    return OptimizerConfig(
+        learning_rate=self.learning_rate(budget),
+        schedule=self.schedule,
+        min_lr_ratio=self.min_lr_ratio,
+        warmup=float(self.warmup_steps(effective_params(model), tokens_per_step, num_steps)),
+        beta1=self.beta1,
+        beta2=self.beta2_for(tokens_per_step),
+        eps=self.eps_for(model.d_model),
+        weight_decay=self.weight_decay,
+    )
+
+# %% ../../nbs/41_recipe.ipynb #01db0430
+@patch
+def plan(self: ComputeOptimalRecipe, budget: float, *, vocab_size: int, n_params: float | None = None) -> ScalingPlan:
+    "The configuration for `budget` FLOPs (at the compute-optimal size, or at `n_params` for an isoFLOP point)."
+    if not (isinstance(budget, (int, float)) and math.isfinite(budget) and budget > 0):
+        raise ValueError(f"budget: {budget!r} must be a positive number of FLOPs, e.g. 1e18")
+    if vocab_size < 2:
+        raise ValueError(f"vocab_size: {vocab_size} must be >= 2 (the tokenizer's vocabulary)")
+    target = float(n_params) if n_params else self.target_params(budget)
+    model = self.model_for_params(target, vocab_size)
+    S = model.seq_len
+    fpt = training_flops_per_token(model, S)
+    tokens = budget / fpt
+    B = self.batch_size_for(budget, S, tokens)
+    steps = int(round(tokens / (B * S)))
+    if steps < self.min_steps:
+        raise ValueError(
+            f"budget {budget:.3g}: the smallest model this recipe builds ({model.summary()}) gets only {steps} steps of "
+            f"{B}×{S} tokens; raise the budget or lower min_seq_len / width_multiple / vocab_size"
         )
-        check(
-            0 <= self.beta1 < 1 and 0 < self.beta2_ref < 1 and self.beta2_ref <= self.beta2_max < 1,
-            "beta2_ref",
-            "betas in [0, 1) with beta2_ref <= beta2_max",
-        )
-        check(0 <= self.max_warmup_fraction < 1, "max_warmup_fraction", "must be in [0, 1)")
-        check(
-            0 <= self.min_warmup_fraction <= self.max_warmup_fraction,
-            "min_warmup_fraction",
-            f"must be in [0, max_warmup_fraction={self.max_warmup_fraction}]",
-        )
-        check(
-            self.schedule in ("cosine", "wsd", "linear", "constant"),
-            "schedule",
-            f"{self.schedule!r}: cosine, wsd, linear or constant",
-        )
-
-    # ---- size -------------------------------------------------------------------------------------------------
-    def target_params(self, budget: float) -> float:
-        "Compute-optimal N: C = 6ND with D = r·N."
-        return math.sqrt(budget / (6.0 * self.tokens_per_param))
-
-    def n_layers_for(self, d_model: int) -> int:
-        return max(self.min_layers, int(round(d_model / self.aspect_ratio)))
-
-    def heads_for(self, d_model: int) -> tuple[int, int, int]:
-        "(n_heads, n_kv_heads, head_dim): head_dim heads; KV heads shared by the largest group <= kv_group once H >= 2·kv_group."
-        dh = min(self.head_dim, d_model)
-        while d_model % dh:
-            dh -= 2
-        H = d_model // dh
-        g = max(x for x in range(1, self.kv_group + 1) if H % x == 0) if H >= 2 * self.kv_group else 1
-        return H, H // g, dh
-
-    def widths(self):
-        "Candidate widths: multiples of width_multiple, then of 2·head_dim once d >= 8·head_dim (an even head count, so KV heads can be shared)."
-        d = self.width_multiple
-        while True:
-            yield d
-            d += self.width_multiple if d < 8 * self.head_dim else 2 * max(self.head_dim, self.width_multiple)
-
-    def d_ff_for(self, d_model: int) -> int:
-        m = self.width_multiple
-        return max(m, int(round(self.mlp_ratio * d_model / m)) * m)
-
-    def seq_len_for(self, d_model: int) -> int:
-        "Largest power of two with 12·L·S·d <= share × 72·L·d² (attention vs dense FLOPs), clipped."
-        s = 2 ** int(math.floor(math.log2(max(6 * self.attention_share * d_model, 1))))
-        return int(min(max(s, self.min_seq_len), self.max_seq_len))
-
-    def model_for_width(self, d_model: int, vocab_size: int) -> LlamaConfig:
-        H, K, dh = self.heads_for(d_model)
-        S = self.seq_len_for(d_model)
-        return LlamaConfig(
-            vocab_size=vocab_size,
-            seq_len=S,
-            d_model=d_model,
-            n_layers=self.n_layers_for(d_model),
-            n_heads=H,
-            n_kv_heads=K,
-            head_dim=dh if dh * H != d_model else 0,
-            d_ff=self.d_ff_for(d_model),
-            tie_embeddings=self.tie_embeddings,
-            rope_theta=self.rope_theta,
-        )
-
-    def model_for_params(self, n_params: float, vocab_size: int) -> LlamaConfig:
-        "The buildable model whose N_eff is nearest (in log) to `n_params`."
-        best = None
-        for d in self.widths():
-            cfg = self.model_for_width(d, vocab_size)
-            n = effective_params(cfg)
-            gap = abs(math.log(n / n_params))
-            if best is None or gap < best[0]:
-                best = (gap, cfg)
-            if n > n_params * 2 or d > 10**6:
-                return best[1]
-
-    # ---- batch and optimizer ----------------------------------------------------------------------------------
-    def batch_tokens(self, budget: float) -> float:
-        return self.batch_coef * budget**self.batch_exp
-
-    def learning_rate(self, budget: float) -> float:
-        return min(self.lr_coef * budget**self.lr_exp, self.max_learning_rate)
-
-    def beta2_for(self, batch_tokens: float) -> float:
-        "Adam SDE rule: 1 - beta2 grows linearly with the batch; clipped to [beta2_ref, beta2_max]."
-        b2 = 1 - (1 - self.beta2_ref) * batch_tokens / self.beta2_ref_batch
-        return float(min(max(b2, self.beta2_ref), self.beta2_max))
-
-    def eps_for(self, d_model: int) -> float:
-        return float(min(max(self.eps_ref * self.eps_ref_width / d_model, 1e-15), self.eps_ref))
-
-    def warmup_steps(self, n_eff: float, tokens_per_step: int, num_steps: int) -> int:
-        by_tokens = max(
-            round(self.warmup_param_tokens * n_eff / tokens_per_step), math.ceil(self.min_warmup_fraction * num_steps)
-        )
-        return int(min(by_tokens, int(self.max_warmup_fraction * num_steps)))
-
-    def batch_size_for(self, budget: float, seq_len: int, tokens: float) -> int:
-        "Sequences per step: the batch law, at least one multiple, at most what leaves `min_steps` steps."
-        m = self.batch_multiple
-        b = max(m, int(round(self.batch_tokens(budget) / seq_len / m)) * m)
-        cap = max(m, int(tokens / (seq_len * self.min_steps)) // m * m)
-        return min(b, cap)
-
-    def optimizer_for(self, budget: float, model: LlamaConfig, tokens_per_step: int, num_steps: int) -> OptimizerConfig:
-        return OptimizerConfig(
-            learning_rate=self.learning_rate(budget),
-            schedule=self.schedule,
-            min_lr_ratio=self.min_lr_ratio,
-            warmup=float(self.warmup_steps(effective_params(model), tokens_per_step, num_steps)),
-            beta1=self.beta1,
-            beta2=self.beta2_for(tokens_per_step),
-            eps=self.eps_for(model.d_model),
-            weight_decay=self.weight_decay,
-        )
-
-    # ---- the plan ---------------------------------------------------------------------------------------------
-    def plan(self, budget: float, *, vocab_size: int, n_params: float | None = None) -> ScalingPlan:
-        "The configuration for `budget` FLOPs (at the compute-optimal size, or at `n_params` for an isoFLOP point)."
-        if not (isinstance(budget, (int, float)) and math.isfinite(budget) and budget > 0):
-            raise ValueError(f"budget: {budget!r} must be a positive number of FLOPs, e.g. 1e18")
-        if vocab_size < 2:
-            raise ValueError(f"vocab_size: {vocab_size} must be >= 2 (the tokenizer's vocabulary)")
-        target = float(n_params) if n_params else self.target_params(budget)
-        model = self.model_for_params(target, vocab_size)
-        S = model.seq_len
-        fpt = training_flops_per_token(model, S)
-        tokens = budget / fpt
-        B = self.batch_size_for(budget, S, tokens)
-        steps = int(round(tokens / (B * S)))
-        if steps < self.min_steps:
-            raise ValueError(
-                f"budget {budget:.3g}: the smallest model this recipe builds ({model.summary()}) gets only {steps} steps of "
-                f"{B}×{S} tokens; raise the budget or lower min_seq_len / width_multiple / vocab_size"
-            )
-        return ScalingPlan(
-            budget=float(budget),
-            model=model,
-            batch_size=B,
-            seq_len=S,
-            num_steps=steps,
-            optimizer=self.optimizer_for(budget, model, B * S, steps),
-            recipe=self.name,
-            target_params=target,
-        )
+    return ScalingPlan(
+        budget=float(budget),
+        model=model,
+        batch_size=B,
+        seq_len=S,
+        num_steps=steps,
+        optimizer=self.optimizer_for(budget, model, B * S, steps),
+        recipe=self.name,
+        target_params=target,
+    )
 
 # %% ../../nbs/41_recipe.ipynb #75b711a3
 @dataclasses.dataclass(frozen=True)

@@ -16,7 +16,7 @@ __all__ = ['RUN_COLUMNS', 'SHAPE_MEAN_OF', 'FRONTIER_METHODS', 'BACKTEST_METHODS
            'fit_power_law_floor', 'ShapeMean', 'fit_frontier_curve', 'predict_with', 'backtest_forecasts',
            'backtest_summary', 'select_method', 'with_model_error', 'plot_isoflops', 'plot_optima']
 
-# %% ../../nbs/43_fits.ipynb #57a7c2fb
+# %% ../../nbs/43_fits.ipynb #c6ac7a92
 RUN_COLUMNS = ["name", "budget", "params", "tokens", "flops", "loss", "n_params", "d_model", "n_layers", "output_path"]
 
 
@@ -49,7 +49,7 @@ def runs_from_records(df) -> "pd.DataFrame":
         )
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
-
+# %% ../../nbs/43_fits.ipynb #6225172e
 def sweep_runs(steps: Iterable, ledger: Any = None) -> "pd.DataFrame":
     "The successful ledger runs of `steps` (executor Steps of scaling runs); raises `MissingRuns` naming any that are absent."
     from marin.core.ledger import Ledger
@@ -73,7 +73,7 @@ def sweep_runs(steps: Iterable, ledger: Any = None) -> "pd.DataFrame":
         )
     return runs_from_records(df).set_index("name").loc[names].reset_index()
 
-
+# %% ../../nbs/43_fits.ipynb #19d03235
 def best_of_seeds(runs) -> "pd.DataFrame":
     """One row per (budget, size): the seed with the lowest loss, plus `seeds` (runs of that size) and `seed_spread`
     (max − min loss over them). For sweeps trained with several seeds (`IsoFlopSweep(seeds=...)`)."""
@@ -82,7 +82,7 @@ def best_of_seeds(runs) -> "pd.DataFrame":
     stats = g.agg(seeds="size", seed_spread=lambda l: l.max() - l.min())
     return runs.loc[g.idxmin()].join(stats, on=["budget", "params"]).reset_index(drop=True)
 
-# %% ../../nbs/43_fits.ipynb #0b377bf7
+# %% ../../nbs/43_fits.ipynb #43348791
 @dataclasses.dataclass(frozen=True)
 class IsoFlopFit:
     "Loss ≈ a·x² + b·x + c with x = log10 N at one budget; the vertex is the optimum."
@@ -114,7 +114,7 @@ class IsoFlopFit:
         x = np.log10(np.asarray(n, float))
         return self.a * x**2 + self.b * x + self.c
 
-
+# %% ../../nbs/43_fits.ipynb #c790599c
 def fit_parabola(budget: float, params, losses, *, max_extrapolation: float = 0.5) -> IsoFlopFit:
     "Fit one budget's loss against log10 N; refuse fewer than 3 sizes, a downward parabola or a vertex outside the sizes (± max_extrapolation decades)."
     x, y = np.log10(np.asarray(params, float)), np.asarray(losses, float)
@@ -148,7 +148,7 @@ def isoflop_fits(runs, *, min_budgets: int = 3) -> list[IsoFlopFit]:
         )
     return [fit_parabola(C, g["params"], g["loss"]) for C, g in runs.groupby("budget")]
 
-# %% ../../nbs/43_fits.ipynb #46278c1a
+# %% ../../nbs/43_fits.ipynb #5370b769
 @dataclasses.dataclass(frozen=True)
 class PowerLaw:
     "y = coef · x^exponent (fitted in log10–log10 space); standard errors from the regression."
@@ -179,7 +179,7 @@ def fit_power_law(x, y) -> PowerLaw:
         se_e, se_c = float(np.sqrt(cov[0, 0])), float(np.sqrt(cov[1, 1]))
     return PowerLaw(float(10 ** coef[1]), float(coef[0]), se_e, se_c)
 
-
+# %% ../../nbs/43_fits.ipynb #1116b430
 @dataclasses.dataclass(frozen=True)
 class OptimalScaling:
     "N*(C) and D*(C) from per-budget parabolas."
@@ -200,7 +200,7 @@ def fit_optimal_scaling(runs, *, min_budgets: int = 3) -> OptimalScaling:
         tuple(fits), fit_power_law(C, [f.n_opt for f in fits]), fit_power_law(C, [f.d_opt for f in fits])
     )
 
-# %% ../../nbs/43_fits.ipynb #dc982469
+# %% ../../nbs/43_fits.ipynb #7ecb8937
 @dataclasses.dataclass(frozen=True)
 class ParametricFit:
     "L(N, D) = E + A/N^alpha + B/D^beta."
@@ -229,24 +229,14 @@ class ParametricFit:
     def __str__(self):
         return f"L = {self.E:.3f} + {self.A:.4g}/N^{self.alpha:.3f} + {self.B:.4g}/D^{self.beta:.3f}"
 
-
+# %% ../../nbs/43_fits.ipynb #f749ee7a
 def _huber(r, delta):
     a = np.abs(r)
     return np.where(a <= delta, 0.5 * r**2, delta * (a - 0.5 * delta))
 
 
-def fit_parametric(
-    N, D, L, *, delta: float = 1e-3, init: ParametricFit | None = None, grid: str = "full"
-) -> ParametricFit:
-    "Robust fit of L(N, D) (Huber on log residuals, L-BFGS-B from a grid of starts); needs >= 5 runs."
-    from scipy.optimize import minimize
-
-    N, D, L = (np.asarray(v, float) for v in (N, D, L))
-    ok = np.isfinite(N) & np.isfinite(D) & np.isfinite(L) & (L > 0)
-    N, D, L = N[ok], D[ok], L[ok]
-    if len(L) < 5:
-        raise ValueError(f"the parametric fit has 5 constants and needs >= 5 runs, got {len(L)}")
-    lN, lD, lL = np.log(N), np.log(D), np.log(L)
+def _parametric_objective(lN, lD, lL, delta: float):
+    "Huber loss of log residuals of L = exp(LSE(a - alpha log N, b - beta log D, e)), and its gradient."
 
     def obj(p):
         a, b, e, al, be = p
@@ -267,13 +257,34 @@ def fit_parametric(
         )
         return float(np.sum(_huber(r, delta))), grad
 
+    return obj
+
+
+def _parametric_starts(init: ParametricFit | None, grid: str, min_loss: float) -> list[tuple]:
+    "Starting points (a, b, e, alpha, beta): the previous fit's (a bootstrap refit), else a grid ('full' or 'small')."
     if init is not None:
-        starts = [(math.log(init.A), math.log(init.B), math.log(max(init.E, 1e-6)), init.alpha, init.beta)]
-    else:
-        es = np.log(np.array([0.3, 0.6, 0.9] if grid == "full" else [0.5, 0.9]) * L.min())
-        alphas = [0.2, 0.5] if grid == "full" else [0.3]
-        ab = [0.0, 10.0, 20.0] if grid == "full" else [5.0, 15.0]
-        starts = [(a, b, e, al, be) for a in ab for b in ab for e in es for al in alphas for be in alphas]
+        return [(math.log(init.A), math.log(init.B), math.log(max(init.E, 1e-6)), init.alpha, init.beta)]
+    es = np.log(np.array([0.3, 0.6, 0.9] if grid == "full" else [0.5, 0.9]) * min_loss)
+    alphas = [0.2, 0.5] if grid == "full" else [0.3]
+    ab = [0.0, 10.0, 20.0] if grid == "full" else [5.0, 15.0]
+    return [(a, b, e, al, be) for a in ab for b in ab for e in es for al in alphas for be in alphas]
+
+# %% ../../nbs/43_fits.ipynb #92218973
+def fit_parametric(
+    N, D, L, *, delta: float = 1e-3, init: ParametricFit | None = None, grid: str = "full"
+) -> ParametricFit:
+    "Robust fit of L(N, D) (Huber on log residuals, L-BFGS-B from a grid of starts); needs >= 5 runs."
+    from scipy.optimize import minimize
+
+    N, D, L = (np.asarray(v, float) for v in (N, D, L))
+    ok = np.isfinite(N) & np.isfinite(D) & np.isfinite(L) & (L > 0)
+    N, D, L = N[ok], D[ok], L[ok]
+    if len(L) < 5:
+        raise ValueError(f"the parametric fit has 5 constants and needs >= 5 runs, got {len(L)}")
+    lN, lD, lL = np.log(N), np.log(D), np.log(L)
+
+    obj = _parametric_objective(lN, lD, lL, delta)
+    starts = _parametric_starts(init, grid, L.min())
     best = None
     bounds = [(-20, 60), (-20, 60), (-10, 5), (0.01, 3.0), (0.01, 3.0)]
     for s in starts:
@@ -283,7 +294,7 @@ def fit_parametric(
     a, b, e, al, be = best.x
     return ParametricFit(float(np.exp(e)), float(np.exp(a)), float(np.exp(b)), float(al), float(be), float(best.fun))
 
-# %% ../../nbs/43_fits.ipynb #56282591
+# %% ../../nbs/43_fits.ipynb #bd4df3d7
 @dataclasses.dataclass(frozen=True)
 class Forecast:
     "A predicted loss for a planned run, with a bootstrap band."
@@ -307,7 +318,7 @@ class Forecast:
             f"(90% band {self.low:.4f}–{self.high:.4f}, {self.n_boot} bootstrap refits)"
         )
 
-
+# %% ../../nbs/43_fits.ipynb #0316d67f
 def forecast_loss(
     runs, params: float, tokens: float, *, n_boot: int = 100, seed: int = 0, delta: float = 1e-3, grid: str = "full"
 ) -> Forecast:
@@ -334,7 +345,7 @@ def forecast_loss(
         fit,
     )
 
-# %% ../../nbs/43_fits.ipynb #97cf887a
+# %% ../../nbs/43_fits.ipynb #e2362981
 @dataclasses.dataclass(frozen=True)
 class FrontierFit:
     "L*(C) through the per-budget parabola minima (a PowerLaw, or another shape: `method`), plus an off-optimum penalty curvature·(log10 N − log10 N*(C))²."
@@ -354,7 +365,7 @@ class FrontierFit:
     def __str__(self):
         return f"L*(C) [{self.method}] = {self.frontier}; curvature {self.curvature:.3f}/decade², run noise {self.noise:.4f}"
 
-
+# %% ../../nbs/43_fits.ipynb #3695f521
 def fit_frontier(runs, *, min_budgets: int = 3, method: str = "power") -> FrontierFit:
     "Per-budget parabolas → the frontier of their minima L*(C) (shape `method`, see `fit_frontier_curve`) and the power law N*(C); mean curvature; pooled residual noise."
     scaling = fit_optimal_scaling(runs, min_budgets=min_budgets)
@@ -373,7 +384,7 @@ def fit_frontier(runs, *, min_budgets: int = 3, method: str = "power") -> Fronti
         method,
     )
 
-
+# %% ../../nbs/43_fits.ipynb #c4a9bcdb
 def forecast_frontier(
     runs, params: float, tokens: float, *, n_boot: int = 200, seed: int = 0, min_budgets: int = 3, method: str = "power"
 ) -> Forecast:
@@ -401,7 +412,7 @@ def forecast_frontier(
         C, float(params), float(tokens), float(fit(C, params)), float(lo), float(hi), len(preds), fit, "frontier"
     )
 
-# %% ../../nbs/43_fits.ipynb #79003726
+# %% ../../nbs/43_fits.ipynb #cba3ae29
 @dataclasses.dataclass(frozen=True)
 class LogQuadratic:
     "L = 10^(c0 + c1·x + c2·x²), x = log10 C − x0: a frontier whose log–log slope c1 + 2·c2·x changes linearly in log C."
@@ -431,7 +442,7 @@ def fit_log_quadratic(x, y) -> LogQuadratic:
     c2, c1, c0 = np.polyfit(lx - x0, ly, 2)
     return LogQuadratic(float(c0), float(c1), float(c2), x0)
 
-
+# %% ../../nbs/43_fits.ipynb #06d7c0f1
 @dataclasses.dataclass(frozen=True)
 class PowerLawFloor:
     "L = E + coef·C^exponent with an irreducible loss E >= 0."
@@ -466,7 +477,7 @@ def fit_power_law_floor(x, y) -> PowerLawFloor:
     p = fit_power_law(x, y - E)
     return PowerLawFloor(E, p.coef, p.exponent)
 
-
+# %% ../../nbs/43_fits.ipynb #8b90a073
 @dataclasses.dataclass(frozen=True)
 class ShapeMean:
     "The geometric mean of several frontier curves (an equal-weight ensemble in log loss)."
@@ -482,10 +493,14 @@ class ShapeMean:
 
 
 SHAPE_MEAN_OF = ("power", "power-last2", "log-quadratic")
+
+
 FRONTIER_METHODS = ("power", "power-last3", "power-last2", "log-quadratic", "power+floor", "shape-mean")
+
+
 BACKTEST_METHODS = FRONTIER_METHODS + ("parametric",)
 
-
+# %% ../../nbs/43_fits.ipynb #bc436277
 def fit_frontier_curve(C, L, method: str = "power"):
     "The frontier L*(C) through per-budget minima (C_i, L_i), by `method` (one of FRONTIER_METHODS; see the table above)."
     C, L = np.asarray(C, float), np.asarray(L, float)
@@ -506,7 +521,7 @@ def fit_frontier_curve(C, L, method: str = "power"):
         return ShapeMean(tuple(fit_frontier_curve(C, L, m) for m in SHAPE_MEAN_OF), SHAPE_MEAN_OF)
     raise ValueError(f"unknown frontier method {method!r}; use one of {', '.join(FRONTIER_METHODS)}")
 
-
+# %% ../../nbs/43_fits.ipynb #a7cbc62e
 def predict_with(runs, method: str, budget: float, params: float, *, delta: float = 1e-3) -> float:
     "Fit `method` (a frontier shape, or 'parametric') on `runs` and predict the loss of a run of `params` at `budget` (D = C / 6N)."
     if method == "parametric":
@@ -515,18 +530,9 @@ def predict_with(runs, method: str, budget: float, params: float, *, delta: floa
         )
     return float(fit_frontier(runs, method=method)(budget, params))
 
-
-def backtest_forecasts(
-    runs, methods: Iterable[str] = BACKTEST_METHODS, *, extra=None, min_ratio: float = 3.0, min_budgets: int = 3
-) -> "pd.DataFrame":
-    """Forecast what is already known from what came before it. Targets: each sweep budget's parabola minimum L*(B) at N*(B),
-    and each row of `extra` (single runs: budget, params, tokens, loss); for each, every method fits on the sweep budgets
-    <= target/`min_ratio` (>= `min_budgets` of them) and predicts it. One row per (target, method)."""
-    import pandas as pd
-
-    runs = pd.DataFrame({k: np.asarray(runs[k], float) for k in ("budget", "params", "tokens", "loss")})
-    methods = list(methods)
-    fits = {f.budget: f for f in isoflop_fits(runs, min_budgets=1)}
+# %% ../../nbs/43_fits.ipynb #f1bf0e47
+def _backtest_targets(fits: dict, extra=None) -> list[tuple]:
+    "(name, budget, params, actual loss) per backtest target: each sweep budget's parabola minimum, then `extra`'s runs."
     budgets = sorted(fits)
     targets = [(f"sweep minimum L*({B:.2g})", B, fits[B].n_opt, fits[B].loss_opt) for B in budgets]
     if extra is not None:
@@ -539,6 +545,22 @@ def backtest_forecasts(
             )
             for r in extra.itertuples()
         ]
+    return targets
+
+# %% ../../nbs/43_fits.ipynb #36e1485b
+def backtest_forecasts(
+    runs, methods: Iterable[str] = BACKTEST_METHODS, *, extra=None, min_ratio: float = 3.0, min_budgets: int = 3
+) -> "pd.DataFrame":
+    """Forecast what is already known from what came before it. Targets: each sweep budget's parabola minimum L*(B) at N*(B),
+    and each row of `extra` (single runs: budget, params, tokens, loss); for each, every method fits on the sweep budgets
+    <= target/`min_ratio` (>= `min_budgets` of them) and predicts it. One row per (target, method)."""
+    import pandas as pd
+
+    runs = pd.DataFrame({k: np.asarray(runs[k], float) for k in ("budget", "params", "tokens", "loss")})
+    methods = list(methods)
+    fits = {f.budget: f for f in isoflop_fits(runs, min_budgets=1)}
+    budgets = sorted(fits)
+    targets = _backtest_targets(fits, extra)
     rows = []
     for name, C, N, actual in targets:
         train_b = [b for b in budgets if b <= C / min_ratio * (1 + 1e-9)]
@@ -570,7 +592,7 @@ def backtest_forecasts(
         )
     return pd.DataFrame(rows)
 
-
+# %% ../../nbs/43_fits.ipynb #c99ac0f8
 def backtest_summary(backtest) -> "pd.DataFrame":
     "Per method (in the backtest's order): mean and max |error|, RMS error, and how many targets it forecast."
     import pandas as pd
@@ -597,7 +619,7 @@ def select_method(backtest, *, tol: float = 1e-4) -> str:
     best = s.mean_abs_error.min()
     return str(s.index[s.mean_abs_error <= best + tol][0])
 
-
+# %% ../../nbs/43_fits.ipynb #669d5b87
 def with_model_error(fc: Forecast, rel_sd: float, z: float = 1.645) -> Forecast:
     "`fc` with its band widened by a relative model (shape) error `rel_sd` (e.g. the backtest's RMS error), added in quadrature to the bootstrap half-widths (z=1.645: 90%)."
     m = z * rel_sd * fc.loss
@@ -605,7 +627,7 @@ def with_model_error(fc: Forecast, rel_sd: float, z: float = 1.645) -> Forecast:
         fc, low=float(fc.loss - math.hypot(fc.loss - fc.low, m)), high=float(fc.loss + math.hypot(fc.high - fc.loss, m))
     )
 
-# %% ../../nbs/43_fits.ipynb #376e5141
+# %% ../../nbs/43_fits.ipynb #51e9fb10
 def plot_isoflops(
     runs, scaling: OptimalScaling | None = None, ax=None, forecast: Forecast | None = None, actual: dict | None = None
 ):
@@ -643,7 +665,7 @@ def plot_isoflops(
     ax.legend(fontsize=8)
     return ax
 
-
+# %% ../../nbs/43_fits.ipynb #abb681c7
 def plot_optima(scaling: OptimalScaling, axes=None, extra_budgets: Iterable[float] = ()):
     "N*(C) and D*(C) with their power laws, extended to `extra_budgets`."
     import matplotlib.pyplot as plt

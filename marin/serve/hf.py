@@ -9,7 +9,7 @@ from typing import Any, Callable
 import numpy as np
 from ..core import storage
 from ..core.config import Config, canonical, check, versioned
-from ..core.executor import Step
+from ..core.executor import Step, StepOrPath
 
 # %% auto #0
 __all__ = ['BLOCK_TENSORS', 'MLP_TENSORS', 'LAYER_TENSORS', 'QK_NORM_TENSORS', 'EXPORT_DTYPES', 'MIXTRAL_FUSED_NAMES',
@@ -56,7 +56,7 @@ def safetensors_bytes(tensors: dict[str, np.ndarray], metadata: dict[str, str] |
     h += b" " * (-len(h) % 8)
     return struct.pack("<Q", len(h)) + h + b"".join(chunks)
 
-
+# %% ../../nbs/60_hf.ipynb #c81f3b95
 def parse_safetensors(data: bytes) -> dict[str, np.ndarray]:
     "The tensors of a safetensors file's bytes."
     if len(data) < 8:
@@ -116,7 +116,7 @@ def block_tensor(blocks, field: str):
     "A stacked per-layer tensor of a model's `Block` by name: the dense MLP's weights live in `blocks.mlp`."
     return getattr(blocks.mlp, field) if field in MLP_TENSORS else getattr(blocks, field)
 
-
+# %% ../../nbs/60_hf.ipynb #8623b1b6
 def _shared_hf_tensors(model, table: dict, host: Callable) -> dict[str, np.ndarray]:
     "Embeddings, final norm, output projection and the per-layer tensors of `table`."
     cfg = model.cfg
@@ -135,7 +135,7 @@ def dense_hf_tensors(model, dtype: str = "float32") -> dict[str, np.ndarray]:
     out = _shared_hf_tensors(model, LAYER_TENSORS, _host_fn(dtype))
     return {k: np.ascontiguousarray(v) for k, v in out.items()}
 
-
+# %% ../../nbs/60_hf.ipynb #c8084e5b
 def _getter(tensors: dict[str, np.ndarray], what: str) -> Callable:
     def get(name):
         if name not in tensors:
@@ -172,22 +172,24 @@ def _assemble(tensors: dict[str, np.ndarray], cfg, table: dict, mlp: dict, what:
     for k in expect:
         if tuple(got[k]) != expect[k]:
             raise ValueError(
-                f"tensor {k}: shape {tuple(got[k])} does not match config.json ({expect[k]}); the config and weights disagree"
+                f"tensor {k}: shape {tuple(got[k])} does not match config.json ({expect[k]});"
+                " the config and weights disagree"
             )
     return model
 
-
+# %% ../../nbs/60_hf.ipynb #e5fdc393
 def dense_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
     "A marin `Transformer` (float32) from HF-named tensors."
     model = _assemble(tensors, cfg, LAYER_TENSORS, {}, f"{cfg.n_layers}-layer Llama-family")
     want = (cfg.n_layers, cfg.d_model, cfg.d_ff)
     if tuple(model.blocks.mlp.w_gate.shape) != want:
         raise ValueError(
-            f"tensor w_gate: shape {tuple(model.blocks.mlp.w_gate.shape)} does not match config.json ({want}); the config and weights disagree"
+            f"tensor w_gate: shape {tuple(model.blocks.mlp.w_gate.shape)} does not match config.json ({want});"
+            " the config and weights disagree"
         )
     return model
 
-
+# %% ../../nbs/60_hf.ipynb #9fa3652e
 def dense_hf_shapes(cfg) -> dict[str, list[int]]:
     "Every tensor a dense checkpoint of `cfg` holds, with its HF shape (what `marin serve --dry-run` checks)."
     D, F = cfg.d_model, cfg.d_ff
@@ -242,7 +244,7 @@ def _rope_parameters(cfg) -> dict:
         )
     return p
 
-
+# %% ../../nbs/60_hf.ipynb #fdfe66db
 def dense_hf_config(
     cfg,
     architecture: str = "LlamaForCausalLM",
@@ -288,7 +290,7 @@ def dense_hf_config(
         d.update(use_sliding_window=False, sliding_window=None, max_window_layers=cfg.n_layers)
     return d
 
-
+# %% ../../nbs/60_hf.ipynb #059f2ae0
 def dense_config_from_hf(d: dict):
     "A marin `LlamaConfig` from a Llama-family `config.json` (exact when the file was written by marin)."
     from marin.models.transformer import LlamaConfig
@@ -352,22 +354,27 @@ def mixtral_refusal(cfg, router_bias=None) -> str:
         return "qk_norm=True: Mixtral has no QK-norm; train with qk_norm=False to export as Mixtral"
     if hasattr(m, "all_layers_moe") and not m.all_layers_moe(cfg.n_layers):
         return (
-            f"moe.every={m.every}, moe.first_dense_layers={m.first_dense_layers}: MoE MLPs in layers {list(m.moe_layer_ids(cfg.n_layers))} "
-            f"of {cfg.n_layers} only, and Mixtral has an MoE MLP in every layer; train with every=1, first_dense_layers=0 to export as Mixtral"
+            f"moe.every={m.every}, moe.first_dense_layers={m.first_dense_layers}: MoE MLPs in layers"
+            f" {list(m.moe_layer_ids(cfg.n_layers))} of {cfg.n_layers} only, and Mixtral has an MoE MLP in every layer;"
+            " train with every=1, first_dense_layers=0 to export as Mixtral"
         )
     if router_bias is not None:
         b = np.asarray(router_bias, dtype=np.float32)
         if b.ndim != 2 or b.shape[0] != cfg.n_layers:
-            return f"moe.router_bias has shape {b.shape}, expected [n_layers={cfg.n_layers}, n_experts]: MoE in only some layers; Mixtral has an MoE MLP in every layer"
+            return (
+                f"moe.router_bias has shape {b.shape}, expected [n_layers={cfg.n_layers}, n_experts]:"
+                " MoE in only some layers; Mixtral has an MoE MLP in every layer"
+            )
         if np.any(b != 0):
             return (
-                f"moe.router_bias is non-zero (max |bias| {np.abs(b).max():.3g}, moe.balance={m.balance!r}): the {m.balance} balancing bias "
-                "changes which experts a token is routed to, and Mixtral has no router bias, so the exported model would compute a "
-                "different function. Train with moe.balance='switch' or 'none' to export as Mixtral"
+                f"moe.router_bias is non-zero (max |bias| {np.abs(b).max():.3g}, moe.balance={m.balance!r}):"
+                f" the {m.balance} balancing bias changes which experts a token is routed to, and Mixtral has no"
+                " router bias, so the exported model would compute a different function."
+                " Train with moe.balance='switch' or 'none' to export as Mixtral"
             )
     return ""
 
-
+# %% ../../nbs/60_hf.ipynb #c4ab1616
 def _check_mixtral(model):
     moe = model.blocks.moe
     why = mixtral_refusal(model.cfg, None if moe is None else moe.router_bias)
@@ -383,65 +390,75 @@ def _mixtral_names():
     return MIXTRAL_WEIGHT_NAMES
 
 
-MIXTRAL_FUSED_NAMES = {  # transformers >= 5 in memory (and with save_original_format=False)
-    "router": "model.layers.{l}.mlp.gate.weight",  # [E, D]      = block_sparse_moe.gate.weight
-    "gate_up": "model.layers.{l}.mlp.experts.gate_up_proj",  # [E, 2F, D]: [e, :F] = experts.{e}.w1, [e, F:] = experts.{e}.w3
-    "down": "model.layers.{l}.mlp.experts.down_proj",  # [E, D, F]:  [e]     = experts.{e}.w2
+# transformers >= 5 in memory (and with save_original_format=False):
+#   router  [E, D]      = block_sparse_moe.gate.weight
+#   gate_up [E, 2F, D]: [e, :F] = experts.{e}.w1, [e, F:] = experts.{e}.w3
+#   down    [E, D, F]:  [e]     = experts.{e}.w2
+MIXTRAL_FUSED_NAMES = {
+    "router": "model.layers.{l}.mlp.gate.weight",
+    "gate_up": "model.layers.{l}.mlp.experts.gate_up_proj",
+    "down": "model.layers.{l}.mlp.experts.down_proj",
 }
 
+# %% ../../nbs/60_hf.ipynb #b86b8e97
+def _check_fused(k: str, v: np.ndarray, what: str, cfg=None) -> None:
+    "Refuse a fused expert tensor whose axes are not transformers' `MixtralExperts` layout (or not `cfg`'s sizes)."
+    E = None if cfg is None else cfg.moe.n_experts
+    D, F = (None, None) if cfg is None else (cfg.d_model, cfg.moe.expert_width(cfg.d_ff))
+    want = {"experts.gate_up_proj": (E, None if F is None else 2 * F, D), "experts.down_proj": (E, D, F)}[what]
+    if (
+        v.ndim != 3
+        or any(w is not None and w != n for w, n in zip(want, v.shape))
+        or (what == "experts.gate_up_proj" and v.shape[1] % 2)
+    ):
+        axes = (
+            "[n_experts, 2*intermediate_size, hidden_size]"
+            if what == "experts.gate_up_proj"
+            else "[n_experts, hidden_size, intermediate_size]"
+        )
+        raise ValueError(
+            f"tensor {k!r}: shape {tuple(v.shape)}, expected {axes}"
+            + ("" if cfg is None else f" = {list(want)}")
+            + " (transformers' MixtralExperts layout); the config and weights disagree"
+        )
 
+# %% ../../nbs/60_hf.ipynb #e50ee8be
+def _fused_parts(k: str, v, l: int, what: str, cfg=None) -> list[tuple[str, np.ndarray]]:
+    "The per-expert `(name, view)` pairs of the fused tensor `k` (layer `l`), after checking its layout."
+    names = _mixtral_names()
+    if what == "gate.weight":
+        return [(names["router"].format(l=l), v)]
+    v = np.asarray(v)
+    _check_fused(k, v, what, cfg)
+    if what == "experts.down_proj":
+        return [(names["expert_down"].format(l=l, e=e), v[e]) for e in range(v.shape[0])]
+    f = v.shape[1] // 2
+    return [
+        (names[n].format(l=l, e=e), part)
+        for e in range(v.shape[0])
+        for n, part in (("expert_gate", v[e, :f]), ("expert_up", v[e, f:]))
+    ]
+
+# %% ../../nbs/60_hf.ipynb #d1394f2e
 def mixtral_unfused(tensors: dict[str, np.ndarray], cfg=None) -> dict[str, np.ndarray]:
-    "Mixtral tensors in the per-expert layout (`MIXTRAL_WEIGHT_NAMES`): fused ones (`MIXTRAL_FUSED_NAMES`) split into views per expert."
+    "Mixtral tensors in the per-expert layout (`MIXTRAL_WEIGHT_NAMES`): fused ones split into views per expert."
     fused = re.compile(r"model\.layers\.(\d+)\.mlp\.(gate\.weight|experts\.gate_up_proj|experts\.down_proj)$")
     if not any(fused.match(k) for k in tensors):
         return tensors
-    names, out = _mixtral_names(), {k: v for k, v in tensors.items() if not fused.match(k)}
-    E = None if cfg is None else cfg.moe.n_experts
-    D, F = (None, None) if cfg is None else (cfg.d_model, cfg.moe.expert_width(cfg.d_ff))
-
-    def put(name, v):
-        if name in out:
-            raise ValueError(
-                f"checkpoint holds both {name!r} and the fused tensor it would be split from; which one is meant?"
-            )
-        out[name] = v
-
+    out = {k: v for k, v in tensors.items() if not fused.match(k)}
     for k, v in tensors.items():
         m = fused.match(k)
         if not m:
             continue
-        l, what = int(m[1]), m[2]
-        if what == "gate.weight":
-            put(names["router"].format(l=l), v)
-            continue
-        v = np.asarray(v)
-        want = {"experts.gate_up_proj": (E, None if F is None else 2 * F, D), "experts.down_proj": (E, D, F)}[what]
-        if (
-            v.ndim != 3
-            or any(w is not None and w != n for w, n in zip(want, v.shape))
-            or (what == "experts.gate_up_proj" and v.shape[1] % 2)
-        ):
-            axes = (
-                "[n_experts, 2*intermediate_size, hidden_size]"
-                if what == "experts.gate_up_proj"
-                else "[n_experts, hidden_size, intermediate_size]"
-            )
-            raise ValueError(
-                f"tensor {k!r}: shape {tuple(v.shape)}, expected {axes}"
-                + ("" if cfg is None else f" = {list(want)}")
-                + " (transformers' MixtralExperts layout); the config and weights disagree"
-            )
-        if what == "experts.down_proj":
-            for e in range(v.shape[0]):
-                put(names["expert_down"].format(l=l, e=e), v[e])
-        else:
-            f = v.shape[1] // 2
-            for e in range(v.shape[0]):
-                put(names["expert_gate"].format(l=l, e=e), v[e, :f])
-                put(names["expert_up"].format(l=l, e=e), v[e, f:])
+        for name, part in _fused_parts(k, v, int(m[1]), m[2], cfg):
+            if name in out:
+                raise ValueError(
+                    f"checkpoint holds both {name!r} and the fused tensor it would be split from; which one is meant?"
+                )
+            out[name] = part
     return out
 
-
+# %% ../../nbs/60_hf.ipynb #cb7ece9a
 def mixtral_hf_tensors(model, dtype: str = "float32") -> dict[str, np.ndarray]:
     "HF-named tensors of a marin MoE `Transformer` in the Mixtral layout (refuses what Mixtral cannot express)."
     _check_mixtral(model)
@@ -459,9 +476,9 @@ def mixtral_hf_tensors(model, dtype: str = "float32") -> dict[str, np.ndarray]:
                 out[names[k].format(l=l, e=e)] = w[l, e].T
     return {k: np.ascontiguousarray(v) for k, v in out.items()}
 
-
+# %% ../../nbs/60_hf.ipynb #9490f362
 def mixtral_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
-    "A marin MoE `Transformer` (float32, zero router bias) from Mixtral-named tensors, per expert or fused (`mixtral_unfused`)."
+    "A marin MoE `Transformer` (float32, zero router bias) from Mixtral tensors, per expert or fused (`mixtral_unfused`)."
     import jax.numpy as jnp
     from marin.models.moe import MoEMLP
 
@@ -493,7 +510,7 @@ def mixtral_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
         f"{L}-layer, {E}-expert Mixtral",
     )
 
-
+# %% ../../nbs/60_hf.ipynb #78a0eb67
 def mixtral_hf_config(
     cfg,
     architecture: str = "MixtralForCausalLM",
@@ -526,7 +543,7 @@ def mixtral_hf_config(
     )
     return d
 
-
+# %% ../../nbs/60_hf.ipynb #9a7fc2ff
 def mixtral_config_from_hf(d: dict):
     "A marin `LlamaConfig` with `moe` from a Mixtral `config.json` (exact when the file was written by marin)."
     if "marin_config" in d:
@@ -553,7 +570,7 @@ def mixtral_config_from_hf(d: dict):
     )
     return dataclasses.replace(base, moe=moe)
 
-
+# %% ../../nbs/60_hf.ipynb #4174e3c8
 def mixtral_hf_shapes(cfg) -> dict[str, list[int]]:
     "Every tensor a Mixtral checkpoint of `cfg` holds, with its HF shape."
     names, D, F, E = _mixtral_names(), cfg.d_model, cfg.moe.expert_width(cfg.d_ff), cfg.moe.n_experts
@@ -588,7 +605,7 @@ class HFArchitecture:
         None  # ({HF name: array}, marin config) -> the same in the names of `shapes` (fused experts split)
     )
 
-
+# %% ../../nbs/60_hf.ipynb #2c193e71
 ARCHITECTURES: dict[str, HFArchitecture] = {}
 
 
@@ -628,7 +645,7 @@ register_architecture(
     )
 )
 
-
+# %% ../../nbs/60_hf.ipynb #03781b54
 def architecture_for(model) -> str:
     "The HF architecture a marin model exports to."
     cfg = model.cfg
@@ -641,7 +658,8 @@ def _architecture(d: dict) -> HFArchitecture:
     name = (d.get("architectures") or [""])[0]
     if name not in ARCHITECTURES:
         raise ValueError(
-            f"config.json: architecture {name!r} is not supported; marin reads {sorted(k for k, a in ARCHITECTURES.items() if not a.unsupported)}"
+            f"config.json: architecture {name!r} is not supported;"
+            f" marin reads {sorted(k for k, a in ARCHITECTURES.items() if not a.unsupported)}"
         )
     arch = ARCHITECTURES[name]
     if arch.unsupported:
@@ -669,7 +687,8 @@ def tokenizer_json_of(tokenizer) -> tuple[str, dict]:
     if isinstance(tokenizer, CharTokenizer):
         if tokenizer.k != 1:
             raise ValueError(
-                f"{tokenizer.name} k-mer tokenizers (k={tokenizer.k}) have no tokenizers.json equivalent; export with k=1"
+                f"{tokenizer.name} k-mer tokenizers (k={tokenizer.k}) have no tokenizers.json equivalent;"
+                " export with k=1"
             )
         vocab = list(tokenizer.special_tokens) + list(tokenizer.alphabet) + [UNK]
         return char_level_tokenizer_json(vocab, UNK), {
@@ -689,7 +708,7 @@ def tokenizer_json_of(tokenizer) -> tuple[str, dict]:
         f"tokenizer: {type(tokenizer).__name__} is not a marin tokenizer, a tokenizers.Tokenizer or a character list"
     )
 
-
+# %% ../../nbs/60_hf.ipynb #c879b3c8
 def tokenizer_config(special: dict, seq_len: int, chat_template: str | None = None) -> dict:
     d = {
         "tokenizer_class": "PreTrainedTokenizerFast",
@@ -720,7 +739,31 @@ def _mixture_info(data: dict) -> list[dict]:
         out.append(row)
     return out
 
+# %% ../../nbs/60_hf.ipynb #5d3f2f03
+def _ledger_facts(train_output: str, run_id: str) -> dict:
+    "Hardware, retries, attempt and commit of `run_id` from the ledger beside `train_output` (empty when unknown)."
+    ledger_root = storage.join(os.path.dirname(train_output.rstrip("/")), "ledger")
+    try:
+        from marin.core.ledger import Ledger
 
+        rid = run_id.replace("'", "''")
+        rows = Ledger(ledger_root).sql(
+            "select hardware, retries, attempt, git_commit from runs"
+            f" where run_id = '{rid}' order by written_at desc limit 1"
+        )
+        if not len(rows):
+            return {}
+        r = rows.iloc[0]
+        return dict(
+            hardware=json.loads(r["hardware"]) if r["hardware"] else None,
+            retries=int(r["retries"]),
+            attempt=int(r["attempt"]),
+            git_commit=r["git_commit"],
+        )
+    except Exception:
+        return {}
+
+# %% ../../nbs/60_hf.ipynb #8c948b2f
 def training_provenance(train_output: str, step: int | None = None, meta: dict | None = None) -> dict:
     "What the model card says about how a checkpoint was trained (only what is known)."
     from marin.core.config import from_canonical
@@ -747,36 +790,77 @@ def training_provenance(train_output: str, step: int | None = None, meta: dict |
     status = storage.read_json(storage.join(train_output, ".executor_status.json"), None)
     if status:
         p["run_id"] = status.get("run_id", "")
-        ledger_root = storage.join(os.path.dirname(train_output.rstrip("/")), "ledger")
-        try:
-            from marin.core.ledger import Ledger
-
-            rid = p["run_id"].replace("'", "''")
-            rows = Ledger(ledger_root).sql(
-                f"select hardware, retries, attempt, git_commit from runs where run_id = '{rid}' order by written_at desc limit 1"
-            )
-            if len(rows):
-                r = rows.iloc[0]
-                p.update(
-                    hardware=json.loads(r["hardware"]) if r["hardware"] else None,
-                    retries=int(r["retries"]),
-                    attempt=int(r["attempt"]),
-                    git_commit=r["git_commit"],
-                )
-        except Exception:
-            pass
+        p.update(_ledger_facts(train_output, p["run_id"]))
     return p
+
+# %% ../../nbs/60_hf.ipynb #3d3295b7
+def _card_model_rows(cfg) -> list[str]:
+    "The card's model table: size, shape, experts (for MoE), context and vocabulary."
+    rows = [
+        "| | |",
+        "|---|---|",
+        f"| parameters | {cfg.n_params:,} ({cfg.n_non_embedding_params:,} non-embedding) |",
+        f"| shape | {cfg.n_layers} layers, d_model {cfg.d_model}, heads {cfg.n_heads} (kv {cfg.n_kv_heads}),"
+        f" head dim {cfg.head_size}, d_ff {cfg.d_ff} |",
+    ]
+    if getattr(cfg, "moe", None) is not None:
+        rows.append(
+            f"| experts | {cfg.moe.n_experts} per layer, top-{cfg.moe.top_k}, width {cfg.moe.expert_width(cfg.d_ff)};"
+            f" softmax router, top-k renormalised; {cfg.n_matmul_params:,} matmul parameters active per token |"
+        )
+    rows += [f"| context | {cfg.seq_len} tokens, RoPE θ={cfg.rope_theta:g} ({cfg.rope_scaling}) |"]
+    return rows + [f"| vocabulary | {cfg.vocab_size} |"]
+
+
+def _card_hardware(hardware: dict | None) -> str | None:
+    keep = ("device_kind", "device_count", "backend", "host")
+    return ", ".join(f"{k}={v}" for k, v in (hardware or {}).items() if k in keep) or None
+
+# %% ../../nbs/60_hf.ipynb #78bd6965
+def _card_training_rows(p: dict) -> list[str]:
+    "The card's training section: the run's facts, then its data (only what is known)."
+    if not p:
+        return ["Unknown: this export was not made from a recorded training run."]
+    rows = [
+        ("ledger run id", f"`{p['run_id']}`" if p.get("run_id") else None),
+        ("step", p.get("step")),
+        ("tokens", f"{p['tokens']:,}" if p.get("tokens") else None),
+        ("training FLOPs", f"{p['flops']:.3e}" if p.get("flops") else None),
+        ("hardware", _card_hardware(p.get("hardware"))),
+        ("retries", p.get("retries")),
+        ("git commit", p.get("git_commit")),
+        ("output", f"`{p.get('train_output')}`"),
+    ]
+    lines = ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows if v is not None]
+    if p.get("data"):
+        lines += ["", f"Data: {p['data']['kind']} `{p['data']['path']}`."]
+    if p.get("mixture"):
+        lines += ["", "### Data mixture", "", "| component | weight | tokens | content hash |", "|---|---|---|---|"]
+        lines += [
+            f"| {m['name']} | {m.get('weight')} | {m.get('tokens', '')} | `{m.get('hash', '')}` |" for m in p["mixture"]
+        ]
+    return lines
+
+# %% ../../nbs/60_hf.ipynb #6d089bf7
+_CARD_USE = [
+    "",
+    "## Use",
+    "",
+    "```python",
+    "from transformers import AutoModelForCausalLM, AutoTokenizer",
+    "model = AutoModelForCausalLM.from_pretrained(PATH)",
+    "tokenizer = AutoTokenizer.from_pretrained(PATH)",
+    "```",
+    "",
+    "or serve it: `marin serve --model PATH`.",
+    "",
+]
 
 
 def model_card(cfg, architecture: str, provenance: dict | None = None, *, name: str = "") -> str:
     "README.md for an exported model."
-    p = provenance or {}
-    lines = [
-        "---",
-        "library_name: transformers",
-        "tags:",
-        "- marin",
-        f"- {ARCHITECTURES[architecture].model_type}",
+    front = ["---", "library_name: transformers", "tags:", "- marin", f"- {ARCHITECTURES[architecture].model_type}"]
+    intro = [
         "---",
         "",
         f"# {name or 'marin model'}",
@@ -785,69 +869,9 @@ def model_card(cfg, architecture: str, provenance: dict | None = None, *, name: 
         "",
         "## Model",
         "",
-        "| | |",
-        "|---|---|",
-        f"| parameters | {cfg.n_params:,} ({cfg.n_non_embedding_params:,} non-embedding) |",
-        f"| shape | {cfg.n_layers} layers, d_model {cfg.d_model}, heads {cfg.n_heads} (kv {cfg.n_kv_heads}), head dim {cfg.head_size}, d_ff {cfg.d_ff} |",
-        *(
-            [
-                f"| experts | {cfg.moe.n_experts} per layer, top-{cfg.moe.top_k}, width {cfg.moe.expert_width(cfg.d_ff)}; softmax router, "
-                f"top-k renormalised; {cfg.n_matmul_params:,} matmul parameters active per token |"
-            ]
-            if getattr(cfg, "moe", None) is not None
-            else []
-        ),
-        f"| context | {cfg.seq_len} tokens, RoPE θ={cfg.rope_theta:g} ({cfg.rope_scaling}) |",
-        f"| vocabulary | {cfg.vocab_size} |",
-        "",
-        "## Training",
-        "",
     ]
-    if not p:
-        lines.append("Unknown: this export was not made from a recorded training run.")
-    else:
-        fmt = lambda k, v: f"| {k} | {v} |"
-        rows = [
-            ("ledger run id", f"`{p['run_id']}`" if p.get("run_id") else None),
-            ("step", p.get("step")),
-            ("tokens", f"{p['tokens']:,}" if p.get("tokens") else None),
-            ("training FLOPs", f"{p['flops']:.3e}" if p.get("flops") else None),
-            (
-                "hardware",
-                ", ".join(
-                    f"{k}={v}"
-                    for k, v in (p.get("hardware") or {}).items()
-                    if k in ("device_kind", "device_count", "backend", "host")
-                )
-                or None,
-            ),
-            ("retries", p.get("retries")),
-            ("git commit", p.get("git_commit")),
-            ("output", f"`{p.get('train_output')}`"),
-        ]
-        lines += ["| | |", "|---|---|"] + [fmt(k, v) for k, v in rows if v is not None]
-        if p.get("data"):
-            lines += ["", f"Data: {p['data']['kind']} `{p['data']['path']}`."]
-        if p.get("mixture"):
-            lines += ["", "### Data mixture", "", "| component | weight | tokens | content hash |", "|---|---|---|---|"]
-            lines += [
-                f"| {m['name']} | {m.get('weight')} | {m.get('tokens', '')} | `{m.get('hash', '')}` |"
-                for m in p["mixture"]
-            ]
-    lines += [
-        "",
-        "## Use",
-        "",
-        "```python",
-        "from transformers import AutoModelForCausalLM, AutoTokenizer",
-        "model = AutoModelForCausalLM.from_pretrained(PATH)",
-        "tokenizer = AutoTokenizer.from_pretrained(PATH)",
-        "```",
-        "",
-        "or serve it: `marin serve --model PATH`.",
-        "",
-    ]
-    return "\n".join(lines)
+    training = ["", "## Training", ""] + _card_training_rows(provenance or {})
+    return "\n".join(front + intro + _card_model_rows(cfg) + training + _CARD_USE)
 
 # %% ../../nbs/60_hf.ipynb #5262b0d9
 def _shards(tensors: dict[str, np.ndarray], max_bytes: int) -> list[list[str]]:
@@ -861,7 +885,66 @@ def _shards(tensors: dict[str, np.ndarray], max_bytes: int) -> list[list[str]]:
         size += n
     return shards + [cur] if cur else shards
 
+# %% ../../nbs/60_hf.ipynb #71d312ed
+def _tokenizer_files(tokenizer, vocab_size: int) -> tuple[str, dict, dict]:
+    "(tokenizer.json text, special tokens, their ids) of `tokenizer`; refuses one with more tokens than the model."
+    tok_json, special = tokenizer_json_of(tokenizer)
+    from tokenizers import Tokenizer as HFTok
 
+    t = HFTok.from_str(tok_json)
+    n = t.get_vocab_size(with_added_tokens=True)
+    if n > vocab_size:
+        raise ValueError(f"tokenizer has {n} tokens but the model's vocab_size is {vocab_size}")
+    ids = {
+        f"{k[:-6]}_id": t.token_to_id(v)
+        for k, v in special.items()
+        if v is not None and k in ("eos_token", "pad_token", "bos_token")
+    }
+    return tok_json, special, ids
+
+
+def _write_weights(tensors: dict[str, np.ndarray], output_dir: str, max_shard_bytes: int) -> list[str]:
+    "Write the safetensors file (or the shards and their index); returns the file names written."
+    shards = _shards(tensors, max_shard_bytes)
+    if len(shards) == 1:
+        storage.write_bytes(storage.join(output_dir, "model.safetensors"), safetensors_bytes(tensors))
+        return ["model.safetensors"]
+    files, weight_map = [], {}
+    for k, names in enumerate(shards):
+        fname = f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors"
+        storage.write_bytes(storage.join(output_dir, fname), safetensors_bytes({n: tensors[n] for n in names}))
+        weight_map.update({n: fname for n in names})
+        files.append(fname)
+    index = {
+        "metadata": {"total_size": int(sum(a.nbytes for a in tensors.values()))},
+        "weight_map": dict(sorted(weight_map.items())),
+    }
+    index_file = storage.join(output_dir, "model.safetensors.index.json")
+    storage.write_text(index_file, json.dumps(index, indent=2, sort_keys=True))
+    return files + ["model.safetensors.index.json"]
+
+# %% ../../nbs/60_hf.ipynb #a268a3a2
+def _write_json(output_dir: str, name: str, d: dict) -> None:
+    storage.write_text(storage.join(output_dir, name), json.dumps(d, indent=2, sort_keys=True))
+
+
+def _write_configs(model, arch_name: str, output_dir: str, ids: dict, card: str, dtype: str) -> list[str]:
+    "Write generation_config.json, README.md and, last, config.json; returns their names."
+    gen = {
+        "bos_token_id": ids.get("bos_id"),
+        "eos_token_id": ids.get("eos_id"),
+        "pad_token_id": ids.get("pad_id"),
+        "max_length": model.cfg.seq_len,
+    }
+    _write_json(output_dir, "generation_config.json", gen)
+    storage.write_text(storage.join(output_dir, "README.md"), card)
+    config = ARCHITECTURES[arch_name].to_config(
+        model.cfg, arch_name, bos_id=ids.get("bos_id"), eos_id=ids.get("eos_id"), pad_id=ids.get("pad_id"), dtype=dtype
+    )
+    _write_json(output_dir, "config.json", config)
+    return ["generation_config.json", "README.md", "config.json"]
+
+# %% ../../nbs/60_hf.ipynb #8f60c2c2
 def export_hf(
     model,
     output_dir: str,
@@ -875,68 +958,22 @@ def export_hf(
 ) -> dict:
     "Write `model` (and its tokenizer) as a Hugging Face checkpoint under `output_dir`; returns a summary."
     arch_name = architecture_for(model)
-    arch = ARCHITECTURES[arch_name]
     check(max_shard_bytes > 0, "max_shard_bytes", "must be positive")
-    tensors = arch.to_tensors(model, dtype)
+    tensors = ARCHITECTURES[arch_name].to_tensors(model, dtype)
     special, ids = {}, {}
     if tokenizer is not None:
-        tok_json, special = tokenizer_json_of(tokenizer)
-        from tokenizers import Tokenizer as HFTok
-
-        t = HFTok.from_str(tok_json)
-        if t.get_vocab_size(with_added_tokens=True) > model.cfg.vocab_size:
-            raise ValueError(
-                f"tokenizer has {t.get_vocab_size(with_added_tokens=True)} tokens but the model's vocab_size is {model.cfg.vocab_size}"
-            )
-        ids = {
-            f"{k[:-6]}_id": t.token_to_id(v)
-            for k, v in special.items()
-            if v is not None and k in ("eos_token", "pad_token", "bos_token")
-        }
-    shards = _shards(tensors, max_shard_bytes)
-    files = []
-    if len(shards) == 1:
-        storage.write_bytes(storage.join(output_dir, "model.safetensors"), safetensors_bytes(tensors))
-        files.append("model.safetensors")
-    else:
-        weight_map = {}
-        for k, names in enumerate(shards):
-            fname = f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors"
-            storage.write_bytes(storage.join(output_dir, fname), safetensors_bytes({n: tensors[n] for n in names}))
-            weight_map.update({n: fname for n in names})
-            files.append(fname)
-        index = {
-            "metadata": {"total_size": int(sum(a.nbytes for a in tensors.values()))},
-            "weight_map": dict(sorted(weight_map.items())),
-        }
-        storage.write_text(
-            storage.join(output_dir, "model.safetensors.index.json"), json.dumps(index, indent=2, sort_keys=True)
-        )
-        files.append("model.safetensors.index.json")
+        tok_json, special, ids = _tokenizer_files(tokenizer, model.cfg.vocab_size)
+    files = _write_weights(tensors, output_dir, max_shard_bytes)
     if tokenizer is not None:
         storage.write_text(storage.join(output_dir, "tokenizer.json"), tok_json)
-        storage.write_text(
-            storage.join(output_dir, "tokenizer_config.json"),
-            json.dumps(tokenizer_config(special, model.cfg.seq_len, chat_template), indent=2, sort_keys=True),
-        )
+        _write_json(output_dir, "tokenizer_config.json", tokenizer_config(special, model.cfg.seq_len, chat_template))
         files += ["tokenizer.json", "tokenizer_config.json"]
-    gen = {
-        "bos_token_id": ids.get("bos_id"),
-        "eos_token_id": ids.get("eos_id"),
-        "pad_token_id": ids.get("pad_id"),
-        "max_length": model.cfg.seq_len,
-    }
-    storage.write_text(storage.join(output_dir, "generation_config.json"), json.dumps(gen, indent=2, sort_keys=True))
-    storage.write_text(storage.join(output_dir, "README.md"), model_card(model.cfg, arch_name, provenance, name=name))
-    config = arch.to_config(
-        model.cfg, arch_name, bos_id=ids.get("bos_id"), eos_id=ids.get("eos_id"), pad_id=ids.get("pad_id"), dtype=dtype
-    )
-    storage.write_text(storage.join(output_dir, "config.json"), json.dumps(config, indent=2, sort_keys=True))
-    files += ["generation_config.json", "README.md", "config.json"]
+    card = model_card(model.cfg, arch_name, provenance, name=name)
+    files += _write_configs(model, arch_name, output_dir, ids, card, dtype)
     return {
         "architecture": arch_name,
         "files": files,
-        "shards": len(shards),
+        "shards": sum(f.endswith(".safetensors") for f in files),
         "n_params": int(sum(a.size for a in tensors.values())),
         "bytes": int(sum(a.nbytes for a in tensors.values())),
         "dtype": dtype,
@@ -957,7 +994,8 @@ def read_hf_tensors(path: str) -> dict[str, np.ndarray]:
         return read_safetensors(single)
     if storage.exists(storage.join(path, "pytorch_model.bin")):
         raise ValueError(
-            f"{path}: only pytorch_model.bin (pickle) weights; convert them to safetensors first (marin reads safetensors only)"
+            f"{path}: only pytorch_model.bin (pickle) weights;"
+            " convert them to safetensors first (marin reads safetensors only)"
         )
     raise FileNotFoundError(
         f"{path}: no model.safetensors or model.safetensors.index.json; is this a Hugging Face model folder?"
@@ -1015,12 +1053,12 @@ def export_checkpoint(
     )
     return dict(summary, step=prov.get("step"), run_id=prov.get("run_id", ""))
 
-
+# %% ../../nbs/60_hf.ipynb #626f9a1c
 @dataclasses.dataclass(frozen=True)
 class ExportConfig(Config):
     "Export a training run's checkpoint to the Hugging Face layout."
 
-    checkpoint: Any = versioned()  # a training output (a train Step or its path)
+    checkpoint: StepOrPath = versioned()  # a training output (a train Step or its path)
     step: int = versioned(-1)  # -1: the newest checkpoint
     dtype: str = versioned("float32")
     tokenizer: str = versioned("")  # "" = the run's vocab.json if any; else a load_tokenizer spec

@@ -5,8 +5,9 @@
 # %% ../../nbs/12_filters.ipynb #78aa0db8
 from __future__ import annotations
 import collections, dataclasses, io, re
-from typing import Any, Sequence
+from typing import Sequence
 import numpy as np, pyarrow as pa, pyarrow.parquet as pq, xxhash
+from fastcore.basics import patch, patch_to
 from ..core import storage
 from ..core.config import Config, check, versioned
 from ..core.executor import Step
@@ -16,7 +17,7 @@ __all__ = ['STOP_WORDS', 'N_FEATURES', 'RuleConfig', 'document_stats', 'rule_ver
            'ClassifierTrainConfig', 'train_classifier', 'train_classifier_step', 'QualityConfig', 'quality_filter',
            'quality_step']
 
-# %% ../../nbs/12_filters.ipynb #68e7bc9c
+# %% ../../nbs/12_filters.ipynb #cf2aeff7
 STOP_WORDS = frozenset("the be to of and that have with".split())
 _WORD = re.compile(r"\S+")
 
@@ -38,7 +39,7 @@ class RuleConfig(Config):
     max_top_2gram_frac: float = versioned(0.2)
     c4_rules: bool = versioned(True)
 
-
+# %% ../../nbs/12_filters.ipynb #93570c6b
 def document_stats(text: str) -> dict[str, float]:
     "The measurements the rules look at."
     words = _WORD.findall(text)
@@ -63,7 +64,7 @@ def document_stats(text: str) -> dict[str, float]:
         else 0.0,
     }
 
-
+# %% ../../nbs/12_filters.ipynb #110b5ae7
 def rule_verdict(text: str, r: RuleConfig) -> tuple[str, dict]:
     "('' if the document passes, else the first broken rule's name), and the stats."
     s = document_stats(text)
@@ -88,7 +89,7 @@ def rule_verdict(text: str, r: RuleConfig) -> tuple[str, dict]:
         ]
     return next((name for name, bad in checks if bad), ""), s
 
-# %% ../../nbs/12_filters.ipynb #6f389641
+# %% ../../nbs/12_filters.ipynb #52e025c4
 N_FEATURES = 1 << 18
 
 
@@ -108,7 +109,7 @@ def hashed_features(texts: Sequence[str], n_features: int = N_FEATURES):
     norms[norms == 0] = 1
     return csr_matrix(m.multiply(1 / norms[:, None]))
 
-
+# %% ../../nbs/12_filters.ipynb #15c82b97
 class QualityClassifier:
     "Logistic regression over hashed n-grams; `score(texts)` is P(positive)."
 
@@ -136,20 +137,23 @@ class QualityClassifier:
     def score(self, texts: Sequence[str]) -> np.ndarray:
         return 1 / (1 + np.exp(-(hashed_features(texts) @ self.w + self.b)))
 
-    def save(self, path: str) -> None:
-        buf = io.BytesIO()
-        np.savez(buf, w=self.w, b=np.array([self.b]))
-        storage.write_bytes(storage.join(path, "classifier.npz"), buf.getvalue())
-
-    @classmethod
-    def load(cls, path: str) -> "QualityClassifier":
-        f = storage.join(path, "classifier.npz")
-        if not storage.exists(f):
-            raise FileNotFoundError(f"{f}: no classifier; run train_classifier_step first")
-        d = np.load(io.BytesIO(storage.read_bytes(f)))
-        return cls(d["w"], float(d["b"][0]))
+# %% ../../nbs/12_filters.ipynb #474870cc
+@patch
+def save(self: QualityClassifier, path: str) -> None:
+    buf = io.BytesIO()
+    np.savez(buf, w=self.w, b=np.array([self.b]))
+    storage.write_bytes(storage.join(path, "classifier.npz"), buf.getvalue())
 
 
+@patch_to(QualityClassifier, cls_method=True)
+def load(cls, path: str) -> "QualityClassifier":
+    f = storage.join(path, "classifier.npz")
+    if not storage.exists(f):
+        raise FileNotFoundError(f"{f}: no classifier; run train_classifier_step first")
+    d = np.load(io.BytesIO(storage.read_bytes(f)))
+    return cls(d["w"], float(d["b"][0]))
+
+# %% ../../nbs/12_filters.ipynb #19dda712
 @dataclasses.dataclass(frozen=True)
 class ClassifierTrainConfig(Config):
     positive: tuple = versioned()  # document sets of good text
@@ -164,21 +168,23 @@ class ClassifierTrainConfig(Config):
             "need at least one document set each",
         )
 
+# %% ../../nbs/12_filters.ipynb #0a3647fb
+def _read_texts(sets: Sequence, limit: int) -> list[str]:
+    "The texts of the first `limit` documents of the document sets `sets`, in order."
+    from marin.data.sources import read_documents
+
+    out = []
+    for p in sets:
+        for d in read_documents(str(p), columns=["text"]):
+            if len(out) >= limit:
+                return out
+            out.append(d["text"])
+    return out
+
 
 def train_classifier(cfg: ClassifierTrainConfig, output_path: str) -> dict:
     "Executor step: fit the quality classifier; report its training accuracy."
-    from marin.data.sources import read_documents
-
-    def texts(sets):
-        out = []
-        for p in sets:
-            for d in read_documents(str(p), columns=["text"]):
-                if len(out) >= cfg.max_documents:
-                    return out
-                out.append(d["text"])
-        return out
-
-    pos, neg = texts(cfg.positive), texts(cfg.negative)
+    pos, neg = _read_texts(cfg.positive, cfg.max_documents), _read_texts(cfg.negative, cfg.max_documents)
     clf = QualityClassifier.fit(pos, neg, cfg.l2)
     clf.save(output_path)
     acc = float(((clf.score(pos) > 0.5).sum() + (clf.score(neg) <= 0.5).sum()) / (len(pos) + len(neg)))
@@ -192,12 +198,12 @@ def train_classifier(cfg: ClassifierTrainConfig, output_path: str) -> dict:
 def train_classifier_step(cfg: ClassifierTrainConfig, name: str = "quality/classifier") -> Step:
     return Step(name, train_classifier, cfg, description="train the hashed n-gram quality classifier")
 
-# %% ../../nbs/12_filters.ipynb #58d6d74f
+# %% ../../nbs/12_filters.ipynb #0f28cad0
 @dataclasses.dataclass(frozen=True)
 class QualityConfig(Config):
-    documents: Any = versioned()
+    documents: StepOrPath = versioned()  # a document set (a Step or its path)
     rules: RuleConfig | None = versioned(default_factory=RuleConfig)  # None: no heuristic rules
-    classifier: Any = versioned(None)  # a trained classifier (step or path), or None
+    classifier: StepOrPath | None = versioned(None)  # a trained classifier (step or path), or None
     min_score: float = versioned(0.0)  # keep documents scoring at least this
     keep_top_fraction: float = versioned(1.0)  # of those passing the rules, keep the best-scoring fraction
 
@@ -205,7 +211,24 @@ class QualityConfig(Config):
         check(0 < self.keep_top_fraction <= 1, "keep_top_fraction", "a fraction in (0, 1]")
         check(0 <= self.min_score <= 1, "min_score", "a probability in [0, 1]")
 
+# %% ../../nbs/12_filters.ipynb #31024ac7
+def _classifier_verdicts(cfg: QualityConfig, texts: list[str], reasons: list[str]) -> np.ndarray:
+    """Scores of every document; marks (in place) the documents that passed the rules but score below
+    `min_score` or outside the best `keep_top_fraction`."""
+    scores = QualityClassifier.load(str(cfg.classifier)).score(texts)
+    alive = [i for i, r in enumerate(reasons) if not r]
+    for i in alive:
+        if scores[i] < cfg.min_score:
+            reasons[i] = "classifier-score"
+    alive = [i for i in alive if not reasons[i]]
+    if cfg.keep_top_fraction < 1 and alive:
+        k = int(np.ceil(cfg.keep_top_fraction * len(alive)))
+        order = sorted(alive, key=lambda i: (-scores[i], i))
+        for i in order[k:]:
+            reasons[i] = "classifier-top-fraction"
+    return scores
 
+# %% ../../nbs/12_filters.ipynb #63888ee9
 def quality_filter(cfg: QualityConfig, output_path: str) -> dict:
     "Executor step: apply the rules and the classifier; write kept documents and attributes."
     from tqdm.auto import tqdm
@@ -219,17 +242,7 @@ def quality_filter(cfg: QualityConfig, output_path: str) -> dict:
         stats.append(s)
     scores = np.full(len(docs), np.nan)
     if cfg.classifier is not None:
-        scores = QualityClassifier.load(str(cfg.classifier)).score([d["text"] for d in docs])
-        alive = [i for i, r in enumerate(reasons) if not r]
-        for i in alive:
-            if scores[i] < cfg.min_score:
-                reasons[i] = "classifier-score"
-        alive = [i for i in alive if not reasons[i]]
-        if cfg.keep_top_fraction < 1 and alive:
-            k = int(np.ceil(cfg.keep_top_fraction * len(alive)))
-            order = sorted(alive, key=lambda i: (-scores[i], i))
-            for i in order[k:]:
-                reasons[i] = "classifier-top-fraction"
+        scores = _classifier_verdicts(cfg, [d["text"] for d in docs], reasons)
     kept = [d for d, r in zip(docs, reasons) if not r]
     s = write_documents(kept, output_path)
     cols = {"id": [d["id"] for d in docs], "kept": [not r for r in reasons], "reason": reasons, "score": scores}

@@ -231,7 +231,8 @@ class MixtureAccounting:
         return {n: int(rows[i]) * self.seq_len for i, n in enumerate(self.names)}
 
     def passes(self, n_rows: int) -> dict[str, float]:
-        "Fractional passes over each component's token set after `n_rows` global rows: tokens delivered / tokens in the set."
+        """Fractional passes over each component's token set after `n_rows` global rows: tokens delivered / tokens in
+        the set."""
         toks = self.component_tokens(n_rows)
         return {s.name: toks[s.name] / s.n_tokens for s in self.streams}
 
@@ -240,8 +241,10 @@ class MixtureAccounting:
         return self.passes(tokens // self.seq_len)
 
     def epochs(self, n_rows: int) -> dict[str, int]:
-        "How many times each component has been started (1 = first pass, 0 = none) after `n_rows` rows: ceil(passes), its repeat count + 1."
-        # int / int is correctly rounded, so ceil is exact (an exact multiple of n_tokens gives a whole float) below ~2**52 tokens
+        """How many times each component has been started (1 = first pass, 0 = none) after `n_rows` rows: ceil(passes),
+        its repeat count + 1."""
+        # int / int is correctly rounded, so ceil is exact (an exact multiple of n_tokens gives a whole float) below
+        # ~2**52 tokens
         return {n: math.ceil(p) for n, p in self.passes(n_rows).items()}
 
     def metrics(self, step: int) -> dict[str, float]:
@@ -412,7 +415,8 @@ def mixture_step(cfg: MixtureStepConfig, name: str = "mixture") -> Step:
 
 
 def load_mixture(path: str, **overrides) -> MixtureLoader:
-    "The loader of a mixture step's output folder (its `mixture.json`); `overrides` replace config fields (e.g. batch_size)."
+    """The loader of a mixture step's output folder (its `mixture.json`); `overrides` replace config fields (e.g.
+    batch_size)."""
     f = storage.join(str(path), "mixture.json")
     if not storage.exists(f):
         raise FileNotFoundError(f"{f}: not a mixture (run mixture_step first, or build a MixtureConfig)")

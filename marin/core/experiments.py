@@ -29,7 +29,7 @@ class ExperimentParam:
     type_name: str
     help: str = ""
 
-
+# %% ../../nbs/07_experiments.ipynb #4db9632d
 def _comment(line: str) -> str:
     "The trailing comment of a line of Python (its help text), or ''."
     import io, tokenize
@@ -42,12 +42,11 @@ def _comment(line: str) -> str:
         pass
     return ""
 
-
-def experiment_parameters(notebook: str | Path) -> dict[str, ExperimentParam]:
-    "The parameters an experiment notebook declares in its `parameters` cell, with defaults and types."
+# %% ../../nbs/07_experiments.ipynb #5b14fac2
+def _parameters_source(nb_path: Path) -> str:
+    "The source of the notebook's cell tagged `parameters`."
     import nbformat
 
-    nb_path = Path(notebook)
     if not nb_path.is_file():
         raise ExperimentError(f"experiment notebook not found: {nb_path}")
     if nb_path.suffix != ".ipynb":
@@ -56,8 +55,14 @@ def experiment_parameters(notebook: str | Path) -> dict[str, ExperimentParam]:
     cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
     if not cells:
         raise ExperimentError(f"{nb_path}: no cell tagged 'parameters'; tag the cell that defines the parameters")
+    return cells[0].source
+
+# %% ../../nbs/07_experiments.ipynb #94f37a07
+def experiment_parameters(notebook: str | Path) -> dict[str, ExperimentParam]:
+    "The parameters an experiment notebook declares in its `parameters` cell, with defaults and types."
+    source = _parameters_source(Path(notebook))
     out = {}
-    for node in ast.parse(cells[0].source).body:
+    for node in ast.parse(source).body:
         target = value = None
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             target, value = node.targets[0].id, node.value
@@ -69,12 +74,12 @@ def experiment_parameters(notebook: str | Path) -> dict[str, ExperimentParam]:
             default = ast.literal_eval(value)
         except ValueError:
             default = ast.unparse(value)
-        line = cells[0].source.split("\n")[node.lineno - 1]
+        line = source.split("\n")[node.lineno - 1]
         help_ = _comment(line)
         out[target] = ExperimentParam(target, default, type(default).__name__, help_)
     return out
 
-
+# %% ../../nbs/07_experiments.ipynb #c3d095a3
 def _coerce(p: ExperimentParam, raw: Any) -> Any:
     if not isinstance(raw, str):
         return raw
@@ -107,7 +112,7 @@ def _coerce(p: ExperimentParam, raw: Any) -> Any:
             f"parameter {p.name}={raw!r}: expected a {p.type_name} like the default {p.default!r}"
         ) from None
 
-
+# %% ../../nbs/07_experiments.ipynb #1e58f099
 def check_parameters(
     notebook: str | Path, given: dict[str, Any], declared: dict[str, ExperimentParam] | None = None
 ) -> dict[str, Any]:
@@ -165,34 +170,12 @@ def _env(**kv):
             else:
                 os.environ[k] = v
 
-
-def run_experiment(
-    notebook: str | Path,
-    params: dict[str, Any] | None = None,
-    *,
-    reports_root: str | Path | None = None,
-    force: bool = False,
-    dry_run: bool = False,
-    run_only: str | None = None,
-    render: bool = True,
-    log_output: bool = False,
-    progress: bool = True,
-) -> ExperimentRun:
-    "Execute an experiment notebook with papermill, record the run and keep the executed notebook as a report."
-    import papermill as pm
-    from papermill.exceptions import PapermillExecutionError
-
-    notebook = Path(notebook).resolve()
-    declared = experiment_parameters(notebook)
-    values = check_parameters(notebook, params or {}, declared)
-    name = notebook.stem
-    issue = str(values.get("issue", declared["issue"].default))
-    root = Path(reports_root or reports_dir()).resolve()
-    run_id = new_run_id(name)
-    out_nb = root / name / f"{run_id}.ipynb"
-    out_nb.parent.mkdir(parents=True, exist_ok=True)
-    metrics_file = str(out_nb.with_suffix(".metrics.json"))
-    env = dict(
+# %% ../../nbs/07_experiments.ipynb #31479d87
+def _run_env(
+    run_id: str, name: str, issue: str, metrics_file: str, *, force: bool, dry_run: bool, run_only: str | None
+) -> dict[str, str]:
+    "The environment variables that tie the notebook's kernel to this run."
+    return dict(
         MARIN_RUN_ID=run_id,
         MARIN_EXPERIMENT=name,
         MARIN_ISSUE=issue,
@@ -202,27 +185,34 @@ def run_experiment(
         MARIN_STOP_AFTER_DRY_RUN="1" if dry_run else "0",
         MARIN_RUN_ONLY=run_only or "",
     )
-    if dry_run:
-        with _env(**env):
-            try:
-                pm.execute_notebook(
-                    str(notebook),
-                    str(out_nb),
-                    parameters=values,
-                    cwd=str(notebook.parent),
-                    progress_bar=False,
-                    log_output=True,
-                )
-            except PapermillExecutionError as e:
-                if e.ename != "DryRunComplete":
-                    raise ExperimentError(
-                        f"dry run of {name} failed in cell {e.exec_count}: {e.ename}: {_ANSI.sub('', str(e.evalue))}"
-                    ) from None
-            finally:
-                out_nb.unlink(missing_ok=True)
-        return ExperimentRun(run_id, "DRY_RUN", notebook, None)
-    ledger = Ledger()
-    all_params = {k: p.default for k, p in declared.items()} | values
+
+# %% ../../nbs/07_experiments.ipynb #29892a8c
+def _dry_run(notebook: Path, out_nb: Path, values: dict, env: dict[str, str], name: str) -> None:
+    "Execute the notebook up to its executor's plan; an error other than `DryRunComplete` is an `ExperimentError`."
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    with _env(**env):
+        try:
+            pm.execute_notebook(
+                str(notebook),
+                str(out_nb),
+                parameters=values,
+                cwd=str(notebook.parent),
+                progress_bar=False,
+                log_output=True,
+            )
+        except PapermillExecutionError as e:
+            if e.ename != "DryRunComplete":
+                raise ExperimentError(
+                    f"dry run of {name} failed in cell {e.exec_count}: {e.ename}: {_ANSI.sub('', str(e.evalue))}"
+                ) from None
+        finally:
+            out_nb.unlink(missing_ok=True)
+
+# %% ../../nbs/07_experiments.ipynb #a7911607
+def _start_records(run_id: str, name: str, issue: str, all_params: dict, out_nb: Path) -> tuple[dict, dict]:
+    "The fields shared by the run's ledger records, and its run card, at the start of the run."
     started = utcnow()
     base = dict(
         run_id=run_id,
@@ -244,9 +234,16 @@ def run_experiment(
         git_commit=base["git_commit"],
         git_dirty=base["git_dirty"],
     )
-    ledger.append(RunRecord(status="RUNNING", **base))
-    write_run_card(out_nb, card | {"status": "RUNNING"})
-    status, err, tb, failing = "SUCCESS", "", "", ""
+    return base, card
+
+# %% ../../nbs/07_experiments.ipynb #24fb9b76
+def _execute(
+    notebook: Path, out_nb: Path, values: dict, env: dict[str, str], *, progress: bool, log_output: bool, on_interrupt
+) -> tuple[str, str, str, str]:
+    "Run the notebook with papermill: (status, error, traceback, failing cell)."
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
     try:
         with _env(**env):
             pm.execute_notebook(
@@ -258,24 +255,21 @@ def run_experiment(
                 log_output=log_output,
             )
     except PapermillExecutionError as e:
-        status, err = "FAILED", f"{e.ename}: {_ANSI.sub('', str(e.evalue))}"
         tb = _ANSI.sub("", "\n".join(e.traceback))
         failing = f"cell {e.cell_index} (execution count {e.exec_count}):\n{e.source}"
+        return "FAILED", f"{e.ename}: {_ANSI.sub('', str(e.evalue))}", tb, failing
     except BaseException as e:
-        status, err = "FAILED", f"{type(e).__name__}: {e}"
+        err = f"{type(e).__name__}: {e}"
         import traceback as _tb
 
         tb = _tb.format_exc()
         if not isinstance(e, Exception):
-            _finish(ledger, base, card, out_nb, status, err, tb, failing, metrics_file)
+            on_interrupt("FAILED", err, tb, "")
             raise
-    metrics = _finish(ledger, base, card, out_nb, status, err, tb, failing, metrics_file)
-    html = None
-    if render and out_nb.exists():
-        html = render_notebook(out_nb, root / "_site" / name / f"{run_id}.html")
-    return ExperimentRun(run_id, status, out_nb, html, err, metrics)
+        return "FAILED", err, tb, ""
+    return "SUCCESS", "", "", ""
 
-
+# %% ../../nbs/07_experiments.ipynb #9453ea94
 def _finish(ledger, base, card, out_nb, status, err, tb, failing, metrics_file) -> dict:
     metrics = storage.read_json(metrics_file, {})
     Path(metrics_file).unlink(missing_ok=True)
@@ -304,3 +298,46 @@ def _finish(ledger, base, card, out_nb, status, err, tb, failing, metrics_file) 
         ),
     )
     return metrics
+
+# %% ../../nbs/07_experiments.ipynb #c68783f1
+def run_experiment(
+    notebook: str | Path,
+    params: dict[str, Any] | None = None,
+    *,
+    reports_root: str | Path | None = None,
+    force: bool = False,
+    dry_run: bool = False,
+    run_only: str | None = None,
+    render: bool = True,
+    log_output: bool = False,
+    progress: bool = True,
+) -> ExperimentRun:
+    "Execute an experiment notebook with papermill, record the run and keep the executed notebook as a report."
+    notebook = Path(notebook).resolve()
+    declared = experiment_parameters(notebook)
+    values = check_parameters(notebook, params or {}, declared)
+    name = notebook.stem
+    issue = str(values.get("issue", declared["issue"].default))
+    root = Path(reports_root or reports_dir()).resolve()
+    run_id = new_run_id(name)
+    out_nb = root / name / f"{run_id}.ipynb"
+    out_nb.parent.mkdir(parents=True, exist_ok=True)
+    metrics_file = str(out_nb.with_suffix(".metrics.json"))
+    env = _run_env(run_id, name, issue, metrics_file, force=force, dry_run=dry_run, run_only=run_only)
+    if dry_run:
+        _dry_run(notebook, out_nb, values, env, name)
+        return ExperimentRun(run_id, "DRY_RUN", notebook, None)
+    ledger = Ledger()
+    all_params = {k: p.default for k, p in declared.items()} | values
+    base, card = _start_records(run_id, name, issue, all_params, out_nb)
+    ledger.append(RunRecord(status="RUNNING", **base))
+    write_run_card(out_nb, card | {"status": "RUNNING"})
+    finish = lambda *ended: _finish(ledger, base, card, out_nb, *ended, metrics_file)
+    status, err, tb, failing = _execute(
+        notebook, out_nb, values, env, progress=progress, log_output=log_output, on_interrupt=finish
+    )
+    metrics = finish(status, err, tb, failing)
+    html = None
+    if render and out_nb.exists():
+        html = render_notebook(out_nb, root / "_site" / name / f"{run_id}.html")
+    return ExperimentRun(run_id, status, out_nb, html, err, metrics)

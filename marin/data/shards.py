@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses, functools, json, os
 from concurrent.futures import ProcessPoolExecutor
 import multiprocessing as mp
-from typing import Any
 import numpy as np, pyarrow as pa, pyarrow.parquet as pq, xxhash
+from fastcore.basics import patch
 from ..core import storage
 from ..core.config import Config, check, versioned
 from ..core.executor import Step
@@ -26,8 +26,9 @@ MANIFEST = "manifest.json"
 class TokenizeConfig(Config):
     "Tokenize a document set into a token set."
 
-    documents: Any = versioned()  # a document set: a Step (or its output path)
-    tokenizer: Any = versioned()  # a tokenizer spec: 'dna', 'protein', a tokenizer.json folder, a train step
+    documents: StepOrPath = versioned()  # a document set: a Step (or its output path)
+    # a tokenizer spec: 'dna', 'protein', a tokenizer.json folder, or a step whose output holds one
+    tokenizer: StepOrPath = versioned()
     docs_per_shard: int = versioned(4096)
     append_eos: bool = versioned(True)  # end every document with the tokenizer's end-of-text token
     workers: int = 1  # processes; does not change the output
@@ -37,7 +38,7 @@ class TokenizeConfig(Config):
         check(self.docs_per_shard > 0, "docs_per_shard", "must be > 0")
         check(self.workers >= 1, "workers", "must be >= 1")
 
-# %% ../../nbs/15_shards.ipynb #517f3ae5
+# %% ../../nbs/15_shards.ipynb #5f0ac854
 def _shard_bytes(ids: list[str], token_arrays: list[np.ndarray]) -> bytes:
     lengths = np.fromiter((len(a) for a in token_arrays), dtype=np.int64, count=len(token_arrays))
     offsets = np.zeros(len(token_arrays) + 1, dtype=np.int32)
@@ -50,7 +51,7 @@ def _shard_bytes(ids: list[str], token_arrays: list[np.ndarray]) -> bytes:
         w.write_batch(batch)
     return sink.getvalue().to_pybytes()
 
-
+# %% ../../nbs/15_shards.ipynb #aa00d7b8
 @functools.lru_cache(maxsize=2)
 def _doc_table(path: str) -> pa.Table:
     from marin.data.sources import read_document_table
@@ -89,7 +90,7 @@ def _encode_shard(args) -> dict:
         "xxh3": xxhash.xxh3_128_hexdigest(data),
     }
 
-# %% ../../nbs/15_shards.ipynb #aa948765
+# %% ../../nbs/15_shards.ipynb #63db095d
 def set_hash(shards: list[dict]) -> str:
     "The whole set's content hash: over the shard hashes, in shard order."
     h = xxhash.xxh3_128()
@@ -97,18 +98,10 @@ def set_hash(shards: list[dict]) -> str:
         h.update(f"{s['file']}\0{s['xxh3']}\n".encode())
     return h.hexdigest()
 
-
-def tokenize_documents(cfg: TokenizeConfig, output_path: str) -> dict:
-    "Executor step: tokenize `cfg.documents` into shards under `output_path`."
-    from tqdm.auto import tqdm
-    from marin.data.sources import document_summary
-
-    docs_path, tok_spec = str(cfg.documents), str(cfg.tokenizer)
-    tok = _tokenizer(tok_spec)
-    n_docs = document_summary(docs_path)["documents"]
-    if n_docs == 0:
-        raise ValueError(f"{docs_path}: the document set is empty; nothing to tokenize")
-    jobs = [
+# %% ../../nbs/15_shards.ipynb #0b56f8a9
+def _shard_jobs(cfg: TokenizeConfig, docs_path: str, tok_spec: str, n_docs: int, output_path: str) -> list[tuple]:
+    "One `_encode_shard` argument tuple per shard: shard k holds documents [k·docs_per_shard, (k+1)·docs_per_shard)."
+    return [
         (
             docs_path,
             tok_spec,
@@ -120,14 +113,23 @@ def tokenize_documents(cfg: TokenizeConfig, output_path: str) -> dict:
         )
         for k, s in enumerate(range(0, n_docs, cfg.docs_per_shard))
     ]
+
+
+def _encode_shards(jobs: list[tuple], workers: int) -> list[dict]:
+    "Run the jobs here (one worker or one shard) or on a spawned process pool; results in shard order either way."
+    from tqdm.auto import tqdm
+
     bar = dict(total=len(jobs), desc="tokenize", unit="shard")
-    if cfg.workers == 1 or len(jobs) == 1:
-        shards = [_encode_shard(j) for j in tqdm(jobs, **bar)]
-    else:
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        with ProcessPoolExecutor(min(cfg.workers, len(jobs)), mp_context=mp.get_context("spawn")) as pool:
-            shards = list(tqdm(pool.map(_encode_shard, jobs), **bar))
-    manifest = {
+    if workers == 1 or len(jobs) == 1:
+        return [_encode_shard(j) for j in tqdm(jobs, **bar)]
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=mp.get_context("spawn")) as pool:
+        return list(tqdm(pool.map(_encode_shard, jobs), **bar))
+
+# %% ../../nbs/15_shards.ipynb #0388a83d
+def _manifest(cfg: TokenizeConfig, tok, tok_spec: str, shards: list[dict]) -> dict:
+    "The manifest: counts, the tokenizer's identity, the shards and their set hash; nothing about the machine."
+    return {
         "format": "marin-token-shards-v1",
         "tokenizer": {
             "spec": os.path.basename(tok_spec.rstrip("/")) if os.path.exists(tok_spec) else tok_spec,
@@ -144,6 +146,19 @@ def tokenize_documents(cfg: TokenizeConfig, output_path: str) -> dict:
         "shards": shards,
         "hash": set_hash(shards),
     }
+
+# %% ../../nbs/15_shards.ipynb #0200aed2
+def tokenize_documents(cfg: TokenizeConfig, output_path: str) -> dict:
+    "Executor step: tokenize `cfg.documents` into shards under `output_path`."
+    from marin.data.sources import document_summary
+
+    docs_path, tok_spec = str(cfg.documents), str(cfg.tokenizer)
+    tok = _tokenizer(tok_spec)
+    n_docs = document_summary(docs_path)["documents"]
+    if n_docs == 0:
+        raise ValueError(f"{docs_path}: the document set is empty; nothing to tokenize")
+    shards = _encode_shards(_shard_jobs(cfg, docs_path, tok_spec, n_docs, output_path), cfg.workers)
+    manifest = _manifest(cfg, tok, tok_spec, shards)
     storage.write_bytes(storage.join(output_path, MANIFEST), json.dumps(manifest, indent=1, sort_keys=True).encode())
     return {
         "data/documents": manifest["documents"],
@@ -157,7 +172,7 @@ def tokenize_documents(cfg: TokenizeConfig, output_path: str) -> dict:
 def tokenize_step(cfg: TokenizeConfig, name: str) -> Step:
     return Step(name, tokenize_documents, cfg, description="tokenize a document set into token shards")
 
-# %% ../../nbs/15_shards.ipynb #2d19b1d4
+# %% ../../nbs/15_shards.ipynb #476ae950
 class CorruptShardError(RuntimeError):
     "A shard's size or content hash does not match its manifest."
 
@@ -176,24 +191,6 @@ class TokenSet:
         self._shards: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(self.manifest["shards"])
         counts = np.array([s["documents"] for s in self.manifest["shards"]], dtype=np.int64)
         self.doc_starts = np.concatenate([[0], np.cumsum(counts)])
-
-    def verify(self) -> None:
-        "Check every shard's size and xxh3 hash; raise `CorruptShardError` naming the first bad file."
-        for s in self.manifest["shards"]:
-            f = storage.join(self.path, s["file"])
-            if not storage.exists(f):
-                raise CorruptShardError(f"{f}: shard missing (manifest lists it); re-run the tokenize step")
-            data = storage.read_bytes(f)
-            if len(data) != s["size"]:
-                raise CorruptShardError(
-                    f"{f}: {len(data)} bytes, manifest says {s['size']} (truncated?); re-run the tokenize step with --force"
-                )
-            if xxhash.xxh3_128_hexdigest(data) != s["xxh3"]:
-                raise CorruptShardError(
-                    f"{f}: content hash differs from the manifest (corrupted); re-run the tokenize step with --force"
-                )
-        if set_hash(self.manifest["shards"]) != self.manifest["hash"]:
-            raise CorruptShardError(f"{self.path}/{MANIFEST}: set hash does not match its shards")
 
     def __len__(self) -> int:
         return int(self.doc_starts[-1])
@@ -214,29 +211,55 @@ class TokenSet:
     def tokenizer_hash(self) -> str:
         return self.manifest["tokenizer"]["hash"]
 
-    def shard(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        "(flat int32 tokens, int32 offsets) of shard `k`, memory-mapped when local."
-        if self._shards[k] is None:
-            f = storage.join(self.path, self.manifest["shards"][k]["file"])
-            src = pa.memory_map(f, "r") if storage.is_local(f) else pa.BufferReader(storage.read_bytes(f))
-            batch = pa.ipc.open_file(src).get_batch(0)
-            col = batch.column(1)
-            self._shards[k] = (col.values.to_numpy(zero_copy_only=True), col.offsets.to_numpy(zero_copy_only=True))
-        return self._shards[k]
-
     @functools.cached_property
     def doc_lengths(self) -> np.ndarray:
         "Tokens per document, for the whole set (int64)."
         return np.concatenate([np.diff(self.shard(k)[1]).astype(np.int64) for k in range(len(self._shards))])
 
-    def locate(self, i: int) -> tuple[int, int]:
-        k = int(np.searchsorted(self.doc_starts, i, side="right") - 1)
-        return k, int(i - self.doc_starts[k])
+# %% ../../nbs/15_shards.ipynb #df765c06
+@patch
+def verify(self: TokenSet) -> None:
+    "Check every shard's size and xxh3 hash; raise `CorruptShardError` naming the first bad file."
+    for s in self.manifest["shards"]:
+        f = storage.join(self.path, s["file"])
+        if not storage.exists(f):
+            raise CorruptShardError(f"{f}: shard missing (manifest lists it); re-run the tokenize step")
+        data = storage.read_bytes(f)
+        if len(data) != s["size"]:
+            raise CorruptShardError(
+                f"{f}: {len(data)} bytes, manifest says {s['size']} (truncated?); re-run the tokenize step with --force"
+            )
+        if xxhash.xxh3_128_hexdigest(data) != s["xxh3"]:
+            raise CorruptShardError(
+                f"{f}: content hash differs from the manifest (corrupted); re-run the tokenize step with --force"
+            )
+    if set_hash(self.manifest["shards"]) != self.manifest["hash"]:
+        raise CorruptShardError(f"{self.path}/{MANIFEST}: set hash does not match its shards")
 
-    def doc_tokens(self, i: int) -> np.ndarray:
-        "The tokens of document `i` (a zero-copy view)."
-        if not 0 <= i < len(self):
-            raise IndexError(f"document {i} out of range [0, {len(self)})")
-        k, j = self.locate(i)
-        vals, offs = self.shard(k)
-        return vals[offs[j] : offs[j + 1]]
+# %% ../../nbs/15_shards.ipynb #b09b4599
+@patch
+def shard(self: TokenSet, k: int) -> tuple[np.ndarray, np.ndarray]:
+    "(flat int32 tokens, int32 offsets) of shard `k`, memory-mapped when local."
+    if self._shards[k] is None:
+        f = storage.join(self.path, self.manifest["shards"][k]["file"])
+        src = pa.memory_map(f, "r") if storage.is_local(f) else pa.BufferReader(storage.read_bytes(f))
+        batch = pa.ipc.open_file(src).get_batch(0)
+        col = batch.column(1)
+        self._shards[k] = (col.values.to_numpy(zero_copy_only=True), col.offsets.to_numpy(zero_copy_only=True))
+    return self._shards[k]
+
+
+@patch
+def locate(self: TokenSet, i: int) -> tuple[int, int]:
+    k = int(np.searchsorted(self.doc_starts, i, side="right") - 1)
+    return k, int(i - self.doc_starts[k])
+
+
+@patch
+def doc_tokens(self: TokenSet, i: int) -> np.ndarray:
+    "The tokens of document `i` (a zero-copy view)."
+    if not 0 <= i < len(self):
+        raise IndexError(f"document {i} out of range [0, {len(self)})")
+    k, j = self.locate(i)
+    vals, offs = self.shard(k)
+    return vals[offs[j] : offs[j + 1]]

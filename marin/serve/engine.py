@@ -10,6 +10,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from fastcore.basics import patch
 from ..core.config import Config, check
 from ..models.layers import apply_rope, rms_norm, rope_frequencies
 from ..models.moe import moe_mlp
@@ -43,7 +44,7 @@ def _attend(cfg, q, k, v, mask):
     pr = jax.nn.softmax(s, axis=-1).astype(v.dtype)
     return jnp.einsum("bkgts,bskd->btkgd", pr, v).reshape(B, T, H * dh)
 
-
+# %% ../../nbs/63_engine.ipynb #a1f8d6ba
 @functools.lru_cache(maxsize=None)
 def serving_moe_config(cfg):
     "The config the engine evaluates MoE layers with: dropless, XLA dispatch, no balancing statistics (see above)."
@@ -69,7 +70,7 @@ def _logits(model, x):
     head = model.lm_head if model.lm_head is not None else model.embed.T
     return qmatmul(x, head).astype(jnp.float32)
 
-
+# %% ../../nbs/63_engine.ipynb #00d5d1d1
 def _cast_float(tree, dtype):
     out = jax.tree.map(lambda a: a.astype(dtype) if eqx.is_inexact_array(a) else a, tree)
     moe = getattr(getattr(tree, "blocks", None), "moe", None)
@@ -96,7 +97,7 @@ def _run_layers(m, body, x, cache_k, cache_v):
         vs.append(v)
     return x, jnp.stack(ks), jnp.stack(vs)
 
-
+# %% ../../nbs/63_engine.ipynb #c08399ca
 def prefill(model, tokens, length, cache_k, cache_v, slot, dtype=jnp.float32):
     "Logits [T, V] of a padded prompt `tokens[T]` (valid up to `length`); its K/V written into `slot` of the cache."
     cfg = model.cfg
@@ -119,7 +120,7 @@ def prefill(model, tokens, length, cache_k, cache_v, slot, dtype=jnp.float32):
     x, cache_k, cache_v = _run_layers(m, body, x, cache_k, cache_v)
     return _logits(m, x)[0], cache_k, cache_v
 
-
+# %% ../../nbs/63_engine.ipynb #abccbcb1
 def decode(model, tokens, positions, cache_k, cache_v, attn_len: int, dtype=jnp.float32):
     "Logits [B, V] of one new token per slot at `positions[B]`; the cache updated in place (donated)."
     cfg = model.cfg
@@ -199,7 +200,7 @@ class SamplingParams(Config):
         check(self.top_k >= 0, "top_k", f"must be >= 0 (0: off), got {self.top_k}")
         check(0 <= self.logprobs <= TOP_N, "logprobs", f"must be in [0, {TOP_N}], got {self.logprobs}")
 
-
+# %% ../../nbs/63_engine.ipynb #70a08bee
 @dataclasses.dataclass
 class TokenOut:
     "One generated token: id, log-probability, the top alternatives (id, logprob), and the new text it adds."
@@ -222,7 +223,7 @@ class Completion:
     finish_reason: str = ""
     ttft_s: float = 0.0  # submit -> first token
 
-
+# %% ../../nbs/63_engine.ipynb #be12daa7
 class RequestHandle:
     "A submitted request: iterate `stream()` for tokens as they come, or wait for `result()`."
 
@@ -264,7 +265,7 @@ def length_bucket(n: int, limit: int, smallest: int = 16) -> int:
         b *= 2
     return min(b, limit)
 
-
+# %% ../../nbs/63_engine.ipynb #7e19683a
 class Engine:
     "Serves one model to many concurrent requests (see above)."
 
@@ -308,171 +309,197 @@ class Engine:
     def cache_bytes(self) -> int:
         return 2 * self.cache_k.size * self.cache_k.dtype.itemsize
 
-    # -- public API -------------------------------------------------------------------------------------------
-    def submit(self, prompt: Sequence[int], params: SamplingParams | None = None) -> RequestHandle:
-        params = params or SamplingParams()
-        prompt = [int(t) for t in prompt]
-        if not prompt:
-            raise ValueError("prompt: empty; give at least one token")
-        if len(prompt) > self.max_seq_len:
-            raise ValueError(f"prompt: {len(prompt)} tokens exceed the context of {self.max_seq_len}")
-        if any(t < 0 or t >= self.cfg.vocab_size for t in prompt):
-            raise ValueError(f"prompt: token ids must be in [0, {self.cfg.vocab_size})")
+# %% ../../nbs/63_engine.ipynb #22c0893e
+@patch
+def submit(self: Engine, prompt: Sequence[int], params: SamplingParams | None = None) -> RequestHandle:
+    params = params or SamplingParams()
+    prompt = [int(t) for t in prompt]
+    if not prompt:
+        raise ValueError("prompt: empty; give at least one token")
+    if len(prompt) > self.max_seq_len:
+        raise ValueError(f"prompt: {len(prompt)} tokens exceed the context of {self.max_seq_len}")
+    if any(t < 0 or t >= self.cfg.vocab_size for t in prompt):
+        raise ValueError(f"prompt: token ids must be in [0, {self.cfg.vocab_size})")
+    with self._cv:
+        self._ids += 1
+        h = RequestHandle(self._ids, prompt, params)
+        self._pending.append(h)
+        self._cv.notify()
+        self._ensure_thread()  # under the lock: exactly one loop thread
+    return h
+
+
+@patch
+def generate(self: Engine, prompts: Sequence[Sequence[int]], params: SamplingParams | None = None) -> list[Completion]:
+    "Submit all prompts at once (they are batched together) and wait for every completion."
+    hs = [self.submit(p, params) for p in prompts]
+    return [h.result() for h in hs]
+
+
+@patch
+def __enter__(self: Engine):
+    return self
+
+
+@patch
+def __exit__(self: Engine, *exc):
+    self.close()
+
+
+@patch
+def close(self: Engine):
+    with self._cv:
+        self._stop = True
+        self._cv.notify()
+    if self._thread:
+        self._thread.join(timeout=10)
+
+# %% ../../nbs/63_engine.ipynb #862cc1ee
+@patch
+def _ensure_thread(self: Engine):
+    if self._thread is None or not self._thread.is_alive():
+        self._thread = threading.Thread(target=self._loop, name="marin-engine", daemon=True)
+        self._thread.start()
+
+
+@patch
+def _loop(self: Engine):
+    while True:
         with self._cv:
-            self._ids += 1
-            h = RequestHandle(self._ids, prompt, params)
-            self._pending.append(h)
-            self._cv.notify()
-            self._ensure_thread()  # under the lock: exactly one loop thread
-        return h
+            while not self._stop and not self._pending and not any(self._slots):
+                self._cv.wait(timeout=1.0)
+            if self._stop:
+                break
+            admit = []
+            while self._pending and None in self._slots:
+                slot = self._slots.index(None)
+                h = self._pending.popleft()
+                self._slots[slot] = h
+                admit.append((slot, h))
+        for slot, h in admit:
+            try:
+                self._admit(slot, h)
+            except BaseException as e:
+                self._fail(slot, h, e)
+        if any(self._slots):
+            try:
+                self._step()
+            except BaseException as e:
+                for s, h in enumerate(self._slots):
+                    if h is not None:
+                        self._fail(s, h, e)
+    for s, h in enumerate(self._slots):
+        if h is not None:
+            self._fail(s, h, RuntimeError("engine closed"))
 
-    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams | None = None) -> list[Completion]:
-        "Submit all prompts at once (they are batched together) and wait for every completion."
-        hs = [self.submit(p, params) for p in prompts]
-        return [h.result() for h in hs]
+# %% ../../nbs/63_engine.ipynb #a400ca52
+@patch
+def _fail(self: Engine, slot, h, e):
+    h.error = e
+    self._slots[slot] = None
+    h.events.put(None)
+    h.done.set()
 
-    def close(self):
-        with self._cv:
-            self._stop = True
-            self._cv.notify()
-        if self._thread:
-            self._thread.join(timeout=10)
 
-    def __enter__(self):
-        return self
+@patch
+def _finish(self: Engine, slot: int, h: RequestHandle, reason: str):
+    c = h.completion
+    c.finish_reason = reason
+    self._slots[slot] = None
+    h.events.put(None)
+    h.done.set()
 
-    def __exit__(self, *exc):
-        self.close()
 
-    # -- the loop -------------------------------------------------------------------------------------------
-    def _ensure_thread(self):
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._loop, name="marin-engine", daemon=True)
-            self._thread.start()
+@patch
+def _keys(self: Engine, hs: list, counts) -> jnp.ndarray:
+    seeds = [(h.params.seed if h.params.seed is not None else h.id) if h else 0 for h in hs]
+    return _request_keys(
+        jnp.asarray(np.array(seeds, np.uint64).astype(np.uint32)), jnp.asarray(np.array(counts, np.uint32))
+    )
 
-    def _loop(self):
-        while True:
-            with self._cv:
-                while not self._stop and not self._pending and not any(self._slots):
-                    self._cv.wait(timeout=1.0)
-                if self._stop:
-                    break
-                admit = []
-                while self._pending and None in self._slots:
-                    slot = self._slots.index(None)
-                    h = self._pending.popleft()
-                    self._slots[slot] = h
-                    admit.append((slot, h))
-            for slot, h in admit:
-                try:
-                    self._admit(slot, h)
-                except BaseException as e:
-                    self._fail(slot, h, e)
-            if any(self._slots):
-                try:
-                    self._step()
-                except BaseException as e:
-                    for s, h in enumerate(self._slots):
-                        if h is not None:
-                            self._fail(s, h, e)
-        for s, h in enumerate(self._slots):
-            if h is not None:
-                self._fail(s, h, RuntimeError("engine closed"))
 
-    def _fail(self, slot, h, e):
-        h.error = e
-        self._slots[slot] = None
-        h.events.put(None)
-        h.done.set()
+@patch
+def _params_arrays(self: Engine, hs: list):
+    t = np.array([h.params.temperature if h else 0.0 for h in hs], np.float32)
+    k = np.array([h.params.top_k if h else 0 for h in hs], np.int32)
+    p = np.array([h.params.top_p if h else 1.0 for h in hs], np.float32)
+    return jnp.asarray(t), jnp.asarray(k), jnp.asarray(p)
 
-    def _finish(self, slot: int, h: RequestHandle, reason: str):
-        c = h.completion
-        c.finish_reason = reason
-        self._slots[slot] = None
-        h.events.put(None)
-        h.done.set()
+# %% ../../nbs/63_engine.ipynb #1577c045
+@patch
+def _admit(self: Engine, slot: int, h: RequestHandle):
+    P = len(h.prompt)
+    T = length_bucket(P, self.max_seq_len)
+    toks = np.zeros(T, np.int32)
+    toks[:P] = h.prompt
+    logits, self.cache_k, self.cache_v = self._prefill(
+        self.model, jnp.asarray(toks), P, self.cache_k, self.cache_v, slot
+    )
+    self.stats["prefills"] += 1
+    c = h.completion
+    if h.params.echo:
+        lp, tv, ti = (np.asarray(a) for a in self._prompt_lp(logits, jnp.asarray(toks)))
+        c.prompt_logprobs = [None] + [float(x) for x in lp[: P - 1]]
+        c.prompt_top = [None] + [list(zip(ti[i].tolist(), tv[i].tolist())) for i in range(P - 1)]
+    if h.params.max_tokens == 0:
+        c.ttft_s = time.perf_counter() - h.t_submit
+        return self._finish(slot, h, "length")
+    t, k, p = self._params_arrays([h])
+    out = self._sample(logits[P - 1][None], self._keys([h], [0]), t, k, p)
+    self._pos[slot], self._next[slot] = P, 0
+    self._emit(slot, h, *(np.asarray(a)[0] for a in out))  # np.asarray waits for the device: TTFT is real
 
-    def _keys(self, hs: list, counts) -> jnp.ndarray:
-        seeds = [(h.params.seed if h.params.seed is not None else h.id) if h else 0 for h in hs]
-        return _request_keys(
-            jnp.asarray(np.array(seeds, np.uint64).astype(np.uint32)), jnp.asarray(np.array(counts, np.uint32))
-        )
+# %% ../../nbs/63_engine.ipynb #bb04a340
+@patch
+def _step(self: Engine):
+    active = [s for s, h in enumerate(self._slots) if h is not None]
+    self.stats["max_active"] = max(self.stats["max_active"], len(active))
+    attn_len = length_bucket(int(self._pos[active].max()) + 1, self.max_seq_len)
+    pos = np.where([h is not None for h in self._slots], self._pos, 0).astype(np.int32)
+    logits, self.cache_k, self.cache_v = self._decode(
+        self.model, jnp.asarray(self._next), jnp.asarray(pos), self.cache_k, self.cache_v, attn_len=attn_len
+    )
+    self.stats["decode_steps"] += 1
+    hs = list(self._slots)
+    counts = [len(h.completion.tokens) if h else 0 for h in hs]
+    t, k, p = self._params_arrays(hs)
+    tok, lp, tv, ti = (np.asarray(a) for a in self._sample(logits, self._keys(hs, counts), t, k, p))
+    for s in active:
+        self._pos[s] += 1
+        self._emit(s, hs[s], tok[s], lp[s], tv[s], ti[s])
 
-    def _params_arrays(self, hs: list):
-        t = np.array([h.params.temperature if h else 0.0 for h in hs], np.float32)
-        k = np.array([h.params.top_k if h else 0 for h in hs], np.int32)
-        p = np.array([h.params.top_p if h else 1.0 for h in hs], np.float32)
-        return jnp.asarray(t), jnp.asarray(k), jnp.asarray(p)
-
-    def _admit(self, slot: int, h: RequestHandle):
-        P = len(h.prompt)
-        T = length_bucket(P, self.max_seq_len)
-        toks = np.zeros(T, np.int32)
-        toks[:P] = h.prompt
-        logits, self.cache_k, self.cache_v = self._prefill(
-            self.model, jnp.asarray(toks), P, self.cache_k, self.cache_v, slot
-        )
-        self.stats["prefills"] += 1
-        c = h.completion
-        if h.params.echo:
-            lp, tv, ti = (np.asarray(a) for a in self._prompt_lp(logits, jnp.asarray(toks)))
-            c.prompt_logprobs = [None] + [float(x) for x in lp[: P - 1]]
-            c.prompt_top = [None] + [list(zip(ti[i].tolist(), tv[i].tolist())) for i in range(P - 1)]
-        if h.params.max_tokens == 0:
-            c.ttft_s = time.perf_counter() - h.t_submit
-            return self._finish(slot, h, "length")
-        t, k, p = self._params_arrays([h])
-        out = self._sample(logits[P - 1][None], self._keys([h], [0]), t, k, p)
-        self._pos[slot], self._next[slot] = P, 0
-        self._emit(slot, h, *(np.asarray(a)[0] for a in out))  # np.asarray waits for the device: TTFT is real
-
-    def _step(self):
-        active = [s for s, h in enumerate(self._slots) if h is not None]
-        self.stats["max_active"] = max(self.stats["max_active"], len(active))
-        attn_len = length_bucket(int(self._pos[active].max()) + 1, self.max_seq_len)
-        pos = np.where([h is not None for h in self._slots], self._pos, 0).astype(np.int32)
-        logits, self.cache_k, self.cache_v = self._decode(
-            self.model, jnp.asarray(self._next), jnp.asarray(pos), self.cache_k, self.cache_v, attn_len=attn_len
-        )
-        self.stats["decode_steps"] += 1
-        hs = list(self._slots)
-        counts = [len(h.completion.tokens) if h else 0 for h in hs]
-        t, k, p = self._params_arrays(hs)
-        tok, lp, tv, ti = (np.asarray(a) for a in self._sample(logits, self._keys(hs, counts), t, k, p))
-        for s in active:
-            self._pos[s] += 1
-            self._emit(s, hs[s], tok[s], lp[s], tv[s], ti[s])
-
-    def _emit(self, slot: int, h: RequestHandle, tok, lp, tv, ti):
-        c, prm = h.completion, h.params
-        tok = int(tok)
-        c.tokens.append(tok)
-        c.logprobs.append(float(lp))
-        self.stats["tokens"] += 1
-        if len(c.tokens) == 1:
-            c.ttft_s = time.perf_counter() - h.t_submit
-        top = list(zip(ti.tolist(), tv.tolist()))
-        c.top.append(top)
-        text = self.decode_text(c.tokens)
-        reason = ""
-        if (tok in self.eos_ids and not prm.ignore_eos) or tok in prm.stop_token_ids:
-            reason = "stop"
-        cut = min((i for i in (text.find(s) for s in prm.stop if s) if i >= 0), default=-1)
-        if cut >= 0:
-            text, reason = text[:cut], "stop"
-        if not reason and h.cancelled:
-            reason = "cancelled"
-        if not reason and len(c.tokens) >= prm.max_tokens:
-            reason = "length"
-        if not reason and self._pos[slot] >= self.max_seq_len:
-            reason = "length"
-        new = text[h._text_len :] if len(text) >= h._text_len else ""
-        if reason == "stop" and cut < 0:
-            new, text = "", text[: h._text_len]  # the end-of-text token itself adds no text
-        h._text_len = len(text)
-        c.text = text
-        h.events.put(TokenOut(tok, float(lp), top, new))
-        if reason:
-            self._finish(slot, h, reason)
-        else:
-            self._next[slot] = tok
+# %% ../../nbs/63_engine.ipynb #2cb73eb6
+@patch
+def _emit(self: Engine, slot: int, h: RequestHandle, tok, lp, tv, ti):
+    c, prm = h.completion, h.params
+    tok = int(tok)
+    c.tokens.append(tok)
+    c.logprobs.append(float(lp))
+    self.stats["tokens"] += 1
+    if len(c.tokens) == 1:
+        c.ttft_s = time.perf_counter() - h.t_submit
+    top = list(zip(ti.tolist(), tv.tolist()))
+    c.top.append(top)
+    text = self.decode_text(c.tokens)
+    reason = ""
+    if (tok in self.eos_ids and not prm.ignore_eos) or tok in prm.stop_token_ids:
+        reason = "stop"
+    cut = min((i for i in (text.find(s) for s in prm.stop if s) if i >= 0), default=-1)
+    if cut >= 0:
+        text, reason = text[:cut], "stop"
+    if not reason and h.cancelled:
+        reason = "cancelled"
+    if not reason and len(c.tokens) >= prm.max_tokens:
+        reason = "length"
+    if not reason and self._pos[slot] >= self.max_seq_len:
+        reason = "length"
+    new = text[h._text_len :] if len(text) >= h._text_len else ""
+    if reason == "stop" and cut < 0:
+        new, text = "", text[: h._text_len]  # the end-of-text token itself adds no text
+    h._text_len = len(text)
+    c.text = text
+    h.events.put(TokenOut(tok, float(lp), top, new))
+    if reason:
+        self._finish(slot, h, reason)
+    else:
+        self._next[slot] = tok

@@ -29,10 +29,25 @@ def parse_resources(items: list[str] | None) -> dict[str, float]:
             raise ValueError(f"--resource {item!r}: the amount must be >= 0")
     return out
 
-
+# %% ../../nbs/73_cluster_cli.ipynb #baab0db3
 def shell_exports(env: dict) -> str:
     "The lines to paste into a shell so `marin run … --cluster ray` reaches a cluster."
     return "\n".join(f"export {k}={v}" for k, v in env.items())
+
+# %% ../../nbs/73_cluster_cli.ipynb #73756814
+def _check_up_args(nodes: int, cpus: int, host: str) -> None:
+    if nodes < 1:
+        raise ValueError(f"--nodes {nodes}: start at least one worker node (the head does no work)")
+    if cpus <= 0:
+        raise ValueError(f"--cpus {cpus}: each node needs some CPUs")
+    if not host.startswith("127."):
+        raise ValueError(f"--host {host}: `marin cluster up` binds loopback only; use `ray start` for a real cluster")
+
+
+def _up_summary(nodes: int, cpus: int, res: dict[str, float]) -> str:
+    "The line `up` prints once the cluster is up, e.g. `2 node(s) x 1 CPU + 1 device`."
+    extra = " + " + ", ".join(f"{v:g} {k}" for k, v in res.items()) if res else ""
+    return f"cluster up: {nodes} node(s) x {cpus} CPU{extra}; Ctrl-C stops it"
 
 # %% ../../nbs/73_cluster_cli.ipynb #cb7b6245
 @app.command("up")
@@ -50,12 +65,7 @@ def up_cmd(
     "Start a Ray cluster on this machine's loopback and keep it up until Ctrl-C."
     from marin.cluster.local import LocalRayCluster, NodeSpec
 
-    if nodes < 1:
-        raise ValueError(f"--nodes {nodes}: start at least one worker node (the head does no work)")
-    if cpus <= 0:
-        raise ValueError(f"--cpus {cpus}: each node needs some CPUs")
-    if not host.startswith("127."):
-        raise ValueError(f"--host {host}: `marin cluster up` binds loopback only; use `ray start` for a real cluster")
+    _check_up_args(nodes, cpus, host)
     res = parse_resources(resource)
     cluster = LocalRayCluster(root, host=host)
     stop = threading.Event()
@@ -65,10 +75,7 @@ def up_cmd(
         typer.echo(f"starting a head and {nodes} node(s) on {host} (logs in {cluster.root}) ...", err=True)
         cluster.start([NodeSpec(f"node{i}", num_cpus=cpus, resources=res) for i in range(nodes)])
         typer.echo(shell_exports(cluster.client_env()))
-        typer.echo(
-            f"cluster up: {nodes} node(s) x {cpus} CPU{' + ' + ', '.join(f'{v:g} {k}' for k, v in res.items()) if res else ''}; Ctrl-C stops it",
-            err=True,
-        )
+        typer.echo(_up_summary(nodes, cpus, res), err=True)
         sys.stdout.flush()
         while not stop.wait(1.0):
             if cluster.head.poll() is not None:
@@ -76,6 +83,20 @@ def up_cmd(
     finally:
         cluster.stop()
         typer.echo("cluster stopped", err=True)
+
+# %% ../../nbs/73_cluster_cli.ipynb #3603894e
+def _describe_nodes(nodes: list[dict]) -> list[dict]:
+    "The nodes of `ray.nodes()` without Ray's own resources and labels."
+    return [
+        {
+            "node_id": n["NodeID"],
+            "address": n["NodeManagerAddress"],
+            "alive": n["Alive"],
+            "labels": {k: v for k, v in n.get("Labels", {}).items() if not k.startswith("ray.io/")},
+            "resources": {k: v for k, v in n["Resources"].items() if not k.startswith("node:")},
+        }
+        for n in nodes
+    ]
 
 # %% ../../nbs/73_cluster_cli.ipynb #331a0a0f
 def cluster_status(address: str | None = None) -> dict:
@@ -91,20 +112,15 @@ def cluster_status(address: str | None = None) -> dict:
             f"no Ray cluster at {redact(addr)}: start one (`marin cluster up` or `ray start --head`) and set RAY_ADDRESS ({redact(str(e))[:200]})"
         ) from None
     try:
-        nodes = [
-            {
-                "node_id": n["NodeID"],
-                "address": n["NodeManagerAddress"],
-                "alive": n["Alive"],
-                "labels": {k: v for k, v in n.get("Labels", {}).items() if not k.startswith("ray.io/")},
-                "resources": {k: v for k, v in n["Resources"].items() if not k.startswith("node:")},
-            }
-            for n in ray.nodes()
-        ]
+        nodes = _describe_nodes(ray.nodes())
         strip = lambda d: {k: v for k, v in d.items() if not k.startswith("node:")}
         return {"nodes": nodes, "total": strip(ray.cluster_resources()), "available": strip(ray.available_resources())}
     finally:
         ray.shutdown()
+
+# %% ../../nbs/73_cluster_cli.ipynb #a179de01
+def _fmt_resources(d: dict) -> str:
+    return ", ".join(f"{k} {v:g}" for k, v in sorted(d.items()) if k not in ("memory", "object_store_memory")) or "-"
 
 
 @app.command("status")
@@ -119,13 +135,12 @@ def status_cmd(
     if as_json:
         typer.echo(json.dumps(s, indent=1, sort_keys=True))
         return
-    fmt = lambda d: (
-        ", ".join(f"{k} {v:g}" for k, v in sorted(d.items()) if k not in ("memory", "object_store_memory")) or "-"
-    )
     alive = [n for n in s["nodes"] if n["alive"]]
     typer.echo(f"{len(alive)} alive node(s) of {len(s['nodes'])}")
     for n in s["nodes"]:
         name = n["labels"].get("marin-node", n["node_id"][:12])
-        typer.echo(f"  {name:<14} {'alive' if n['alive'] else 'DEAD ':<6} {n['address']:<15} {fmt(n['resources'])}")
-    typer.echo(f"total:     {fmt(s['total'])}")
-    typer.echo(f"available: {fmt(s['available'])}")
+        typer.echo(
+            f"  {name:<14} {'alive' if n['alive'] else 'DEAD ':<6} {n['address']:<15} {_fmt_resources(n['resources'])}"
+        )
+    typer.echo(f"total:     {_fmt_resources(s['total'])}")
+    typer.echo(f"available: {_fmt_resources(s['available'])}")

@@ -5,10 +5,10 @@
 # %% ../../nbs/11_extract.ipynb #9ae50cf0
 from __future__ import annotations
 import dataclasses, html as htmlmod, json, re
-from typing import Any, Callable
+from typing import Callable
 from ..core import storage
 from ..core.config import Config, check, versioned
-from ..core.executor import Step
+from ..core.executor import Step, StepOrPath
 
 # %% auto #0
 __all__ = ['EXTRACTORS', 'extract_text', 'evaluate_extractor', 'ExtractConfig', 'extract_documents', 'extract_step']
@@ -87,7 +87,7 @@ def evaluate_extractor(extractor: str, html_dir: str | None = None) -> dict:
 # %% ../../nbs/11_extract.ipynb #4838432e
 @dataclasses.dataclass(frozen=True)
 class ExtractConfig(Config):
-    documents: Any = versioned()
+    documents: StepOrPath = versioned()  # a document set (HTML or WARC import): a Step or its path
     extractor: str = versioned("trafilatura")
     min_chars: int = versioned(200)
 

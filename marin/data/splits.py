@@ -5,11 +5,10 @@
 # %% ../../nbs/18b_splits.ipynb #1013f765
 from __future__ import annotations
 import dataclasses, json
-from typing import Any
 import numpy as np, pyarrow as pa, xxhash
 from ..core import storage
 from ..core.config import Config, check, versioned
-from ..core.executor import Step
+from ..core.executor import Step, StepOrPath
 from .shards import MANIFEST, TokenSet, _shard_bytes, set_hash
 from .mixture import MixtureComponent, MixtureConfig
 
@@ -19,12 +18,12 @@ SPLITS = ("train", "validation")
 __all__ = ['SPLITS', 'SplitConfig', 'id_hashes', 'is_validation', 'split_token_set', 'split_step', 'held_out_split',
            'DocumentSplitConfig', 'split_documents', 'document_split_step']
 
-# %% ../../nbs/18b_splits.ipynb #df1a120f
+# %% ../../nbs/18b_splits.ipynb #62eaa19e
 @dataclasses.dataclass(frozen=True)
 class SplitConfig(Config):
     "One side of a by-document split of a token set."
 
-    tokens: Any = versioned()  # a token set: a tokenize Step or its output path
+    tokens: StepOrPath = versioned()  # a token set: a tokenize Step or its output path
     split: str = versioned("train")  # train | validation
     validation_fraction: float = versioned(0.05)  # share of documents held out for validation
     seed: int = versioned(0)  # which documents are held out
@@ -37,7 +36,7 @@ class SplitConfig(Config):
             f"{self.validation_fraction!r} must be in (0, 1), e.g. 0.05",
         )
 
-
+# %% ../../nbs/18b_splits.ipynb #1e419edf
 def id_hashes(ids, seed: int = 0) -> np.ndarray:
     "The 64-bit hash of `(seed, id)` for each document id: the only thing that decides a document's side."
     return np.fromiter(
@@ -49,31 +48,33 @@ def is_validation(ids, fraction: float, seed: int = 0) -> np.ndarray:
     "For document ids: True where the document belongs to the validation side (hash of (seed, id) below `fraction`)."
     return id_hashes(ids, seed) < np.uint64(int(fraction * 2.0**64))
 
+# %% ../../nbs/18b_splits.ipynb #16190f50
+def _split_shard(src: TokenSet, k: int, cfg: SplitConfig, output_path: str) -> dict:
+    "Write the `cfg.split` side of shard `k` of `src` (same file name, possibly empty); its manifest record."
+    meta = src.manifest["shards"][k]
+    f = storage.join(src.path, meta["file"])
+    batch = pa.ipc.open_file(pa.BufferReader(storage.read_bytes(f))).get_batch(0)
+    ids = batch.column(0).to_pylist()
+    vals, offs = src.shard(k)
+    keep = is_validation(ids, cfg.validation_fraction, cfg.seed) == (cfg.split == "validation")
+    arrays = [vals[offs[j] : offs[j + 1]] for j in np.flatnonzero(keep)]
+    data = _shard_bytes([ids[j] for j in np.flatnonzero(keep)], arrays)
+    storage.write_bytes(storage.join(output_path, meta["file"]), data)
+    n_tok = int(sum(len(a) for a in arrays))
+    return {
+        "file": meta["file"],
+        "documents": len(arrays),
+        "tokens": n_tok,
+        "bytes": int(round(meta["bytes"] * n_tok / max(meta["tokens"], 1))),
+        "size": len(data),
+        "xxh3": xxhash.xxh3_128_hexdigest(data),
+    }
 
+# %% ../../nbs/18b_splits.ipynb #c1c2569d
 def split_token_set(cfg: SplitConfig, output_path: str) -> dict:
     "Executor step: write the `cfg.split` side of `cfg.tokens` as a token set under `output_path`."
     src = TokenSet(str(cfg.tokens))
-    shards = []
-    for k, meta in enumerate(src.manifest["shards"]):
-        f = storage.join(src.path, meta["file"])
-        batch = pa.ipc.open_file(pa.BufferReader(storage.read_bytes(f))).get_batch(0)
-        ids = batch.column(0).to_pylist()
-        vals, offs = src.shard(k)
-        keep = is_validation(ids, cfg.validation_fraction, cfg.seed) == (cfg.split == "validation")
-        arrays = [vals[offs[j] : offs[j + 1]] for j in np.flatnonzero(keep)]
-        data = _shard_bytes([ids[j] for j in np.flatnonzero(keep)], arrays)
-        storage.write_bytes(storage.join(output_path, meta["file"]), data)
-        n_tok = int(sum(len(a) for a in arrays))
-        shards.append(
-            {
-                "file": meta["file"],
-                "documents": len(arrays),
-                "tokens": n_tok,
-                "bytes": int(round(meta["bytes"] * n_tok / max(meta["tokens"], 1))),
-                "size": len(data),
-                "xxh3": xxhash.xxh3_128_hexdigest(data),
-            }
-        )
+    shards = [_split_shard(src, k, cfg, output_path) for k in range(len(src.manifest["shards"]))]
     m = dict(src.manifest)
     m.update(
         documents=sum(s["documents"] for s in shards),
@@ -95,7 +96,7 @@ def split_token_set(cfg: SplitConfig, output_path: str) -> dict:
 def split_step(cfg: SplitConfig, name: str) -> Step:
     return Step(name, split_token_set, cfg, description=f"the {cfg.split} side of a by-document split of a token set")
 
-
+# %% ../../nbs/18b_splits.ipynb #0e95f6a4
 def held_out_split(
     mix: MixtureConfig, *, validation_fraction: float = 0.05, seed: int = 0
 ) -> tuple[MixtureConfig, MixtureConfig]:
@@ -115,12 +116,12 @@ def held_out_split(
 
     return side("train"), side("validation")
 
-# %% ../../nbs/18b_splits.ipynb #750ddeb5
+# %% ../../nbs/18b_splits.ipynb #eb39059c
 @dataclasses.dataclass(frozen=True)
 class DocumentSplitConfig(Config):
     "Split a document set into `train/` and `validation/` document sets by document id."
 
-    documents: Any = versioned()  # a document set: an import / dedup / filter Step or its output path
+    documents: StepOrPath = versioned()  # a document set: an import / dedup / filter Step or its output path
     validation_fraction: float = versioned(0.05)  # share of documents held out
     seed: int = versioned(0)  # which documents are held out
 
@@ -131,7 +132,7 @@ class DocumentSplitConfig(Config):
             f"{self.validation_fraction!r} must be in (0, 1), e.g. 0.05",
         )
 
-
+# %% ../../nbs/18b_splits.ipynb #af50d24e
 def split_documents(cfg: DocumentSplitConfig, output_path: str) -> dict:
     "Executor step: write `train/` and `validation/` document sets under `output_path`."
     from marin.data.sources import read_documents, write_documents

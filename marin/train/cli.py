@@ -159,7 +159,7 @@ def load_train_config(spec: str) -> TrainConfig:
         return cfg
     raise ValueError(f"--config {spec!r}: use a preset ({', '.join(PRESETS)}), a .py file or a .yaml file")
 
-# %% ../../nbs/34_train_cli.ipynb #346b337a
+# %% ../../nbs/34_train_cli.ipynb #3ec3c9a3
 @dataclasses.dataclass
 class MemoryEstimate:
     "Estimated bytes per device of one training step."
@@ -182,7 +182,43 @@ class MemoryEstimate:
         ] + [("total", self.total)]
         return "\n".join(f"  {k:14s}{gb(v)}" for k, v in rows)
 
+# %% ../../nbs/34_train_cli.ipynb #79ffcde3
+def _moe_layers(m) -> int:
+    return len(m.moe.moe_layer_ids(m.n_layers)) if m.moe is not None else 0
 
+
+def _params_per_device(m, expert: int, fsdp: int, tensor: int) -> float:
+    "Routed experts are split over the expert axis as well; every other weight over fsdp x tensor only."
+    n_moe = _moe_layers(m)
+    n_routed = n_moe * m.moe.routed_expert_params(m.d_model, m.d_ff) if n_moe else 0
+    return (m.n_params - n_routed) / (fsdp * tensor) + n_routed / (expert * fsdp * tensor)
+
+
+def _activation_bytes_per_token(cfg: TrainConfig, S: int, tensor: int, c: int) -> float:
+    "Activation bytes one token keeps through the step (per device), given the remat policy."
+    m = cfg.model
+    n_moe = _moe_layers(m)
+    # MLP width a token's activations see, averaged over layers: d_ff in dense layers, k experts + shared ones in MoE
+    # layers
+    f_tok = (
+        ((m.n_layers - n_moe) * m.d_ff + n_moe * m.moe.dense_equivalent_d_ff(m.d_ff)) / m.n_layers if n_moe else m.d_ff
+    )
+    D, F, q, k, H, L = (
+        m.d_model,
+        f_tok / tensor,
+        m.q_dim / tensor,
+        m.kv_dim / tensor,
+        m.n_heads / tensor,
+        m.n_layers,
+    )
+    # bytes per token, one layer, nothing recomputed: compute-dtype activations, float32 copies made by the norms and
+    # RoPE, attention scores and probabilities in float32
+    full_layer = (6 * D + 3 * q + 3 * k + 4 * F) * c + (2 * D + q + k) * 4 + 2 * H * S * 4
+    saved = {"none": full_layer, "dots": (2 * D + q + 2 * k + 2 * F) * c, "block": D * c}.get(cfg.remat, D * c)
+    per_token = L * saved + (full_layer if cfg.remat != "none" else 0) + D * c * 2  # + embeddings out, final norm
+    return per_token
+
+# %% ../../nbs/34_train_cli.ipynb #99f5a7f2
 def estimate_memory(cfg: TrainConfig, n_devices: int) -> MemoryEstimate:
     "Per-device memory of a training step under `cfg`'s mesh, dtype, accumulation and remat policy (no compilation)."
     m = cfg.model
@@ -191,31 +227,11 @@ def estimate_memory(cfg: TrainConfig, n_devices: int) -> MemoryEstimate:
     c = 2 if cfg.compute_dtype == "bfloat16" else 4
     B = int(getattr(cfg.data, "batch_size", 1))
     S = int(getattr(cfg.data, "seq_len", m.seq_len))
-    b = math.ceil(
-        B / cfg.grad_accum / (data * expert * fsdp)
-    )  # sequences per device per microbatch (the batch spans the expert axis)
-    # routed experts are split over the expert axis as well; every other weight over fsdp x tensor only
-    n_moe = len(m.moe.moe_layer_ids(m.n_layers)) if m.moe is not None else 0
-    n_routed = n_moe * m.moe.routed_expert_params(m.d_model, m.d_ff) if n_moe else 0
-    N = (m.n_params - n_routed) / (fsdp * tensor) + n_routed / (expert * fsdp * tensor)  # parameters per device
-    # MLP width a token's activations see, averaged over layers: d_ff in dense layers, k experts + shared ones in MoE layers
-    f_tok = (
-        ((m.n_layers - n_moe) * m.d_ff + n_moe * m.moe.dense_equivalent_d_ff(m.d_ff)) / m.n_layers if n_moe else m.d_ff
-    )
-    D, F, q, k, H, V, L = (
-        m.d_model,
-        f_tok / tensor,
-        m.q_dim / tensor,
-        m.kv_dim / tensor,
-        m.n_heads / tensor,
-        m.vocab_size / tensor,
-        m.n_layers,
-    )
-    # bytes per token, one layer, nothing recomputed: compute-dtype activations, float32 copies made by the norms and
-    # RoPE, attention scores and probabilities in float32
-    full_layer = (6 * D + 3 * q + 3 * k + 4 * F) * c + (2 * D + q + k) * 4 + 2 * H * S * 4
-    saved = {"none": full_layer, "dots": (2 * D + q + 2 * k + 2 * F) * c, "block": D * c}.get(cfg.remat, D * c)
-    per_token = L * saved + (full_layer if cfg.remat != "none" else 0) + D * c * 2  # + embeddings out, final norm
+    # sequences per device per microbatch (the batch spans the expert axis)
+    b = math.ceil(B / cfg.grad_accum / (data * expert * fsdp))
+    N = _params_per_device(m, expert, fsdp, tensor)
+    per_token = _activation_bytes_per_token(cfg, S, tensor, c)
+    V = m.vocab_size / tensor  # vocabulary entries per device
     return MemoryEstimate(
         params=4 * N,
         grads=4 * N,
@@ -225,7 +241,7 @@ def estimate_memory(cfg: TrainConfig, n_devices: int) -> MemoryEstimate:
         logits=3 * b * S * V * 4,
     )
 
-
+# %% ../../nbs/34_train_cli.ipynb #be80959e
 @dataclasses.dataclass
 class DryRunReport:
     lines: list[str]
@@ -240,24 +256,10 @@ class DryRunReport:
     def __str__(self) -> str:
         return "\n".join(self.lines + [f"PROBLEM: {p}" for p in self.problems])
 
-
-def dry_run(cfg: TrainConfig, *, n_devices: int | None = None, output_path: str | None = None) -> DryRunReport:
-    "Everything that can be checked before compiling: data, mesh, memory, checkpoint compatibility."
+# %% ../../nbs/34_train_cli.ipynb #d8868d40
+def _device_verdict(n: int, mem: MemoryEstimate | None, lines: list[str]) -> bool:
+    "Whether the estimate fits the devices present (90% of their memory); appends the explanation to `lines`."
     per_dev, desc, present = device_memory_bytes()
-    n = n_devices or cfg.mesh.devices or present
-    lines = [
-        f"model: {cfg.model.summary()}",
-        f"run: {cfg.num_train_steps} steps × {cfg.tokens_per_step} tokens, grad_accum={cfg.grad_accum}, compute={cfg.compute_dtype}, remat={cfg.remat}",
-    ]
-    problems = list(data_problems(cfg.data)) + [p for _, d in cfg.eval_data for p in data_problems(d)]
-    mem = None
-    try:
-        sizes = cfg.mesh.axis_sizes(n)
-        lines.append(f"mesh: data={sizes[0]} fsdp={sizes[1]} tensor={sizes[2]} over {n} devices")
-        mem = estimate_memory(cfg, n)
-        lines += [f"estimated memory per device ({n} devices):", mem.table()]
-    except ValueError as e:
-        problems.append(str(e))
     fits = True
     if n > present:
         fits = False
@@ -272,12 +274,15 @@ def dry_run(cfg: TrainConfig, *, n_devices: int | None = None, output_path: str 
         fits = mem.total <= 0.9 * per_dev
         verdict = "fits" if fits else "does NOT fit"
         lines.append(
-            f"devices: {desc}; {per_dev / 2**30:.1f} GiB per device; estimate {mem.total / 2**30:.2f} GiB: it {verdict} (90% headroom rule)"
+            f"devices: {desc}; {per_dev / 2**30:.1f} GiB per device; estimate {mem.total / 2**30:.2f} GiB: "
+            f"it {verdict} (90% headroom rule)"
         )
-    if not fits and mem is not None and cfg.remat != "block":
-        lines.append(
-            "hint: remat='block', a larger fsdp axis, grad_accum or bfloat16 compute lower the per-device memory"
-        )
+    return fits
+
+
+def _checkpoint_problems(cfg: TrainConfig, output_path: str | None, lines: list[str]) -> list[str]:
+    "The newest checkpoint under `output_path`, if any, must match the model; a line says the run resumes there."
+    problems = []
     if output_path and (latest := latest_checkpoint(storage.join(output_path, "checkpoints"))):
         meta = storage.read_json(storage.join(latest[1], META_FILE))
         try:
@@ -285,6 +290,33 @@ def dry_run(cfg: TrainConfig, *, n_devices: int | None = None, output_path: str 
             lines.append(f"checkpoint: step {latest[0]} in {output_path} is compatible; the run resumes there")
         except CheckpointMismatch as e:
             problems.append(str(e))
+    return problems
+
+# %% ../../nbs/34_train_cli.ipynb #e84450b4
+def dry_run(cfg: TrainConfig, *, n_devices: int | None = None, output_path: str | None = None) -> DryRunReport:
+    "Everything that can be checked before compiling: data, mesh, memory, checkpoint compatibility."
+    per_dev, desc, present = device_memory_bytes()
+    n = n_devices or cfg.mesh.devices or present
+    lines = [
+        f"model: {cfg.model.summary()}",
+        f"run: {cfg.num_train_steps} steps × {cfg.tokens_per_step} tokens, grad_accum={cfg.grad_accum}, "
+        f"compute={cfg.compute_dtype}, remat={cfg.remat}",
+    ]
+    problems = list(data_problems(cfg.data)) + [p for _, d in cfg.eval_data for p in data_problems(d)]
+    mem = None
+    try:
+        sizes = cfg.mesh.axis_sizes(n)
+        lines.append(f"mesh: data={sizes[0]} fsdp={sizes[1]} tensor={sizes[2]} over {n} devices")
+        mem = estimate_memory(cfg, n)
+        lines += [f"estimated memory per device ({n} devices):", mem.table()]
+    except ValueError as e:
+        problems.append(str(e))
+    fits = _device_verdict(n, mem, lines)
+    if not fits and mem is not None and cfg.remat != "block":
+        lines.append(
+            "hint: remat='block', a larger fsdp axis, grad_accum or bfloat16 compute lower the per-device memory"
+        )
+    problems += _checkpoint_problems(cfg, output_path, lines)
     return DryRunReport(lines, problems, mem, fits)
 
 # %% ../../nbs/34_train_cli.ipynb #05543938

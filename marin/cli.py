@@ -67,7 +67,34 @@ def parse_param_args(args: list[str]) -> dict[str, str]:
         out[k] = v
     return out
 
+# %% ../nbs/90_cli.ipynb #2e0a7e41
+def _find_notebook(notebook: Path) -> Path:
+    "`notebook`, or the experiment of that name in `experiments_nb/`."
+    if notebook.exists():
+        return notebook
+    cand = Path("experiments_nb") / (notebook.name if notebook.suffix else f"{notebook.name}.ipynb")
+    if cand.exists():
+        return cand
+    raise UserError(f"experiment not found: {notebook} (experiments live in experiments_nb/; `ls experiments_nb`)")
 
+
+def _check_cluster(cluster: str) -> None:
+    if cluster != "local" and not (cluster == "ray" or cluster.startswith("ray://")):
+        raise UserError(f"--cluster {cluster!r}: use local, ray or ray://HOST:PORT")
+
+
+def _echo_result(r) -> None:
+    "Print how an experiment run ended: status, report, headline metrics, and the error on stderr."
+    typer.echo(f"{r.status}  run {r.run_id}\n  notebook: {r.notebook}" + (f"\n  page:     {r.html}" if r.html else ""))
+    if r.metrics:
+        typer.echo(
+            "  metrics:  "
+            + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.metrics.items())
+        )
+    if r.status != "SUCCESS":
+        typer.echo(f"  error:    {r.error}", err=True)
+
+# %% ../nbs/90_cli.ipynb #0d99655f
 @app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run_cmd(
     ctx: typer.Context,
@@ -98,18 +125,10 @@ def run_cmd(
     Parameters: `-p NAME VALUE` (repeatable), checked against the notebook's `parameters` cell before anything runs."""
     from marin.core.experiments import run_experiment
 
-    if not notebook.exists():
-        cand = Path("experiments_nb") / (notebook.name if notebook.suffix else f"{notebook.name}.ipynb")
-        if cand.exists():
-            notebook = cand
-        else:
-            raise UserError(
-                f"experiment not found: {notebook} (experiments live in experiments_nb/; `ls experiments_nb`)"
-            )
+    notebook = _find_notebook(notebook)
     params = parse_param_args(list(ctx.args))
     if cluster is not None:  # reaches the experiment's executor through the environment, never the ledger
-        if cluster != "local" and not (cluster == "ray" or cluster.startswith("ray://")):
-            raise UserError(f"--cluster {cluster!r}: use local, ray or ray://HOST:PORT")
+        _check_cluster(cluster)
         os.environ["MARIN_CLUSTER"] = cluster
     r = run_experiment(
         notebook, params, force=force, dry_run=dry_run, run_only=run_only, render=render, log_output=log_output
@@ -117,14 +136,8 @@ def run_cmd(
     if r.status == "DRY_RUN":
         typer.echo("dry run complete: nothing was executed")
         return
-    typer.echo(f"{r.status}  run {r.run_id}\n  notebook: {r.notebook}" + (f"\n  page:     {r.html}" if r.html else ""))
-    if r.metrics:
-        typer.echo(
-            "  metrics:  "
-            + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.metrics.items())
-        )
+    _echo_result(r)
     if r.status != "SUCCESS":
-        typer.echo(f"  error:    {r.error}", err=True)
         raise typer.Exit(1)
 
 # %% ../nbs/90_cli.ipynb #66d7e177
@@ -140,6 +153,18 @@ def _print_df(df) -> None:
         typer.echo(df.to_string(index=False) if len(df) else "(no rows)")
 
 
+def _list_query(kind: str | None, status: str | None, limit: int) -> str:
+    "The SQL behind `marin runs list`."
+    if kind and kind not in ("experiment", "step"):
+        raise UserError(f"--kind {kind!r}: use experiment or step")
+    if status and status.upper() not in ("RUNNING", "SUCCESS", "FAILED"):
+        raise UserError(f"--status {status!r}: use RUNNING, SUCCESS or FAILED")
+    where = " AND ".join(
+        w for w in [f"kind = '{kind}'" if kind else "", f"status = '{status.upper()}'" if status else ""] if w
+    )
+    return f"SELECT {', '.join(_LIST_COLS)} FROM runs {'WHERE ' + where if where else ''} ORDER BY started_at DESC LIMIT {int(limit)}"
+
+
 @runs_app.command("list")
 def runs_list(
     kind: Annotated[Optional[str], typer.Option(help="experiment or step")] = None,
@@ -149,19 +174,10 @@ def runs_list(
     "List runs, newest first."
     from marin.core.ledger import Ledger
 
-    if kind and kind not in ("experiment", "step"):
-        raise UserError(f"--kind {kind!r}: use experiment or step")
-    if status and status.upper() not in ("RUNNING", "SUCCESS", "FAILED"):
-        raise UserError(f"--status {status!r}: use RUNNING, SUCCESS or FAILED")
-    where = " AND ".join(
-        w for w in [f"kind = '{kind}'" if kind else "", f"status = '{status.upper()}'" if status else ""] if w
-    )
-    df = Ledger().sql(
-        f"SELECT {', '.join(_LIST_COLS)} FROM runs {'WHERE ' + where if where else ''} ORDER BY started_at DESC LIMIT {int(limit)}"
-    )
-    _print_df(df)
+    query = _list_query(kind, status, limit)
+    _print_df(Ledger().sql(query))
 
-
+# %% ../nbs/90_cli.ipynb #a1f8d996
 @runs_app.command("show")
 def runs_show(run_id: Annotated[str, typer.Argument(help="a run id (a unique prefix is enough)")]):
     "Show every field of one run."
@@ -216,7 +232,7 @@ def report_build(
     idx = build_site(use_quarto=quarto)
     typer.echo(f"site: {idx}")
 
-
+# %% ../nbs/90_cli.ipynb #1412d08c
 @app.command("lab")
 def lab_cmd(
     port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 8888,
@@ -267,7 +283,7 @@ LAYER_COMMANDS: dict[str, tuple[str, bool, str]] = {
     "cluster": ("marin.cluster.cli", True, "Start a local Ray cluster or inspect the one the lab is configured for."),
 }
 
-
+# %% ../nbs/90_cli.ipynb #87df3f54
 def load_layer_command(name: str):
     "The real click command behind a layer command (imports its layer)."
     import typer.main
@@ -288,7 +304,7 @@ def load_layer_command(name: str):
         raise RuntimeError(f"{mod} has no command {name!r}; update LAYER_COMMANDS in nbs/90_cli.ipynb")
     return cmd
 
-
+# %% ../nbs/90_cli.ipynb #b548f4f8
 class LazyLayerGroup(typer.core.TyperGroup):
     "The root command: its own commands, plus the layers' commands, listed from the table and imported when run."
 
@@ -313,7 +329,7 @@ class LazyLayerGroup(typer.core.TyperGroup):
 
 app.info.cls = LazyLayerGroup
 
-
+# %% ../nbs/90_cli.ipynb #5b400aca
 def main() -> None:
     "Entry point: run the CLI, turning user errors into one line and exit code 2."
     try:

@@ -9,14 +9,16 @@ from typing import Any, Sequence
 import numpy as np
 from ..core import storage
 from ..core.config import Config, check, versioned
-from ..core.executor import Step
+from ..core.executor import Step, StepOrPath
+from ..train.optim import OptimizerConfig
 from .sft import ChatTemplate, load_conversations, resolve_tokenizer, save_chat_template
 
 # %% auto #0
-__all__ = ['load_pairs', 'pairs_from_conversations', 'encode_preference', 'preference_rows', 'sequence_logps', 'dpo_loss',
-           'PreferenceDataConfig', 'PreferenceLoader', 'DPOConfig', 'run_dpo', 'dpo_step']
+__all__ = ['DPO_REWARDS', 'load_pairs', 'pairs_from_conversations', 'encode_preference', 'preference_rows', 'sequence_logps',
+           'dpo_loss', 'PreferenceDataConfig', 'PreferenceLoader', 'DPOConfig', 'dpo_step_fn', 'dpo_log_metrics',
+           'dpo_summary', 'run_dpo', 'dpo_step']
 
-# %% ../../nbs/56_dpo.ipynb #1a054273
+# %% ../../nbs/56_dpo.ipynb #9b6596ff
 def load_pairs(path: str, limit: int = 0) -> list[dict]:
     "Validated `{prompt, chosen, rejected}` records; errors name the line."
     if not storage.exists(path):
@@ -43,7 +45,7 @@ def load_pairs(path: str, limit: int = 0) -> list[dict]:
             break
     return out
 
-
+# %% ../../nbs/56_dpo.ipynb #6a255ba7
 def pairs_from_conversations(convs: Sequence[list[dict]], seed: int = 0) -> list[dict]:
     "Pairs from chat data: the conversation's last assistant reply is chosen; another conversation's is rejected."
     rng = np.random.default_rng(seed)
@@ -57,7 +59,7 @@ def pairs_from_conversations(convs: Sequence[list[dict]], seed: int = 0) -> list
         out.append({"prompt": c[:-1], "chosen": replies[i], "rejected": replies[j] or "I don't know."})
     return out
 
-
+# %% ../../nbs/56_dpo.ipynb #f5cb7e5f
 def encode_preference(tok, template: ChatTemplate, pair: dict, seq_len: int) -> tuple[list[int], list[int], list[int]]:
     "(prompt ids, chosen ids, rejected ids): prompt rendered with the template's generation prompt, responses with its end marker."
     msgs = [{"role": "user", "content": pair["prompt"]}] if isinstance(pair["prompt"], str) else pair["prompt"]
@@ -112,7 +114,7 @@ def dpo_loss(policy, reference, batch: dict, beta: float):
         "reward_accuracy": (margin > 0).mean(),
     }
 
-# %% ../../nbs/56_dpo.ipynb #d0bcad61
+# %% ../../nbs/56_dpo.ipynb #19b5989f
 @dataclasses.dataclass(frozen=True)
 class PreferenceDataConfig(Config):
     "Preference pairs: a `{prompt, chosen, rejected}` JSONL, or pairs made from a chat JSONL (`from_chat=True`)."
@@ -146,7 +148,7 @@ class PreferenceDataConfig(Config):
     def build(self) -> "PreferenceLoader":
         return PreferenceLoader(self)
 
-
+# %% ../../nbs/56_dpo.ipynb #21a34c4e
 class PreferenceLoader:
     "`batch(step)`: `batch_size` pairs as `[2B, S]` rows; every epoch visits all pairs in a seeded order."
 
@@ -177,15 +179,15 @@ class PreferenceLoader:
         pad = getattr(self.tokenizer, "pad_id", None)
         return preference_rows([self.encoded[i] for i in idx], self.seq_len, pad if pad is not None else 0)
 
-
+# %% ../../nbs/56_dpo.ipynb #fb1e06ff
 @dataclasses.dataclass(frozen=True)
 class DPOConfig(Config):
     "DPO from a training output (the reference and the policy's starting point)."
 
-    base: Any = versioned()
+    base: StepOrPath = versioned()  # a training output (train or SFT Step, or its path)
     data: PreferenceDataConfig = versioned()
     beta: float = versioned(0.1)
-    optimizer: Any = versioned(None)  # OptimizerConfig; None = lr 1e-4, 10% warmup, cosine, no weight decay
+    optimizer: OptimizerConfig | None = versioned(None)  # None = lr 1e-4, 10% warmup, cosine, no weight decay
     num_train_steps: int = versioned(100)
     base_step: int = versioned(-1)
     seed: int = versioned(0)
@@ -198,27 +200,13 @@ class DPOConfig(Config):
         check(self.beta > 0, "beta", "must be > 0 (typical 0.1)")
         check(self.num_train_steps >= 1, "num_train_steps", "must be >= 1")
 
-
-def run_dpo(cfg: DPOConfig, output_path: str) -> dict:
-    "Executor step: DPO-train a copy of the base model against the frozen base; checkpoints in the trainer's format."
-    import jax, jax.numpy as jnp, equinox as eqx, optax
-    from marin.core.config import canonical
-    from marin.core.tracking import start_tracking
-    from marin.models.io import load_model
-    from marin.train.trainer import TrainState, plain_config
-    from marin.train.optim import OptimizerConfig, build_optimizer
+# %% ../../nbs/56_dpo.ipynb #93252836
+def _dpo_start(cfg: DPOConfig, reference, params, opt, output_path: str):
+    "The train state (policy = reference, fresh optimizer) and the checkpoint manager; resumed when a checkpoint exists."
+    import jax, jax.numpy as jnp
+    from marin.train.trainer import TrainState
     from marin.train.checkpoint import CheckpointConfig, CheckpointManager, latest_checkpoint
 
-    reference, meta = load_model(str(cfg.base), None if cfg.base_step < 0 else cfg.base_step)
-    loader = cfg.data.build()
-    if loader.vocab_size > reference.cfg.vocab_size:
-        raise ValueError(
-            f"data.tokenizer has {loader.vocab_size} tokens but the base model's vocab_size is {reference.cfg.vocab_size}; use the base model's tokenizer"
-        )
-    params, static = eqx.partition(reference, eqx.is_array)
-    opt, schedule = build_optimizer(
-        cfg.optimizer or OptimizerConfig(learning_rate=1e-4, warmup=0.1, weight_decay=0.0), cfg.num_train_steps
-    )
     state = TrainState(
         step=jnp.zeros((), jnp.int32), params=params, opt_state=opt.init(params), key=jax.random.PRNGKey(cfg.seed)
     )
@@ -228,13 +216,18 @@ def run_dpo(cfg: DPOConfig, output_path: str) -> dict:
     ckpt.clean_uncommitted()
     if (latest := latest_checkpoint(ckpt.root)) is not None:
         state, _ = ckpt.restore(latest[1], state, model_config=reference.cfg)
-    save_chat_template(output_path, cfg.data.template, loader.tokenizer)
-    storage.write_json(storage.join(output_path, "train_config.json"), plain_config(cfg))
+    return state, ckpt
+
+
+def dpo_step_fn(opt, schedule, static, beta: float):
+    "The jitted update `(state, reference params, batch) -> (state, metrics)`: DPO loss, gradient, optimizer step."
+    import jax, equinox as eqx, optax
+    from marin.train.trainer import TrainState
 
     @jax.jit
     def step_fn(state, ref_params, batch):
         def f(p):
-            return dpo_loss(eqx.combine(p, static), eqx.combine(ref_params, static), batch, cfg.beta)
+            return dpo_loss(eqx.combine(p, static), eqx.combine(ref_params, static), batch, beta)
 
         (loss, m), g = jax.value_and_grad(f, has_aux=True)(state.params)
         updates, opt_state = opt.update(g, state.opt_state, state.params)
@@ -243,66 +236,110 @@ def run_dpo(cfg: DPOConfig, output_path: str) -> dict:
         )
         return new, dict(m, loss=loss, grad_norm=optax.tree.norm(g), lr=schedule(state.step))
 
+    return step_fn
+
+# %% ../../nbs/56_dpo.ipynb #a0b69c0a
+DPO_REWARDS = ("reward_chosen", "reward_rejected", "reward_margin", "reward_accuracy")
+
+
+def dpo_log_metrics(m: dict) -> dict:
+    "One step's metrics under the shared namespaces (`train/`, `train/dpo/`, `optim/`)."
+    return {
+        "train/loss": m["loss"],
+        **{f"train/dpo/{k}": m[k] for k in DPO_REWARDS},
+        "optim/lr": m["lr"],
+        "optim/grad_norm": m["grad_norm"],
+    }
+
+
+def dpo_summary(rows: list[dict], first: dict | None, wall_s: float) -> dict:
+    "The step's summary: last and first loss, the last reward margin and accuracy, steps run, wall time."
+    last = rows[-1] if rows else {}
+    return {
+        "train/final_loss": last.get("loss", float("nan")),
+        "train/dpo/reward_margin": last.get("reward_margin", float("nan")),
+        "train/dpo/reward_accuracy": last.get("reward_accuracy", float("nan")),
+        "train/steps": len(rows),
+        "train/initial_loss": first["loss"] if first else float("nan"),
+        "throughput/wall_s": wall_s,
+    }
+
+# %% ../../nbs/56_dpo.ipynb #dbcbeb97
+def _dpo_meta(cfg: DPOConfig, reference) -> dict:
+    "What every DPO checkpoint records: the model config (for `load_model`) and where the weights came from."
+    from marin.core.config import canonical
+
+    return {
+        "model_config": canonical(reference.cfg),
+        "model_config_versioned": canonical(reference.cfg, versioned_only=True),
+        "base_checkpoint": str(cfg.base),
+        "posttrain": "dpo",
+    }
+
+
+def _dpo_loop(cfg: DPOConfig, loader, step_fn, state, ref_params, ckpt, run, meta: dict, rows: list[dict]) -> None:
+    "Train from the state's step to `num_train_steps`, one row per step appended to `rows`; checkpoint at the end."
+    import jax.numpy as jnp
+    from tqdm.auto import tqdm
+
+    start = int(state.step)
+    for step in tqdm(range(start, cfg.num_train_steps), disable=not cfg.progress, desc="dpo", unit="step"):
+        b = {k: jnp.asarray(v) for k, v in loader.batch(step).items()}
+        state, m = step_fn(state, ref_params, b)
+        m = {k: float(v) for k, v in m.items()}
+        if not math.isfinite(m["loss"]):
+            raise RuntimeError(f"step {step}: DPO loss is {m['loss']}; lower the learning rate or beta")
+        rows.append({"step": step, **m})
+        done = step + 1
+        if done % cfg.log_every == 0 or done == cfg.num_train_steps:
+            run.log(dpo_log_metrics(m), step=done)
+        if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.num_train_steps:
+            ckpt.save(done, state, meta)
+    ckpt.save(cfg.num_train_steps, state, meta)
+    ckpt.wait()
+
+# %% ../../nbs/56_dpo.ipynb #9f2afd0f
+def run_dpo(cfg: DPOConfig, output_path: str) -> dict:
+    "Executor step: DPO-train a copy of the base model against the frozen base; checkpoints in the trainer's format."
+    import equinox as eqx
+    from marin.core.tracking import start_tracking
+    from marin.models.io import load_model
+    from marin.train.trainer import plain_config
+    from marin.train.optim import build_optimizer
+
+    reference, meta = load_model(str(cfg.base), None if cfg.base_step < 0 else cfg.base_step)
+    loader = cfg.data.build()
+    if loader.vocab_size > reference.cfg.vocab_size:
+        raise ValueError(
+            f"data.tokenizer has {loader.vocab_size} tokens but the base model's vocab_size is "
+            f"{reference.cfg.vocab_size}; use the base model's tokenizer"
+        )
+    params, static = eqx.partition(reference, eqx.is_array)
+    opt, schedule = build_optimizer(
+        cfg.optimizer or OptimizerConfig(learning_rate=1e-4, warmup=0.1, weight_decay=0.0), cfg.num_train_steps
+    )
+    state, ckpt = _dpo_start(cfg, reference, params, opt, output_path)
+    save_chat_template(output_path, cfg.data.template, loader.tokenizer)
+    storage.write_json(storage.join(output_path, "train_config.json"), plain_config(cfg))
+    step_fn = dpo_step_fn(opt, schedule, static, cfg.beta)
     run = start_tracking(
         os.path.basename(output_path.rstrip("/")) or "dpo",
         config=plain_config(cfg),
         dir=output_path,
         **({"mode": cfg.tracker} if cfg.tracker else {}),
     )
-    meta_base = {
-        "model_config": canonical(reference.cfg),
-        "model_config_versioned": canonical(reference.cfg, versioned_only=True),
-        "base_checkpoint": str(cfg.base),
-        "posttrain": "dpo",
-    }
     hist_path = storage.join(output_path, "history.jsonl")
-    from tqdm.auto import tqdm
-
-    rows, t0, first = [], time.perf_counter(), None
-    start = int(state.step)
+    rows, t0 = [], time.perf_counter()
     try:
-        for step in tqdm(range(start, cfg.num_train_steps), disable=not cfg.progress, desc="dpo", unit="step"):
-            b = {k: jnp.asarray(v) for k, v in loader.batch(step).items()}
-            state, m = step_fn(state, params, b)
-            m = {k: float(v) for k, v in m.items()}
-            if not math.isfinite(m["loss"]):
-                raise RuntimeError(f"step {step}: DPO loss is {m['loss']}; lower the learning rate or beta")
-            first = first or m
-            rows.append({"step": step, **m})
-            done = step + 1
-            if done % cfg.log_every == 0 or done == cfg.num_train_steps:
-                run.log(
-                    {
-                        "train/loss": m["loss"],
-                        **{
-                            f"train/dpo/{k}": m[k]
-                            for k in ("reward_chosen", "reward_rejected", "reward_margin", "reward_accuracy")
-                        },
-                        "optim/lr": m["lr"],
-                        "optim/grad_norm": m["grad_norm"],
-                    },
-                    step=done,
-                )
-            if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.num_train_steps:
-                ckpt.save(done, state, meta_base)
-        ckpt.save(cfg.num_train_steps, state, meta_base)
-        ckpt.wait()
+        _dpo_loop(cfg, loader, step_fn, state, params, ckpt, run, _dpo_meta(cfg, reference), rows)
     finally:
         prev = storage.read_text(hist_path) if storage.exists(hist_path) else ""
         storage.write_text(hist_path, prev + "".join(json.dumps(r) + "\n" for r in rows))
-        last = rows[-1] if rows else {}
-        summary = {
-            "train/final_loss": last.get("loss", float("nan")),
-            "train/dpo/reward_margin": last.get("reward_margin", float("nan")),
-            "train/dpo/reward_accuracy": last.get("reward_accuracy", float("nan")),
-            "train/steps": len(rows),
-            "train/initial_loss": first["loss"] if first else float("nan"),
-            "throughput/wall_s": time.perf_counter() - t0,
-        }
+        summary = dpo_summary(rows, rows[0] if rows else None, time.perf_counter() - t0)
         run.summary(summary)
         run.finish()
     return summary
 
-
+# %% ../../nbs/56_dpo.ipynb #b197fe4a
 def dpo_step(cfg: DPOConfig, name: str = "dpo") -> Step:
     return Step(name, run_dpo, cfg, description=f"DPO (beta={cfg.beta}) for {cfg.num_train_steps} steps")

@@ -7,18 +7,22 @@ from __future__ import annotations
 import dataclasses, json, os
 from typing import Any, Sequence
 import numpy as np
+from fastcore.basics import patch
 from ..core import storage
 from ..core.config import Config, check, versioned
-from ..core.executor import Step
+from ..core.executor import Step, StepOrPath
 from ..data.tokenizers import checkpoint_tokenizer
+from ..train.optim import OptimizerConfig
 
 # %% auto #0
 __all__ = ['ROLES', 'CHAT_TEMPLATE_FILE', 'ChatTemplate', 'save_chat_template', 'load_chat_template', 'load_conversations',
            'encode_conversation', 'pack_conversations', 'sft_loss_mask', 'resolve_tokenizer', 'SFTDataConfig',
            'SFTLoader', 'SFTConfig', 'sft_train_config', 'seed_from_base', 'run_sft', 'sft_step']
 
-# %% ../../nbs/55_sft.ipynb #a3fefbf6
+# %% ../../nbs/55_sft.ipynb #84b2ea92
 ROLES = ("system", "user", "assistant")
+
+
 CHAT_TEMPLATE_FILE = "chat_template.json"
 
 
@@ -50,22 +54,24 @@ class ChatTemplate(Config):
     def render(self, messages: Sequence[dict], add_generation_prompt: bool = False) -> str:
         return "".join(t for t, _ in self.pieces(messages)) + (self.assistant_prefix if add_generation_prompt else "")
 
-    def jinja(self) -> str:
-        "The same template as a Hugging Face `chat_template` (Jinja)."
-        q = lambda s: json.dumps(s)
-        parts = []
-        for i, r in enumerate(ROLES):
-            parts.append(
-                ("{% if " if i == 0 else "{% elif ")
-                + f"m['role'] == {q(r)} %}}"
-                + "{{ "
-                + f"{q(self.prefix(r))} + m['content'] + {q(self.end(r))}"
-                + " }}"
-            )
-        gen = "{% if add_generation_prompt %}{{ " + q(self.assistant_prefix) + " }}{% endif %}"
-        return "{% for m in messages %}" + "".join(parts) + "{% endif %}{% endfor %}" + gen
+# %% ../../nbs/55_sft.ipynb #438da2ff
+@patch
+def jinja(self: ChatTemplate) -> str:
+    "The same template as a Hugging Face `chat_template` (Jinja)."
+    q = lambda s: json.dumps(s)
+    parts = []
+    for i, r in enumerate(ROLES):
+        parts.append(
+            ("{% if " if i == 0 else "{% elif ")
+            + f"m['role'] == {q(r)} %}}"
+            + "{{ "
+            + f"{q(self.prefix(r))} + m['content'] + {q(self.end(r))}"
+            + " }}"
+        )
+    gen = "{% if add_generation_prompt %}{{ " + q(self.assistant_prefix) + " }}{% endif %}"
+    return "{% for m in messages %}" + "".join(parts) + "{% endif %}{% endfor %}" + gen
 
-
+# %% ../../nbs/55_sft.ipynb #5849bd95
 def save_chat_template(folder: str, template: ChatTemplate, tokenizer=None) -> str:
     "Store the template (and optionally the tokenizer's tokenizer.json) in `folder`; returns the template file."
     if tokenizer is not None and hasattr(tokenizer, "to_json"):
@@ -83,7 +89,7 @@ def load_chat_template(folder: str) -> ChatTemplate:
         )
     return ChatTemplate(**storage.read_json(f)["template"])
 
-# %% ../../nbs/55_sft.ipynb #eb08435b
+# %% ../../nbs/55_sft.ipynb #10be2fb8
 def load_conversations(path: str, limit: int = 0) -> list[list[dict]]:
     "Validated `messages` lists from a JSONL file; errors name the line."
     out = []
@@ -109,7 +115,7 @@ def load_conversations(path: str, limit: int = 0) -> list[list[dict]]:
             break
     return out
 
-
+# %% ../../nbs/55_sft.ipynb #bef77156
 def encode_conversation(tok, template: ChatTemplate, messages: Sequence[dict]) -> tuple[np.ndarray, np.ndarray]:
     "(token ids, 1 where the token is an assistant target) of one conversation."
     ids, tgt = [], []
@@ -121,7 +127,7 @@ def encode_conversation(tok, template: ChatTemplate, messages: Sequence[dict]) -
         tgt += [int(is_target)] * len(t)
     return np.array(ids, np.int32), np.array(tgt, np.int8)
 
-
+# %% ../../nbs/55_sft.ipynb #188a0aca
 def pack_conversations(encoded: Sequence[tuple[np.ndarray, np.ndarray]], seq_len: int, pad_id: int = 0):
     "Greedy packing in order: (tokens, segment ids, target flags) each `[rows, seq_len]`, and how many were cut."
     rows, cur, fill, seg, cut = [], None, seq_len, 0, 0
@@ -149,7 +155,7 @@ def sft_loss_mask(segment_ids: np.ndarray, targets: np.ndarray) -> np.ndarray:
     m[..., :-1] = (same & (targets[..., 1:] == 1)).astype(np.float32)
     return m
 
-# %% ../../nbs/55_sft.ipynb #b4bd5d7b
+# %% ../../nbs/55_sft.ipynb #f44ff563
 def resolve_tokenizer(spec: str):
     "A tokenizer from a spec, or from a folder holding tokenizer.json / vocab.json (e.g. a training output)."
     for f in ("tokenizer.json", "vocab.json"):
@@ -196,7 +202,7 @@ class SFTDataConfig(Config):
     def build(self) -> "SFTLoader":
         return SFTLoader(self)
 
-
+# %% ../../nbs/55_sft.ipynb #fe3e7a0e
 class SFTLoader:
     "Packed SFT rows by step: `batch(step) -> {tokens, segment_ids, loss_mask}` (a pure function of `step`)."
 
@@ -238,14 +244,14 @@ class SFTLoader:
             "data/sft_target_fraction": float(self.loss_mask.mean()),
         }
 
-# %% ../../nbs/55_sft.ipynb #ddc372f4
+# %% ../../nbs/55_sft.ipynb #037c482a
 @dataclasses.dataclass(frozen=True)
 class SFTConfig(Config):
     "Fine-tune a pretrained training output on chat data with the ordinary trainer."
 
-    base: Any = versioned()  # a training output (train Step or path)
+    base: StepOrPath = versioned()  # a training output (train Step or path)
     data: SFTDataConfig = versioned()
-    optimizer: Any = versioned(None)  # OptimizerConfig; None = lr 1e-4, 5% warmup, cosine, no weight decay
+    optimizer: OptimizerConfig | None = versioned(None)  # None = lr 1e-4, 5% warmup, cosine, no weight decay
     num_train_steps: int = versioned(100)
     base_step: int = versioned(-1)  # -1 = newest checkpoint of the base
     compute_dtype: str = versioned("float32")
@@ -259,10 +265,9 @@ class SFTConfig(Config):
     def validate(self):
         check(self.num_train_steps >= 1, "num_train_steps", "must be >= 1")
 
-
+# %% ../../nbs/55_sft.ipynb #c0910e30
 def sft_train_config(cfg: SFTConfig, model_cfg) -> "TrainConfig":
     from marin.train.trainer import TrainConfig
-    from marin.train.optim import OptimizerConfig
     from marin.train.checkpoint import CheckpointConfig
 
     opt = cfg.optimizer or OptimizerConfig(learning_rate=1e-4, warmup=0.05, weight_decay=0.0)
@@ -282,7 +287,7 @@ def sft_train_config(cfg: SFTConfig, model_cfg) -> "TrainConfig":
         checkpoint=CheckpointConfig(every=0, async_write=False),
     )
 
-
+# %% ../../nbs/55_sft.ipynb #96773776
 def seed_from_base(tc, base_params, output_path: str, base: str) -> None:
     "Write a step-0 checkpoint of `tc` holding `base_params` and a fresh optimizer state (the trainer resumes from it)."
     import jax, equinox as eqx
@@ -308,7 +313,7 @@ def seed_from_base(tc, base_params, output_path: str, base: str) -> None:
     mgr.save(0, state, meta)
     mgr.wait()
 
-
+# %% ../../nbs/55_sft.ipynb #38ec9da1
 def run_sft(cfg: SFTConfig, output_path: str) -> dict:
     "Executor step: seed `output_path` with the base weights (first run only), then train; returns the trainer's summary."
     import equinox as eqx
@@ -323,7 +328,8 @@ def run_sft(cfg: SFTConfig, output_path: str) -> dict:
     loader = cfg.data.build()
     if loader.vocab_size > tc.model.vocab_size:
         raise ValueError(
-            f"data.tokenizer has {loader.vocab_size} tokens but the base model's vocab_size is {tc.model.vocab_size}; use the base model's tokenizer"
+            f"data.tokenizer has {loader.vocab_size} tokens but the base model's vocab_size is "
+            f"{tc.model.vocab_size}; use the base model's tokenizer"
         )
     if latest_checkpoint(storage.join(output_path, "checkpoints")) is None:
         seed_from_base(tc, eqx.filter(model, eqx.is_array), output_path, base)
@@ -340,7 +346,7 @@ def run_sft(cfg: SFTConfig, output_path: str) -> dict:
         },
     )
 
-
+# %% ../../nbs/55_sft.ipynb #b944b372
 class _Prebuilt:
     "A data config whose loader is already built (the trainer calls `build()`); hashes and prints as the config."
 
@@ -361,6 +367,6 @@ class _Prebuilt:
     def __repr__(self):
         return repr(self.cfg)
 
-
+# %% ../../nbs/55_sft.ipynb #e002e823
 def sft_step(cfg: SFTConfig, name: str = "sft") -> Step:
     return Step(name, run_sft, cfg, description=f"SFT for {cfg.num_train_steps} steps")

@@ -12,13 +12,13 @@ from .tasks import Task, TaskResult, load_items, context_of, mean_stderr
 # %% auto #0
 __all__ = ['cut_at_stop', 'generate_texts', 'exact_match', 'evaluate_generation']
 
-# %% ../../nbs/52_generation.ipynb #7cf32c67
+# %% ../../nbs/52_generation.ipynb #75416b7a
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
     "(text before the earliest stop sequence, whether one occurred)."
     cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=-1)
     return (text[:cut], True) if cut >= 0 else (text, False)
 
-
+# %% ../../nbs/52_generation.ipynb #523ceac9
 def _pick_impl(logits, last, key, temperature):
     import jax, jax.numpy as jnp
 
@@ -30,7 +30,44 @@ def _pick_impl(logits, last, key, temperature):
 
 _PICK: dict = {}
 
+# %% ../../nbs/52_generation.ipynb #0a8b6f27
+def _prompt_window(encoded: list[list[int]], idx: list[int], batch_size: int, max_len: int, max_new_tokens: int):
+    "Right-padded `[batch_size, W]` tokens and segment ids for the prompts `idx`, their lengths, and the width W."
+    W = min(max_len, 1 << (max(len(encoded[i]) for i in idx) + max_new_tokens - 1).bit_length())
+    toks, segs = np.zeros((batch_size, W), np.int32), np.zeros((batch_size, W), np.int32)
+    n = np.ones(batch_size, np.int32)
+    for r, i in enumerate(idx):
+        toks[r, : len(encoded[i])], segs[r, : len(encoded[i])], n[r] = encoded[i], 1, len(encoded[i])
+    return toks, segs, n, W
 
+# %% ../../nbs/52_generation.ipynb #da1a3740
+def _decode_window(logits_fn, tok, window, rows: int, key, max_new_tokens: int, stop, temperature: float, eos):
+    "New token ids of the first `rows` rows, grown in place in the window until each hits eos, a stop or the edge."
+    import jax, jax.numpy as jnp
+
+    toks, segs, n, W = window
+    new = [[] for _ in range(rows)]
+    done = [False] * rows
+    for t in range(max_new_tokens):
+        logits = logits_fn(jnp.asarray(toks), jnp.asarray(segs))
+        nxt = np.asarray(_PICK["p"](logits, jnp.asarray(n - 1), jax.random.fold_in(key, t), jnp.float32(temperature)))
+        for r in range(rows):
+            if done[r]:
+                continue
+            tid = int(nxt[r])
+            if eos is not None and tid == eos:
+                done[r] = True
+                continue
+            new[r].append(tid)
+            toks[r, n[r]], segs[r, n[r]] = tid, 1
+            n[r] += 1
+            if cut_at_stop(tok.decode(new[r]), stop)[1] or n[r] >= W:
+                done[r] = True
+        if all(done):
+            break
+    return new
+
+# %% ../../nbs/52_generation.ipynb #bab17b3f
 def generate_texts(
     logits_fn: Callable,
     tok,
@@ -59,38 +96,14 @@ def generate_texts(
 
     for b in tqdm(range(0, len(prompts), batch_size), disable=not progress, desc="generate", unit="batch"):
         idx = list(range(b, min(b + batch_size, len(prompts))))
-        W = min(max_len, 1 << (max(len(encoded[i]) for i in idx) + max_new_tokens - 1).bit_length())
-        toks, segs = np.zeros((batch_size, W), np.int32), np.zeros((batch_size, W), np.int32)
-        n = np.ones(batch_size, np.int32)
-        for r, i in enumerate(idx):
-            toks[r, : len(encoded[i])], segs[r, : len(encoded[i])], n[r] = encoded[i], 1, len(encoded[i])
-        new = [[] for _ in idx]
-        done = [False] * len(idx)
+        window = _prompt_window(encoded, idx, batch_size, max_len, max_new_tokens)
         key = jax.random.PRNGKey(seed + b)
-        for t in range(max_new_tokens):
-            logits = logits_fn(jnp.asarray(toks), jnp.asarray(segs))
-            nxt = np.asarray(
-                _PICK["p"](logits, jnp.asarray(n - 1), jax.random.fold_in(key, t), jnp.float32(temperature))
-            )
-            for r in range(len(idx)):
-                if done[r]:
-                    continue
-                tid = int(nxt[r])
-                if eos is not None and tid == eos:
-                    done[r] = True
-                    continue
-                new[r].append(tid)
-                toks[r, n[r]], segs[r, n[r]] = tid, 1
-                n[r] += 1
-                if cut_at_stop(tok.decode(new[r]), stop)[1] or n[r] >= W:
-                    done[r] = True
-            if all(done):
-                break
+        new = _decode_window(logits_fn, tok, window, len(idx), key, max_new_tokens, stop, temperature, eos)
         for r, i in enumerate(idx):
             outs[i] = cut_at_stop(tok.decode(new[r]), stop)[0]
     return outs
 
-
+# %% ../../nbs/52_generation.ipynb #2a941065
 def exact_match(prediction: str, answer: str) -> float:
     return float(prediction.strip() == answer.strip())
 

@@ -5,7 +5,8 @@
 # %% ../../nbs/72_cluster_multihost.ipynb #a0f3f0ea
 from __future__ import annotations
 import os, socket, time
-from typing import Any
+from typing import Any, Callable
+from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['HostProcess', 'run_multihost']
@@ -25,49 +26,110 @@ class HostProcess:
         s.close()
         return ip, port
 
-    def run(self, spec: dict, coordinator: str, num_processes: int, process_id: int) -> dict:
-        os.environ.update(spec.get("env", {}))  # a fresh process per host: the lab's settings, before JAX is imported
-        os.environ.update(
-            JAX_COORDINATOR_ADDRESS=coordinator, JAX_NUM_PROCESSES=str(num_processes), JAX_PROCESS_ID=str(process_id)
-        )
-        import jax
+# %% ../../nbs/72_cluster_multihost.ipynb #55608271
+def _join_process_group(spec: dict, coordinator: str, num_processes: int, process_id: int) -> None:
+    "Set this host's environment and join the JAX process group."
+    os.environ.update(spec.get("env", {}))  # a fresh process per host: the lab's settings, before JAX is imported
+    os.environ.update(
+        JAX_COORDINATOR_ADDRESS=coordinator, JAX_NUM_PROCESSES=str(num_processes), JAX_PROCESS_ID=str(process_id)
+    )
+    import jax
 
-        if (os.environ.get("JAX_PLATFORMS") or jax.default_backend()) == "cpu":
-            jax.config.update("jax_cpu_collectives_implementation", "gloo")
-        jax.distributed.initialize(
-            coordinator_address=coordinator,
-            num_processes=num_processes,
-            process_id=process_id,
-            initialization_timeout=300,
-        )
-        try:
-            if process_id == 0:
-                from marin.cluster.ray_backend import run_attempt
+    if (os.environ.get("JAX_PLATFORMS") or jax.default_backend()) == "cpu":
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        coordinator_address=coordinator,
+        num_processes=num_processes,
+        process_id=process_id,
+        initialization_timeout=300,
+    )
 
-                return dict(
-                    run_attempt(spec), process_id=0, process_count=jax.process_count(), device_count=jax.device_count()
-                )
-            from marin.core.executor import resolve_paths
-            from marin.core import storage
+# %% ../../nbs/72_cluster_multihost.ipynb #5687ca22
+def _run_as_follower(spec: dict) -> None:
+    "Run the step's function in a process other than 0, without the executor's bookkeeping."
+    from marin.core.executor import resolve_paths
+    from marin.core import storage
 
-            step, outputs = spec["step"], spec["outputs"]
-            cfg = resolve_paths(
-                step.config, lambda s: outputs.get(s.output_name) or storage.join(spec["prefix"], s.output_name)
+    step, outputs = spec["step"], spec["outputs"]
+    cfg = resolve_paths(
+        step.config, lambda s: outputs.get(s.output_name) or storage.join(spec["prefix"], s.output_name)
+    )
+    step.fn(cfg, spec["out"])
+
+# %% ../../nbs/72_cluster_multihost.ipynb #84b05ee6
+@patch
+def run(
+    self: HostProcess,
+    spec: dict,
+    coordinator: str,
+    num_processes: int,
+    process_id: int,
+    run_attempt: Callable[[dict], dict],
+) -> dict:
+    "Join the process group and run this host's part of the step; process 0 runs it through `run_attempt`."
+    _join_process_group(spec, coordinator, num_processes, process_id)
+    import jax
+
+    try:
+        if process_id == 0:
+            return dict(
+                run_attempt(spec), process_id=0, process_count=jax.process_count(), device_count=jax.device_count()
             )
-            step.fn(cfg, spec["out"])
-            return {"status": "SUCCESS", "process_id": process_id}
-        finally:
-            try:
-                jax.distributed.shutdown()
-            except Exception:
-                pass
+        _run_as_follower(spec)
+        return {"status": "SUCCESS", "process_id": process_id}
+    finally:
+        try:
+            jax.distributed.shutdown()
+        except Exception:
+            pass
 
+# %% ../../nbs/72_cluster_multihost.ipynb #4a7a959e
+def _start_hosts(pg, resources, n: int) -> list:
+    "One `HostProcess` actor on each bundle of the placement group `pg`."
+    import ray
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-def run_multihost(spec: dict, resources, strategy: str = "STRICT_SPREAD", excluded: list[str] | None = None) -> dict:
-    "Run one attempt of a multi-host step (a Ray task): placement group, one `HostProcess` actor per host, process 0's result."
+    opts = resources.ray_options()
+    Host = ray.remote(HostProcess)
+    return [
+        Host.options(
+            max_restarts=0,
+            **opts,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i),
+        ).remote()
+        for i in range(n)
+    ]
+
+# %% ../../nbs/72_cluster_multihost.ipynb #9a5a1f43
+def _gather(hosts: list, spec: dict, n: int, run_attempt: Callable[[dict], dict]) -> dict:
+    "Start every host's part of the step; process 0's result."
+    import ray
+
+    ip, port = ray.get(hosts[0].address.remote())
+    refs = [h.run.remote(spec, f"{ip}:{port}", n, i, run_attempt) for i, h in enumerate(hosts)]
+    results, pending = {}, list(refs)
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        for d in done:
+            i = refs.index(d)
+            results[i] = ray.get(d)  # a dead host raises here: every actor is killed below and the attempt is lost
+            if i == 0 and results[0]["status"] == "cached":
+                pending = []  # someone else finished it; the others never started work
+    return results[0]
+
+# %% ../../nbs/72_cluster_multihost.ipynb #52610443
+def run_multihost(
+    spec: dict,
+    resources,
+    strategy: str = "STRICT_SPREAD",
+    excluded: list[str] | None = None,
+    *,
+    run_attempt: Callable[[dict], dict],
+) -> dict:
+    """Run one attempt of a multi-host step (a Ray task): placement group, one `HostProcess` actor per host, process 0's
+    result. Process 0 runs the step through `run_attempt` (the backend's single-process attempt runner)."""
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     n = resources.hosts
     bundle = {k: v for k, v in resources.request.items()}
@@ -75,27 +137,8 @@ def run_multihost(spec: dict, resources, strategy: str = "STRICT_SPREAD", exclud
     hosts = []
     try:
         ray.get(pg.ready(), timeout=900)
-        opts = resources.ray_options()
-        Host = ray.remote(HostProcess)
-        hosts = [
-            Host.options(
-                max_restarts=0,
-                **opts,
-                scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i),
-            ).remote()
-            for i in range(n)
-        ]
-        ip, port = ray.get(hosts[0].address.remote())
-        refs = [h.run.remote(spec, f"{ip}:{port}", n, i) for i, h in enumerate(hosts)]
-        results, pending = {}, list(refs)
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            for d in done:
-                i = refs.index(d)
-                results[i] = ray.get(d)  # a dead host raises here: every actor is killed below and the attempt is lost
-                if i == 0 and results[0]["status"] == "cached":
-                    pending = []  # someone else finished it; the others never started work
-        return dict(results[0], hosts=n)
+        hosts = _start_hosts(pg, resources, n)
+        return dict(_gather(hosts, spec, n, run_attempt), hosts=n)
     finally:
         for h in hosts:
             try:

@@ -564,7 +564,7 @@ def _submit(
         task = ray.remote(run_multihost).options(
             num_cpus=0, max_retries=0, **({"scheduling_strategy": strategy} if strategy else {})
         )
-        ref = task.remote(spec, r, self.multihost_strategy, sorted(excluded))
+        ref = task.remote(spec, r, self.multihost_strategy, sorted(excluded), run_attempt=run_attempt)
     else:
         task = ray.remote(run_attempt).options(
             max_retries=0, **r.ray_options(), **({"scheduling_strategy": strategy} if strategy else {})

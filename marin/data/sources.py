@@ -9,7 +9,7 @@ from typing import Any, Iterable, Iterator
 import pyarrow as pa, pyarrow.parquet as pq
 from ..core import storage
 from ..core.config import Config, check, versioned
-from ..core.executor import Step
+from ..core.executor import Step, StepOrPath
 
 # %% auto #0
 __all__ = ['FORMATS', 'SPLITS', 'DOC_SCHEMA', 'DOCS_PER_FILE', 'SourceConfig', 'expand_paths', 'file_format', 'split_paragraphs',
@@ -37,7 +37,7 @@ _EXT_FORMAT = {
 }
 SPLITS = ("file", "paragraphs", "lines")
 
-
+# %% ../../nbs/10_sources.ipynb #f079daaa
 @dataclasses.dataclass(frozen=True)
 class SourceConfig(Config):
     "Where a source's documents live and how to read them."
@@ -74,36 +74,45 @@ def _has_magic(p: str) -> bool:
     return any(c in p for c in "*?[")
 
 
+def _glob_files(fs, fp: str, p: str, source: str) -> list[tuple[str, str]]:
+    "The files a glob matches, as `(path, name relative to the glob's fixed prefix)`."
+    root = fp[: min(fp.index(c) for c in "*?[" if c in fp)].rsplit("/", 1)[0]
+    hits = sorted(fs.glob(fp))
+    hits = [h for h in hits if fs.isfile(h)]
+    if not hits:
+        raise FileNotFoundError(f"source {source!r}: the glob {p!r} matches no file; check the pattern")
+    return [(h, os.path.relpath(h, root) if root else h) for h in hits]
+
+
+def _folder_files(fs, fp: str, p: str, source: str) -> list[tuple[str, str]]:
+    "The non-hidden files under a folder, as `(path, name relative to the folder)`."
+    hits = sorted(h for h in fs.find(fp) if not any(part.startswith(".") for part in os.path.relpath(h, fp).split("/")))
+    if not hits:
+        raise FileNotFoundError(f"source {source!r}: the folder {p!r} holds no files")
+    return [(h, os.path.relpath(h, fp)) for h in hits]
+
+# %% ../../nbs/10_sources.ipynb #1d51a532
 def expand_paths(paths: Iterable[str], *, source: str = "source") -> list[tuple[str, str]]:
-    "Files named by `paths` (files, folders, globs, URLs) as sorted `(url, relative_name)`; error if one matches nothing."
+    "Files named by `paths` (files, folders, globs, URLs) as sorted `(url, relative_name)`; error if one is missing."
     out: dict[str, str] = {}
     for p in paths:
         p = str(p)
         fs, fp = storage.fs_path(p)
         proto = p.split("://")[0] + "://" if "://" in p else ""
         if _has_magic(fp):
-            root = fp[: min(fp.index(c) for c in "*?[" if c in fp)].rsplit("/", 1)[0]
-            hits = sorted(fs.glob(fp))
-            hits = [h for h in hits if fs.isfile(h)]
-            if not hits:
-                raise FileNotFoundError(f"source {source!r}: the glob {p!r} matches no file; check the pattern")
-            for h in hits:
-                out[proto + h if proto else h] = os.path.relpath(h, root) if root else h
+            hits = _glob_files(fs, fp, p, source)
         elif fs.isdir(fp):
-            hits = sorted(
-                h for h in fs.find(fp) if not any(part.startswith(".") for part in os.path.relpath(h, fp).split("/"))
-            )
-            if not hits:
-                raise FileNotFoundError(f"source {source!r}: the folder {p!r} holds no files")
-            for h in hits:
-                out[proto + h if proto else h] = os.path.relpath(h, fp)
+            hits = _folder_files(fs, fp, p, source)
         elif fs.isfile(fp):
+            hits = None
             out[p] = os.path.basename(fp)
         else:
             raise FileNotFoundError(f"source {source!r}: {p!r} does not exist; fix the path in SourceConfig.paths")
+        for h, rel in hits or ():
+            out[proto + h if proto else h] = rel
     return sorted(out.items(), key=lambda kv: (kv[1], kv[0]))
 
-
+# %% ../../nbs/10_sources.ipynb #bf5bb55c
 def file_format(url: str, declared: str = "auto") -> str:
     "The reader to use for `url`: the declared format, else one chosen by extension."
     if declared != "auto":
@@ -124,7 +133,7 @@ def _open_text(url: str) -> str:
 
 
 def split_paragraphs(text: str, max_chars: int = 0) -> list[str]:
-    "Paragraphs (separated by blank lines), greedily grouped into pieces of at most `max_chars` (0: one per paragraph)."
+    "Paragraphs (separated by blank lines), greedily grouped into pieces of at most `max_chars` (0: one each)."
     paras = [p.strip("\n") for p in re.split(r"\n\s*\n", text) if p.strip()]
     if not max_chars:
         return paras
@@ -139,7 +148,7 @@ def split_paragraphs(text: str, max_chars: int = 0) -> list[str]:
         out.append(cur)
     return out
 
-
+# %% ../../nbs/10_sources.ipynb #cb7aaa20
 def read_fasta(text: str) -> Iterator[tuple[str, str]]:
     "(header, sequence) for each record of a FASTA text."
     header, seq = None, []
@@ -153,19 +162,42 @@ def read_fasta(text: str) -> Iterator[tuple[str, str]]:
     if header is not None:
         yield header, "".join(seq).upper()
 
+# %% ../../nbs/10_sources.ipynb #faa01df5
+def _record(rec: dict, i: int, url: str, cfg: SourceConfig) -> tuple[str, str, dict]:
+    if cfg.text_field not in rec:
+        raise KeyError(
+            f"{url} record {i}: no field {cfg.text_field!r} (fields: {sorted(rec)}); set SourceConfig.text_field"
+        )
+    meta = {k: v for k, v in rec.items() if k not in (cfg.text_field, "id") and isinstance(v, (str, int, float, bool))}
+    return str(rec.get("id", i)), str(rec[cfg.text_field]), meta
+
+
+def _iter_hf(cfg: SourceConfig) -> Iterator[tuple[str, str, dict]]:
+    import datasets
+
+    for path in cfg.paths:
+        ds = datasets.load_dataset(path, cfg.hf_config, split=cfg.hf_split, streaming=True)
+        for i, rec in enumerate(ds):
+            k, t, m = _record(rec, i, path, cfg)
+            yield f"{os.path.basename(path.rstrip('/'))}:{k}", t, m
+
+# %% ../../nbs/10_sources.ipynb #cf7155f9
+def _text_pieces(url: str, cfg: SourceConfig) -> Iterator[tuple[str, str, dict]]:
+    text = _open_text(url)
+    if cfg.split == "file":
+        yield "0", text, {"format": "text"}
+    elif cfg.split == "lines":
+        for i, line in enumerate(text.splitlines()):
+            if line.strip():
+                yield str(i), line, {"format": "text"}
+    else:
+        for i, p in enumerate(split_paragraphs(text, cfg.max_chars)):
+            yield str(i), p, {"format": "text"}
+
 
 def _read_file(url: str, fmt: str, cfg: SourceConfig) -> Iterator[tuple[str, str, dict]]:
     if fmt == "text":
-        text = _open_text(url)
-        if cfg.split == "file":
-            yield "0", text, {"format": "text"}
-        elif cfg.split == "lines":
-            for i, line in enumerate(text.splitlines()):
-                if line.strip():
-                    yield str(i), line, {"format": "text"}
-        else:
-            for i, p in enumerate(split_paragraphs(text, cfg.max_chars)):
-                yield str(i), p, {"format": "text"}
+        yield from _text_pieces(url, cfg)
     elif fmt == "html":
         yield "0", _open_text(url), {"format": "html"}
     elif fmt == "fasta":
@@ -185,25 +217,6 @@ def _read_file(url: str, fmt: str, cfg: SourceConfig) -> Iterator[tuple[str, str
             yield _record(rec, i, url, cfg)
     else:
         raise ValueError(f"{url}: format {fmt!r} cannot be read from a file")
-
-
-def _record(rec: dict, i: int, url: str, cfg: SourceConfig) -> tuple[str, str, dict]:
-    if cfg.text_field not in rec:
-        raise KeyError(
-            f"{url} record {i}: no field {cfg.text_field!r} (fields: {sorted(rec)}); set SourceConfig.text_field"
-        )
-    meta = {k: v for k, v in rec.items() if k not in (cfg.text_field, "id") and isinstance(v, (str, int, float, bool))}
-    return str(rec.get("id", i)), str(rec[cfg.text_field]), meta
-
-
-def _iter_hf(cfg: SourceConfig) -> Iterator[tuple[str, str, dict]]:
-    import datasets
-
-    for path in cfg.paths:
-        ds = datasets.load_dataset(path, cfg.hf_config, split=cfg.hf_split, streaming=True)
-        for i, rec in enumerate(ds):
-            k, t, m = _record(rec, i, path, cfg)
-            yield f"{os.path.basename(path.rstrip('/'))}:{k}", t, m
 
 # %% ../../nbs/10_sources.ipynb #de33024b
 def iter_documents(cfg: SourceConfig, *, progress: bool = False) -> Iterator[dict]:
@@ -252,22 +265,17 @@ def _table(docs: list[dict]) -> pa.Table:
         schema=DOC_SCHEMA,
     )
 
+# %% ../../nbs/10_sources.ipynb #229eb182
+def _write_part(docs: list[dict], output_path: str, part: int) -> None:
+    with storage.atomic_open(storage.join(output_path, f"documents-{part:05d}.parquet"), "wb") as f:
+        pq.write_table(_table(docs), f, compression="zstd", row_group_size=2048)
+
 
 def write_documents(
     docs: Iterable[dict], output_path: str, *, docs_per_file: int = DOCS_PER_FILE, summary: dict | None = None
 ) -> dict:
     "Write documents as a document set under `output_path`; returns the summary (documents, bytes, by source)."
     buf, part, n, nbytes, by_source = [], 0, 0, 0, {}
-
-    def flush():
-        nonlocal buf, part
-        if not buf:
-            return
-        with storage.atomic_open(storage.join(output_path, f"documents-{part:05d}.parquet"), "wb") as f:
-            pq.write_table(_table(buf), f, compression="zstd", row_group_size=2048)
-        part += 1
-        buf = []
-
     for d in docs:
         buf.append(d)
         n += 1
@@ -277,13 +285,17 @@ def write_documents(
         s["documents"] += 1
         s["bytes"] += b
         if len(buf) >= docs_per_file:
-            flush()
-    flush()
+            _write_part(buf, output_path, part)
+            part += 1
+            buf = []
+    if buf:
+        _write_part(buf, output_path, part)
+        part += 1
     out = {"documents": n, "bytes": nbytes, "by_source": by_source, "files": part, **(summary or {})}
     storage.write_json(storage.join(output_path, "summary.json"), out)
     return out
 
-
+# %% ../../nbs/10_sources.ipynb #7ffcf163
 def document_files(path: str) -> list[str]:
     "The Parquet files of a document set, in order."
     fs, p = storage.fs_path(path)
@@ -348,7 +360,7 @@ def import_step(cfg: SourceConfig) -> Step:
 # %% ../../nbs/10_sources.ipynb #e84fde00
 @dataclasses.dataclass(frozen=True)
 class MergeConfig(Config):
-    inputs: tuple = versioned()  # document sets (Steps or paths)
+    inputs: tuple[StepOrPath, ...] = versioned()  # document sets (Steps or paths)
     per_input_limit: int = versioned(0)  # 0 = all documents of each input
 
 

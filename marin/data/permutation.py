@@ -25,7 +25,7 @@ def derive_seed(*parts) -> int:
     "A 64-bit seed from any printable parts (e.g. the mixture seed, a source name, an epoch)."
     return xxhash.xxh3_64_intdigest("\0".join(map(str, parts)).encode())
 
-
+# %% ../../nbs/16_permutation.ipynb #5c59e09a
 class FeistelPermutation:
     "A bijection on range(n) keyed by `seed`; `perm[i]` or `perm(array)` gives where index i goes."
 

@@ -26,7 +26,7 @@ def loss_mask_from_segments(segment_ids: np.ndarray) -> np.ndarray:
     mask[..., :-1] = ((seg[..., :-1] == seg[..., 1:]) & (seg[..., :-1] != 0)).astype(np.float32)
     return mask
 
-
+# %% ../../nbs/17_sample.ipynb #667f599e
 class Sample:
     "A modality: `encode` records to tokens, a `tokenizer` (vocabulary), `collate` packed rows to a batch."
 
@@ -75,7 +75,7 @@ def complement_table(tok: CharTokenizer) -> np.ndarray:
         table[i] = tok.encode("".join(comp[c] for c in reversed(s)))[0]
     return table
 
-
+# %% ../../nbs/17_sample.ipynb #922ff379
 class DNASample(Sample):
     name = "dna"
 

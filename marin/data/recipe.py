@@ -6,6 +6,7 @@
 from __future__ import annotations
 import dataclasses, sysconfig
 from typing import Any
+from fastcore.basics import patch
 from ..core.config import Config, check, versioned
 from ..core.executor import Step
 from .sources import SourceConfig, import_step
@@ -40,44 +41,48 @@ class ThreeSourceRecipe(Config):
     def sources(self) -> dict[str, SourceConfig]:
         return {"web": self.web, "code": self.code, "math": self.math}
 
-    def steps(self) -> dict[str, Any]:
-        "All steps of the chain, by stage; `steps()['mixture']` depends on everything else."
-        docs = {k: import_step(s) for k, s in self.sources.items()}
-        clean = dict(docs)
-        if self.dedup:
-            from marin.data.dedup import DedupConfig, dedup_step
+# %% ../../nbs/19a_recipe.ipynb #35763236
+def _clean_steps(recipe: ThreeSourceRecipe, docs: dict[str, Step]) -> dict[str, Step]:
+    "The last cleaning step of each source: its import, then dedup and (web only) quality filtering as configured."
+    clean = dict(docs)
+    if recipe.dedup:
+        from marin.data.dedup import DedupConfig, dedup_step
 
-            clean = {k: dedup_step(DedupConfig(clean[k]), f"dedup/{k}") for k in clean}
-        if self.quality:
-            from marin.data.filters import QualityConfig, quality_step
+        clean = {k: dedup_step(DedupConfig(clean[k]), f"dedup/{k}") for k in clean}
+    if recipe.quality:
+        from marin.data.filters import QualityConfig, quality_step
 
-            clean = {
-                k: (quality_step(QualityConfig(clean[k]), f"quality/{k}") if k == "web" else clean[k]) for k in clean
-            }
-        from marin.data.sources import merge_step
+        clean = {k: (quality_step(QualityConfig(clean[k]), f"quality/{k}") if k == "web" else clean[k]) for k in clean}
+    return clean
 
-        merged = merge_step(
-            tuple(clean.values()), "documents/tokenizer-train", per_input_limit=self.tokenizer_documents
-        )
-        tok = train_bpe_step(BPETrainConfig(merged, vocab_size=self.vocab_size))
-        tokens = {k: tokenize_step(TokenizeConfig(clean[k], tok, workers=self.workers), f"tokens/{k}") for k in clean}
-        mix = MixtureConfig(
-            tuple(MixtureComponent(k, tokens[k], w) for k, w in zip(self.sources, self.weights)),
-            weight_unit=self.weight_unit,
-            seq_len=self.seq_len,
-            batch_size=self.batch_size,
-            seed=self.seed,
-        )
-        return {
-            "documents": docs,
-            "clean": clean,
-            "tokenizer": tok,
-            "tokens": tokens,
-            "mixture_config": mix,
-            "mixture": mixture_step(MixtureStepConfig(mix)),
-        }
+# %% ../../nbs/19a_recipe.ipynb #85250196
+@patch
+def steps(self: ThreeSourceRecipe) -> dict[str, Any]:
+    "All steps of the chain, by stage; `steps()['mixture']` depends on everything else."
+    docs = {k: import_step(s) for k, s in self.sources.items()}
+    clean = _clean_steps(self, docs)
+    from marin.data.sources import merge_step
 
+    merged = merge_step(tuple(clean.values()), "documents/tokenizer-train", per_input_limit=self.tokenizer_documents)
+    tok = train_bpe_step(BPETrainConfig(merged, vocab_size=self.vocab_size))
+    tokens = {k: tokenize_step(TokenizeConfig(clean[k], tok, workers=self.workers), f"tokens/{k}") for k in clean}
+    mix = MixtureConfig(
+        tuple(MixtureComponent(k, tokens[k], w) for k, w in zip(self.sources, self.weights)),
+        weight_unit=self.weight_unit,
+        seq_len=self.seq_len,
+        batch_size=self.batch_size,
+        seed=self.seed,
+    )
+    return {
+        "documents": docs,
+        "clean": clean,
+        "tokenizer": tok,
+        "tokens": tokens,
+        "mixture_config": mix,
+        "mixture": mixture_step(MixtureStepConfig(mix)),
+    }
 
+# %% ../../nbs/19a_recipe.ipynb #902c8b29
 def python_stdlib_dir() -> str:
     return sysconfig.get_paths()["stdlib"]
 
@@ -99,10 +104,10 @@ def python_stdlib_globs(packages: bool = False) -> tuple[str, ...]:
                 globs.append(d + "/*.py")
     return tuple(globs)
 
-
+# %% ../../nbs/19a_recipe.ipynb #43e5dc76
 def local_recipe(limit: int = 0, *, stdlib_packages: bool = False, **overrides) -> ThreeSourceRecipe:
-    """The recipe on this machine: shared prose, the Python stdlib as code (its top-level modules; with `stdlib_packages`
-    its packages too, about 2.5x the code), shared math (each capped at `limit` docs)."""
+    """The recipe on this machine: shared prose, the Python stdlib as code (its top-level modules; with
+    `stdlib_packages` its packages too, about 2.5x the code), shared math (each capped at `limit` docs)."""
     from marin.core.settings import shared_data_dir
 
     d = shared_data_dir()

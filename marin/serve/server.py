@@ -9,6 +9,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 import numpy as np
+from fastcore.basics import patch
 from ..core import storage
 from .engine import Engine, SamplingParams, TOP_N
 
@@ -29,6 +30,42 @@ def _as_list(x) -> list[int]:
     return [int(i) for i in (x if isinstance(x, (list, tuple)) else [x])]
 
 
+def _load_hf(path: str) -> tuple:
+    "(model, end-of-text ids, tokenizer or None, chat template or None, special tokens) of an HF-layout folder."
+    from marin.serve.hf import import_hf
+
+    model, hfc = import_hf(path)
+    gen = storage.read_json(storage.join(path, "generation_config.json"), {}) or {}
+    eos = _as_list(gen.get("eos_token_id", hfc.get("eos_token_id")))
+    tok = None
+    if storage.exists(storage.join(path, "tokenizer.json")):
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_str(storage.read_text(storage.join(path, "tokenizer.json")))
+    tc = storage.read_json(storage.join(path, "tokenizer_config.json"), {}) or {}
+    template = tc.get("chat_template")
+    if isinstance(template, list):
+        template = next((t["template"] for t in template if t.get("name") == "default"), None)
+    special = {
+        k: (v.get("content") if isinstance(v, dict) else v) for k, v in tc.items() if k in ("bos_token", "eos_token")
+    }
+    return model, eos, tok, template, special
+
+# %% ../../nbs/64_server.ipynb #99ed0e54
+def _load_training_output(path: str) -> tuple:
+    "(model, tokenizer or None) of a marin training output: the newest checkpoint and the `vocab.json` characters."
+    from marin.models.io import load_model
+    from marin.serve.hf import char_level_tokenizer_json
+
+    model, _ = load_model(path)
+    tok = None
+    if storage.exists(storage.join(path, "vocab.json")):
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_str(char_level_tokenizer_json(storage.read_json(storage.join(path, "vocab.json"))))
+    return model, tok
+
+# %% ../../nbs/64_server.ipynb #352ad384
 @dataclasses.dataclass
 class ServedModel:
     name: str
@@ -59,33 +96,9 @@ class ServedModel:
         path = str(path).rstrip("/")
         special, eos, template, tok = {}, [], None, None
         if storage.exists(storage.join(path, "config.json")):
-            from marin.serve.hf import import_hf
-
-            model, hfc = import_hf(path)
-            gen = storage.read_json(storage.join(path, "generation_config.json"), {}) or {}
-            eos = _as_list(gen.get("eos_token_id", hfc.get("eos_token_id")))
-            if storage.exists(storage.join(path, "tokenizer.json")):
-                from tokenizers import Tokenizer
-
-                tok = Tokenizer.from_str(storage.read_text(storage.join(path, "tokenizer.json")))
-            tc = storage.read_json(storage.join(path, "tokenizer_config.json"), {}) or {}
-            template = tc.get("chat_template")
-            if isinstance(template, list):
-                template = next((t["template"] for t in template if t.get("name") == "default"), None)
-            special = {
-                k: (v.get("content") if isinstance(v, dict) else v)
-                for k, v in tc.items()
-                if k in ("bos_token", "eos_token")
-            }
+            model, eos, tok, template, special = _load_hf(path)
         elif storage.exists(storage.join(path, "checkpoints")):
-            from marin.models.io import load_model
-            from marin.serve.hf import char_level_tokenizer_json
-
-            model, _ = load_model(path)
-            if storage.exists(storage.join(path, "vocab.json")):
-                from tokenizers import Tokenizer
-
-                tok = Tokenizer.from_str(char_level_tokenizer_json(storage.read_json(storage.join(path, "vocab.json"))))
+            model, tok = _load_training_output(path)
         else:
             raise FileNotFoundError(
                 f"--model {path}: neither a Hugging Face model folder (config.json) nor a marin training output "
@@ -98,41 +111,45 @@ class ServedModel:
         )
         return cls(name or os.path.basename(path), engine, tok, template or DEFAULT_CHAT_TEMPLATE, special, quantize)
 
-    def encode(self, text: str) -> list[int]:
-        if self.tokenizer is None:
-            raise ValueError("prompt: this model has no tokenizer.json, so send token ids instead of text")
-        try:
-            return self.tokenizer.encode(text, add_special_tokens=True).ids
-        except Exception as e:
-            raise ValueError(f"prompt: the tokenizer cannot encode it ({e})") from None
+# %% ../../nbs/64_server.ipynb #caaedae0
+@patch
+def encode(self: ServedModel, text: str) -> list[int]:
+    if self.tokenizer is None:
+        raise ValueError("prompt: this model has no tokenizer.json, so send token ids instead of text")
+    try:
+        return self.tokenizer.encode(text, add_special_tokens=True).ids
+    except Exception as e:
+        raise ValueError(f"prompt: the tokenizer cannot encode it ({e})") from None
 
-    def decode(self, ids) -> str:
-        return (
-            self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
-            if self.tokenizer is not None
-            else ""
-        )
 
-    def token_str(self, i: int) -> str:
-        if self.tokenizer is None:
-            return f"<{int(i)}>"
-        return self.tokenizer.decode([int(i)], skip_special_tokens=False)
+@patch
+def decode(self: ServedModel, ids) -> str:
+    return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False) if self.tokenizer is not None else ""
 
-    def render_chat(self, messages: list[dict]) -> str:
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+@patch
+def token_str(self: ServedModel, i: int) -> str:
+    if self.tokenizer is None:
+        return f"<{int(i)}>"
+    return self.tokenizer.decode([int(i)], skip_special_tokens=False)
 
-        def raise_exception(msg):
-            raise ValueError(f"messages: {msg}")
 
-        env.globals["raise_exception"] = raise_exception
-        return env.from_string(self.chat_template).render(
-            messages=messages,
-            add_generation_prompt=True,
-            bos_token=self.special.get("bos_token") or "",
-            eos_token=self.special.get("eos_token") or "",
-        )
+@patch
+def render_chat(self: ServedModel, messages: list[dict]) -> str:
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+
+    def raise_exception(msg):
+        raise ValueError(f"messages: {msg}")
+
+    env.globals["raise_exception"] = raise_exception
+    return env.from_string(self.chat_template).render(
+        messages=messages,
+        add_generation_prompt=True,
+        bos_token=self.special.get("bos_token") or "",
+        eos_token=self.special.get("eos_token") or "",
+    )
 
 # %% ../../nbs/64_server.ipynb #ad6acf19
 class ApiError(Exception):
@@ -175,7 +192,7 @@ def _stops(body) -> tuple:
         return tuple(s)
     raise ApiError(400, "stop: expected a string or a list of at most 16 strings", "stop")
 
-
+# %% ../../nbs/64_server.ipynb #920d8826
 def _prompts(sm: ServedModel, prompt) -> list[list[int]]:
     "The token ids of each prompt in a completions request (string, strings, ids, or lists of ids)."
     if isinstance(prompt, str):
@@ -206,11 +223,9 @@ def _prompts(sm: ServedModel, prompt) -> list[list[int]]:
             raise ApiError(400, f"prompt: token ids must be in [0, {V})", "prompt")
     return prompts
 
-
-def sampling_params(
-    sm: ServedModel, body: dict, prompt_len: int, *, max_key: str = "max_tokens", logprobs: int = 0, echo: bool = False
-) -> SamplingParams:
-    ctx = sm.context
+# %% ../../nbs/64_server.ipynb #0cdfbd9c
+def _max_tokens(ctx: int, body: dict, prompt_len: int, max_key: str, echo: bool) -> int:
+    "The completion length asked for (completions default 16, chat the rest of the context), checked against `ctx`."
     default_max = min(16, ctx - prompt_len) if max_key == "max_tokens" else ctx - prompt_len
     mt = (
         body.get(max_key, body.get("max_completion_tokens"))
@@ -221,7 +236,8 @@ def sampling_params(
     if prompt_len > ctx:
         raise ApiError(
             400,
-            f"This model's maximum context length is {ctx} tokens. However, your prompt has {prompt_len} tokens; shorten it.",
+            f"This model's maximum context length is {ctx} tokens."
+            f" However, your prompt has {prompt_len} tokens; shorten it.",
             "prompt",
             code="context_length_exceeded",
         )
@@ -233,6 +249,13 @@ def sampling_params(
             "max_tokens",
             code="context_length_exceeded",
         )
+    return mt
+
+# %% ../../nbs/64_server.ipynb #55aad9c5
+def sampling_params(
+    sm: ServedModel, body: dict, prompt_len: int, *, max_key: str = "max_tokens", logprobs: int = 0, echo: bool = False
+) -> SamplingParams:
+    mt = _max_tokens(sm.context, body, prompt_len, max_key, echo)
     seed = body.get("seed")
     if seed is not None:
         seed = _num(body, "seed", 0, int, lo=0, hi=2**32 - 1)
@@ -334,94 +357,111 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
-    def _read_raw(self):
-        "Read the whole body first, so that an error answer leaves the keep-alive connection clean."
-        n = int(self.headers.get("Content-Length") or 0)
-        if n > MAX_BODY:
-            self.close_connection = True
-            raise ApiError(413, f"request body of {n} bytes exceeds {MAX_BODY}")
-        self._raw = self.rfile.read(n) if n else b""
+# %% ../../nbs/64_server.ipynb #7b0a08d3
+@patch
+def _read_raw(self: Handler):
+    "Read the whole body first, so that an error answer leaves the keep-alive connection clean."
+    n = int(self.headers.get("Content-Length") or 0)
+    if n > MAX_BODY:
+        self.close_connection = True
+        raise ApiError(413, f"request body of {n} bytes exceeds {MAX_BODY}")
+    self._raw = self.rfile.read(n) if n else b""
 
-    def _body(self) -> dict:
-        raw = self._raw
-        try:
-            body = json.loads(raw or b"null")
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ApiError(400, f"malformed JSON body: {e}") from None
-        if not isinstance(body, dict):
-            raise ApiError(400, "the request body must be a JSON object")
-        return body
 
-    def _auth(self):
-        key = self.app.api_key
-        if not key:
-            return
-        got = self.headers.get("Authorization", "")
-        if got != f"Bearer {key}":
-            raise ApiError(
-                401,
-                "Incorrect or missing API key: send 'Authorization: Bearer <key>' with the key given to `marin serve --api-key`",
-                code="invalid_api_key",
-            )
+@patch
+def _body(self: Handler) -> dict:
+    raw = self._raw
+    try:
+        body = json.loads(raw or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ApiError(400, f"malformed JSON body: {e}") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    return body
 
-    def _model(self, body):
-        name = body.get("model")
-        if name is not None and name != self.app.model.name:
-            raise ApiError(
-                404,
-                f"The model {name!r} does not exist; this server serves {self.app.model.name!r}",
-                "model",
-                code="model_not_found",
-            )
+# %% ../../nbs/64_server.ipynb #5162a84a
+@patch
+def _auth(self: Handler):
+    key = self.app.api_key
+    if not key:
+        return
+    got = self.headers.get("Authorization", "")
+    if got != f"Bearer {key}":
+        raise ApiError(
+            401,
+            "Incorrect or missing API key: send 'Authorization: Bearer <key>'"
+            " with the key given to `marin serve --api-key`",
+            code="invalid_api_key",
+        )
 
-    def _dispatch(self, method: str):
-        try:
-            self._raw = b""
-            if method == "POST":
-                self._read_raw()
-            path = self.path.split("?", 1)[0].rstrip("/")
-            if method == "GET" and path == "/health":
-                return self._send_json(200, {"status": "ok", "model": self.app.model.name})
-            if not path.startswith("/v1/"):
-                raise ApiError(404, f"no route {method} {path}", code="not_found")
-            self._auth()
-            if method == "GET" and path == "/v1/models":
-                return self._send_json(200, self.app.models())
-            if method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
-                body = self._body()
-                self._model(body)
-                return (
-                    self.app.completions(self, body)
-                    if path.endswith("/completions") and "chat" not in path
-                    else self.app.chat(self, body)
-                )
+
+@patch
+def _model(self: Handler, body):
+    name = body.get("model")
+    if name is not None and name != self.app.model.name:
+        raise ApiError(
+            404,
+            f"The model {name!r} does not exist; this server serves {self.app.model.name!r}",
+            "model",
+            code="model_not_found",
+        )
+
+# %% ../../nbs/64_server.ipynb #f9e791b8
+@patch
+def _dispatch(self: Handler, method: str):
+    try:
+        self._raw = b""
+        if method == "POST":
+            self._read_raw()
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if method == "GET" and path == "/health":
+            return self._send_json(200, {"status": "ok", "model": self.app.model.name})
+        if not path.startswith("/v1/"):
             raise ApiError(404, f"no route {method} {path}", code="not_found")
-        except ApiError as e:
-            self._send_json(e.status, e.body())
-        except ValueError as e:  # validation in the library (tokenizer, engine, config)
-            self._send_json(400, ApiError(400, str(e)).body())
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
-        except Exception as e:
-            self._send_json(500, ApiError(500, f"internal error: {type(e).__name__}: {e}", type="server_error").body())
+        self._auth()
+        if method == "GET" and path == "/v1/models":
+            return self._send_json(200, self.app.models())
+        if method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
+            body = self._body()
+            self._model(body)
+            return (
+                self.app.completions(self, body)
+                if path.endswith("/completions") and "chat" not in path
+                else self.app.chat(self, body)
+            )
+        raise ApiError(404, f"no route {method} {path}", code="not_found")
+    except ApiError as e:
+        self._send_json(e.status, e.body())
+    except ValueError as e:  # validation in the library (tokenizer, engine, config)
+        self._send_json(400, ApiError(400, str(e)).body())
+    except (BrokenPipeError, ConnectionResetError):
+        self.close_connection = True
+    except Exception as e:
+        self._send_json(500, ApiError(500, f"internal error: {type(e).__name__}: {e}", type="server_error").body())
 
-    def _stream(self, handles, events):
-        "Write server-sent events from `events()`; if the client goes away, cancel its requests."
-        try:
-            self._start_sse()
-            for ev in events():
-                self._sse(ev)
-            self._end_sse()
-        except (BrokenPipeError, ConnectionResetError):
-            for _, hd in handles:
-                hd.cancel()
-            self.close_connection = True
+# %% ../../nbs/64_server.ipynb #1ec27f08
+@patch
+def _stream(self: Handler, handles, events):
+    "Write server-sent events from `events()`; if the client goes away, cancel its requests."
+    try:
+        self._start_sse()
+        for ev in events():
+            self._sse(ev)
+        self._end_sse()
+    except (BrokenPipeError, ConnectionResetError):
+        for _, hd in handles:
+            hd.cancel()
+        self.close_connection = True
 
-    def do_GET(self):
-        self._dispatch("GET")
 
-    def do_POST(self):
-        self._dispatch("POST")
+@patch
+def do_GET(self: Handler):
+    self._dispatch("GET")
+
+
+@patch
+def do_POST(self: Handler):
+    self._dispatch("POST")
 
 # %% ../../nbs/64_server.ipynb #13f95169
 class _HTTPServer(ThreadingHTTPServer):
@@ -457,190 +497,198 @@ class Server:
         self._thread.start()
         return self
 
-    def serve_forever(self):
-        self.httpd.serve_forever()
-
     def shutdown(self):
         self.httpd.shutdown()
         self.httpd.server_close()
         self.model.engine.close()
 
-    def __enter__(self):
-        return self.start()
+# %% ../../nbs/64_server.ipynb #6e776798
+@patch
+def serve_forever(self: Server):
+    self.httpd.serve_forever()
 
-    def __exit__(self, *exc):
-        self.shutdown()
 
-    def models(self) -> dict:
-        return {
-            "object": "list",
-            "data": [
-                {
-                    "id": self.model.name,
-                    "object": "model",
-                    "created": self.created,
-                    "owned_by": "marin",
-                    "max_model_len": self.model.context,
-                }
-            ],
-        }
+@patch
+def __enter__(self: Server):
+    return self.start()
 
-    def _submit_all(self, prompts, make_params, n):
-        eng = self.model.engine
-        out = []
-        for p in prompts:
-            prm = make_params(len(p))
-            for j in range(n):
-                seed = None if prm.seed is None else prm.seed + j
-                try:
-                    out.append((p, eng.submit(p, prm.replace(seed=seed) if n > 1 else prm)))
-                except ValueError as e:
-                    raise ApiError(400, str(e), "prompt") from None
-        return out
 
-    # -- /v1/completions ----------------------------------------------------------------------------------
-    def completions(self, h: Handler, body: dict):
-        sm = self.model
-        if "prompt" not in body:
-            raise ApiError(400, "prompt: required", "prompt")
-        prompts = _prompts(sm, body["prompt"])
-        n = _num(body, "n", 1, int, lo=1, hi=16)
-        lp = body.get("logprobs")
-        n_top = (
-            0 if lp is None or lp is False else (1 if lp is True else _num(body, "logprobs", 0, int, lo=0, hi=TOP_N))
+@patch
+def __exit__(self: Server, *exc):
+    self.shutdown()
+
+
+@patch
+def models(self: Server) -> dict:
+    return {
+        "object": "list",
+        "data": [
+            {
+                "id": self.model.name,
+                "object": "model",
+                "created": self.created,
+                "owned_by": "marin",
+                "max_model_len": self.model.context,
+            }
+        ],
+    }
+
+# %% ../../nbs/64_server.ipynb #3430146c
+@patch
+def _submit_all(self: Server, prompts, make_params, n):
+    eng = self.model.engine
+    out = []
+    for p in prompts:
+        prm = make_params(len(p))
+        for j in range(n):
+            seed = None if prm.seed is None else prm.seed + j
+            try:
+                out.append((p, eng.submit(p, prm.replace(seed=seed) if n > 1 else prm)))
+            except ValueError as e:
+                raise ApiError(400, str(e), "prompt") from None
+    return out
+
+# %% ../../nbs/64_server.ipynb #8989d2cb
+def _completion_n_top(body: dict) -> tuple:
+    "(the `logprobs` field as given, the number of alternatives per token it asks for)."
+    lp = body.get("logprobs")
+    n_top = 0 if lp is None or lp is False else (1 if lp is True else _num(body, "logprobs", 0, int, lo=0, hi=TOP_N))
+    return lp, n_top
+
+
+def _completion_chunk_logprobs(sm: ServedModel, ev, n_top: int) -> dict:
+    s = sm.token_str(ev.token)
+    return {
+        "tokens": [s],
+        "token_logprobs": [ev.logprob],
+        "top_logprobs": [{sm.token_str(i): v for i, v in ev.top[: max(n_top, 1)]}],
+        "text_offset": [0],
+    }
+
+
+def _completion_events(sm: ServedModel, base: dict, handles, body: dict, echo: bool, lp, n_top: int):
+    "The server-sent events of a streamed completions request."
+    n_prompt = n_comp = 0
+    for idx, (p, hd) in enumerate(handles):
+        if echo:
+            yield dict(base, choices=[{"index": idx, "text": sm.decode(p), "logprobs": None, "finish_reason": None}])
+        for ev in hd.stream():
+            lpo = None if lp is None else _completion_chunk_logprobs(sm, ev, n_top)
+            yield dict(base, choices=[{"index": idx, "text": ev.text, "logprobs": lpo, "finish_reason": None}])
+        c = hd.result()
+        yield dict(base, choices=[{"index": idx, "text": "", "logprobs": None, "finish_reason": c.finish_reason}])
+        n_prompt += len(p)
+        n_comp += len(c.tokens)
+    if (body.get("stream_options") or {}).get("include_usage"):
+        yield dict(base, choices=[], usage=_usage(n_prompt, n_comp))
+
+# %% ../../nbs/64_server.ipynb #f19945e7
+def _completion_response(sm: ServedModel, base: dict, handles, echo: bool, lp, n_top: int) -> dict:
+    choices, n_prompt, n_comp = [], 0, 0
+    for idx, (p, hd) in enumerate(handles):
+        c = hd.result()
+        ptext = sm.decode(p) if echo else ""
+        choices.append(
+            {
+                "index": idx,
+                "text": ptext + c.text,
+                "finish_reason": c.finish_reason,
+                "logprobs": _completion_logprobs(sm, c, n_top, echo) if lp is not None and lp is not False else None,
+            }
         )
-        echo = bool(body.get("echo", False))
-        handles = self._submit_all(prompts, lambda L: sampling_params(sm, body, L, logprobs=n_top, echo=echo), n)
-        rid, created = f"cmpl-{uuid.uuid4().hex[:24]}", int(time.time())
-        base = {"id": rid, "object": "text_completion", "created": created, "model": sm.name}
-        if body.get("stream"):
+        n_prompt += len(p)
+        n_comp += len(c.tokens)
+    return dict(base, choices=choices, usage=_usage(n_prompt, n_comp))
 
-            def events():
-                n_prompt = n_comp = 0
-                for idx, (p, hd) in enumerate(handles):
-                    if echo:
-                        yield dict(
-                            base,
-                            choices=[{"index": idx, "text": sm.decode(p), "logprobs": None, "finish_reason": None}],
-                        )
-                    for ev in hd.stream():
-                        lpo = None
-                        if lp is not None:
-                            s = sm.token_str(ev.token)
-                            lpo = {
-                                "tokens": [s],
-                                "token_logprobs": [ev.logprob],
-                                "top_logprobs": [{sm.token_str(i): v for i, v in ev.top[: max(n_top, 1)]}],
-                                "text_offset": [0],
-                            }
-                        yield dict(
-                            base, choices=[{"index": idx, "text": ev.text, "logprobs": lpo, "finish_reason": None}]
-                        )
-                    c = hd.result()
-                    yield dict(
-                        base, choices=[{"index": idx, "text": "", "logprobs": None, "finish_reason": c.finish_reason}]
-                    )
-                    n_prompt += len(p)
-                    n_comp += len(c.tokens)
-                if (body.get("stream_options") or {}).get("include_usage"):
-                    yield dict(base, choices=[], usage=_usage(n_prompt, n_comp))
 
-            return h._stream(handles, events)
-        choices, n_prompt, n_comp = [], 0, 0
-        for idx, (p, hd) in enumerate(handles):
-            c = hd.result()
-            ptext = sm.decode(p) if echo else ""
-            choices.append(
-                {
-                    "index": idx,
-                    "text": ptext + c.text,
-                    "finish_reason": c.finish_reason,
-                    "logprobs": _completion_logprobs(sm, c, n_top, echo)
-                    if lp is not None and lp is not False
-                    else None,
-                }
+@patch
+def completions(self: Server, h: Handler, body: dict):
+    sm = self.model
+    if "prompt" not in body:
+        raise ApiError(400, "prompt: required", "prompt")
+    prompts = _prompts(sm, body["prompt"])
+    n = _num(body, "n", 1, int, lo=1, hi=16)
+    lp, n_top = _completion_n_top(body)
+    echo = bool(body.get("echo", False))
+    handles = self._submit_all(prompts, lambda L: sampling_params(sm, body, L, logprobs=n_top, echo=echo), n)
+    rid, created = f"cmpl-{uuid.uuid4().hex[:24]}", int(time.time())
+    base = {"id": rid, "object": "text_completion", "created": created, "model": sm.name}
+    if body.get("stream"):
+        return h._stream(handles, lambda: _completion_events(sm, base, handles, body, echo, lp, n_top))
+    h._send_json(200, _completion_response(sm, base, handles, echo, lp, n_top))
+
+# %% ../../nbs/64_server.ipynb #2cb9d589
+def _chat_messages(msgs) -> list[dict]:
+    "`{role, content}` of each message, content as one string; refuses anything else, naming the message."
+    if not isinstance(msgs, list) or not msgs:
+        raise ApiError(400, "messages: expected a non-empty list of {role, content}", "messages")
+    clean = []
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise ApiError(400, f"messages[{i}]: expected an object with a role", "messages")
+        content = m.get("content", "")
+        if isinstance(content, list):
+            content = "".join(
+                part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
             )
-            n_prompt += len(p)
-            n_comp += len(c.tokens)
-        h._send_json(200, dict(base, choices=choices, usage=_usage(n_prompt, n_comp)))
+        if not isinstance(content, str):
+            raise ApiError(400, f"messages[{i}].content: expected a string or text parts", "messages")
+        clean.append({"role": m["role"], "content": content})
+    return clean
 
-    # -- /v1/chat/completions -----------------------------------------------------------------------------
-    def chat(self, h: Handler, body: dict):
-        sm = self.model
-        msgs = body.get("messages")
-        if not isinstance(msgs, list) or not msgs:
-            raise ApiError(400, "messages: expected a non-empty list of {role, content}", "messages")
-        clean = []
-        for i, m in enumerate(msgs):
-            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-                raise ApiError(400, f"messages[{i}]: expected an object with a role", "messages")
-            content = m.get("content", "")
-            if isinstance(content, list):
-                content = "".join(
-                    part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
-                )
-            if not isinstance(content, str):
-                raise ApiError(400, f"messages[{i}].content: expected a string or text parts", "messages")
-            clean.append({"role": m["role"], "content": content})
-        prompt = sm.encode(sm.render_chat(clean))
-        want_lp = bool(body.get("logprobs", False))
-        n_top = _num(body, "top_logprobs", 0, int, lo=0, hi=TOP_N) if want_lp else 0
-        n = _num(body, "n", 1, int, lo=1, hi=16)
-        handles = self._submit_all(
-            [prompt], lambda L: sampling_params(sm, body, L, max_key="max_completion_tokens", logprobs=n_top), n
+# %% ../../nbs/64_server.ipynb #5803f2eb
+def _chat_chunk(base: dict, idx: int, delta: dict, logprobs=None, finish_reason=None) -> dict:
+    choice = {"index": idx, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}
+    return dict(base, object="chat.completion.chunk", choices=[choice])
+
+
+def _chat_events(sm: ServedModel, base: dict, handles, body: dict, n_prompt: int, want_lp: bool, n_top: int):
+    "The server-sent events of a streamed chat request."
+    n_comp = 0
+    for idx, (p, hd) in enumerate(handles):
+        yield _chat_chunk(base, idx, {"role": "assistant", "content": ""})
+        for ev in hd.stream():
+            lpo = _chat_logprobs(sm, [ev.token], [ev.logprob], [ev.top], n_top) if want_lp else None
+            yield _chat_chunk(base, idx, {"content": ev.text}, lpo)
+        c = hd.result()
+        n_comp += len(c.tokens)
+        yield _chat_chunk(base, idx, {}, None, c.finish_reason)
+    if (body.get("stream_options") or {}).get("include_usage"):
+        yield dict(base, object="chat.completion.chunk", choices=[], usage=_usage(n_prompt, n_comp))
+
+# %% ../../nbs/64_server.ipynb #49bd3c72
+def _chat_response(sm: ServedModel, base: dict, handles, n_prompt: int, want_lp: bool, n_top: int) -> dict:
+    choices, n_comp = [], 0
+    for idx, (p, hd) in enumerate(handles):
+        c = hd.result()
+        n_comp += len(c.tokens)
+        choices.append(
+            {
+                "index": idx,
+                "message": {"role": "assistant", "content": c.text},
+                "finish_reason": c.finish_reason,
+                "logprobs": _chat_logprobs(sm, c.tokens, c.logprobs, c.top, n_top) if want_lp else None,
+            }
         )
-        rid, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
-        base = {"id": rid, "created": created, "model": sm.name}
-        if body.get("stream"):
+    return dict(base, object="chat.completion", choices=choices, usage=_usage(n_prompt, n_comp))
 
-            def events():
-                n_comp = 0
-                for idx, (p, hd) in enumerate(handles):
-                    yield dict(
-                        base,
-                        object="chat.completion.chunk",
-                        choices=[
-                            {
-                                "index": idx,
-                                "delta": {"role": "assistant", "content": ""},
-                                "logprobs": None,
-                                "finish_reason": None,
-                            }
-                        ],
-                    )
-                    for ev in hd.stream():
-                        lpo = _chat_logprobs(sm, [ev.token], [ev.logprob], [ev.top], n_top) if want_lp else None
-                        yield dict(
-                            base,
-                            object="chat.completion.chunk",
-                            choices=[
-                                {"index": idx, "delta": {"content": ev.text}, "logprobs": lpo, "finish_reason": None}
-                            ],
-                        )
-                    c = hd.result()
-                    n_comp += len(c.tokens)
-                    yield dict(
-                        base,
-                        object="chat.completion.chunk",
-                        choices=[{"index": idx, "delta": {}, "logprobs": None, "finish_reason": c.finish_reason}],
-                    )
-                if (body.get("stream_options") or {}).get("include_usage"):
-                    yield dict(base, object="chat.completion.chunk", choices=[], usage=_usage(len(prompt) * n, n_comp))
 
-            return h._stream(handles, events)
-        choices, n_comp = [], 0
-        for idx, (p, hd) in enumerate(handles):
-            c = hd.result()
-            n_comp += len(c.tokens)
-            choices.append(
-                {
-                    "index": idx,
-                    "message": {"role": "assistant", "content": c.text},
-                    "finish_reason": c.finish_reason,
-                    "logprobs": _chat_logprobs(sm, c.tokens, c.logprobs, c.top, n_top) if want_lp else None,
-                }
-            )
-        h._send_json(200, dict(base, object="chat.completion", choices=choices, usage=_usage(len(prompt) * n, n_comp)))
+@patch
+def chat(self: Server, h: Handler, body: dict):
+    sm = self.model
+    clean = _chat_messages(body.get("messages"))
+    prompt = sm.encode(sm.render_chat(clean))
+    want_lp = bool(body.get("logprobs", False))
+    n_top = _num(body, "top_logprobs", 0, int, lo=0, hi=TOP_N) if want_lp else 0
+    n = _num(body, "n", 1, int, lo=1, hi=16)
+    handles = self._submit_all(
+        [prompt], lambda L: sampling_params(sm, body, L, max_key="max_completion_tokens", logprobs=n_top), n
+    )
+    rid, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
+    base = {"id": rid, "created": created, "model": sm.name}
+    if body.get("stream"):
+        return h._stream(handles, lambda: _chat_events(sm, base, handles, body, len(prompt) * n, want_lp, n_top))
+    h._send_json(200, _chat_response(sm, base, handles, len(prompt) * n, want_lp, n_top))
 
 # %% ../../nbs/64_server.ipynb #6d92bbf4
 def _safetensors_header(url: str) -> dict:
@@ -654,16 +702,8 @@ def _safetensors_header(url: str) -> dict:
     return h
 
 
-def inspect_model(path: str, *, quantize: str = "none", group_size: int = 128, max_batch: int = 8) -> dict:
-    "Validate an HF-layout model folder without loading weights; report parameters and memory needs."
-    from marin.serve.hf import _architecture, read_hf_config
-    from marin.serve.quantize import QUANT_MODES
-
-    if quantize not in QUANT_MODES:
-        raise ValueError(f"--quantize {quantize}: use one of {QUANT_MODES}")
-    d = read_hf_config(path)
-    arch = _architecture(d)
-    cfg = arch.from_config(d)
+def _weight_headers(path: str) -> tuple[list[str], dict]:
+    "(weight file names, the safetensors header of every tensor in them); a missing file says how to get it."
     idx = storage.join(path, "model.safetensors.index.json")
     files = sorted(set(storage.read_json(idx)["weight_map"].values())) if storage.exists(idx) else ["model.safetensors"]
     headers = {}
@@ -671,6 +711,11 @@ def inspect_model(path: str, *, quantize: str = "none", group_size: int = 128, m
         if not storage.exists(storage.join(path, f)):
             raise FileNotFoundError(f"{path}/{f}: missing weight file; re-run `marin download` or `marin export`")
         headers.update(_safetensors_header(storage.join(path, f)))
+    return files, headers
+
+
+def _check_shapes(path: str, arch, cfg, headers: dict) -> dict[str, list[int]]:
+    "Every tensor `cfg` needs, with its HF shape; refuses missing or misshapen tensors, listing the first five."
     have = {k: list(h["shape"]) for k, h in headers.items()}
     if arch.canonical:  # e.g. transformers 5's fused experts, split per expert (on zero-byte arrays)
         have = {
@@ -687,9 +732,11 @@ def inspect_model(path: str, *, quantize: str = "none", group_size: int = 128, m
             + "; ".join(problems[:5])
             + ("..." if len(problems) > 5 else "")
         )
-    stored = sum(
-        int(np.prod(h["shape"])) * {"F32": 4, "BF16": 2, "F16": 2}.get(h["dtype"], 4) for h in headers.values()
-    )
+    return need
+
+# %% ../../nbs/64_server.ipynb #79d0ecf5
+def _serving_weight_bytes(need: dict[str, list[int]], quantize: str, group_size: int) -> int:
+    "Bytes of the weights as served: float32, except the block matrices `quantize_model` quantizes, plus scales."
     n_params = int(sum(int(np.prod(v)) for v in need.values()))
     # what `quantize_model` quantizes: the 2-D matrices inside the blocks (attention, MLP or experts), not the router
     quantized = [
@@ -698,13 +745,30 @@ def inspect_model(path: str, *, quantize: str = "none", group_size: int = 128, m
     block = sum(o * i for o, i in quantized)
     per = {"none": 4.0, "int8": 1.0, "int4": 0.5}[quantize]
     scales = {"none": 0, "int8": 4 * sum(o for o, _ in quantized), "int4": 4 * block / group_size}[quantize]
-    serving_weights = int(4 * (n_params - block) + per * block + scales)
+    return int(4 * (n_params - block) + per * block + scales)
+
+# %% ../../nbs/64_server.ipynb #1664867b
+def inspect_model(path: str, *, quantize: str = "none", group_size: int = 128, max_batch: int = 8) -> dict:
+    "Validate an HF-layout model folder without loading weights; report parameters and memory needs."
+    from marin.serve.hf import _architecture, read_hf_config
+    from marin.serve.quantize import QUANT_MODES
+
+    if quantize not in QUANT_MODES:
+        raise ValueError(f"--quantize {quantize}: use one of {QUANT_MODES}")
+    d = read_hf_config(path)
+    arch = _architecture(d)
+    cfg = arch.from_config(d)
+    files, headers = _weight_headers(path)
+    need = _check_shapes(path, arch, cfg, headers)
+    stored = sum(
+        int(np.prod(h["shape"])) * {"F32": 4, "BF16": 2, "F16": 2}.get(h["dtype"], 4) for h in headers.values()
+    )
+    serving_weights = _serving_weight_bytes(need, quantize, group_size)
     L = cfg.n_layers
     kv = 2 * L * max_batch * cfg.seq_len * cfg.n_kv_heads * cfg.head_size * 4
-    tok_ok = storage.exists(storage.join(path, "tokenizer.json"))
     return {
         "architecture": arch.name,
-        "params": n_params,
+        "params": int(sum(int(np.prod(v)) for v in need.values())),
         "layers": L,
         "context": cfg.seq_len,
         "vocab": cfg.vocab_size,
@@ -714,6 +778,6 @@ def inspect_model(path: str, *, quantize: str = "none", group_size: int = 128, m
         "max_batch": max_batch,
         "total_bytes": serving_weights + kv,
         "quantize": quantize,
-        "tokenizer": tok_ok,
+        "tokenizer": storage.exists(storage.join(path, "tokenizer.json")),
         "files": files,
     }

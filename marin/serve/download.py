@@ -59,7 +59,8 @@ def copy_tree(source: str, output: str, patterns: Sequence[str] = ("*",), progre
             if storage.file_checksum(dst) != e["xxh3"]:
                 storage.remove(dst)
                 raise DownloadError(
-                    f"{rel}: the copy's checksum differs from the source's (the source changed while copying?); run again"
+                    f"{rel}: the copy's checksum differs from the source's (the source changed while copying?);"
+                    " run again"
                 )
         files[rel] = {"size": e["size"], "xxh3": e["xxh3"]}
     return {"files": files, "skipped": skipped}
@@ -76,7 +77,51 @@ def _sha256(path: str) -> str:
             h.update(chunk)
     return h.hexdigest()
 
+# %% ../../nbs/61_download.ipynb #5d6163bc
+def _snapshot(repo_id: str, output: str, revision: str | None, patterns: Sequence[str], token: str | None):
+    "The hub's metadata of `repo_id` at `revision`, after `snapshot_download` of that exact commit into `output`."
+    try:
+        from huggingface_hub import HfApi, snapshot_download
 
+        info = HfApi(token=token).model_info(repo_id, revision=revision, files_metadata=True)
+        snapshot_download(repo_id, revision=info.sha, local_dir=output, allow_patterns=list(patterns), token=token)
+    except Exception as e:
+        name = type(e).__name__
+        if "NotFound" in name or "404" in str(e):
+            raise DownloadError(
+                f"{repo_id}: no such model (or revision {revision!r}) on the hub, or it is gated:"
+                " check the name, or pass --token"
+            ) from None
+        raise DownloadError(
+            f"{repo_id}: cannot download from the hub ({name}: {str(e)[:300]}). If this machine is offline, "
+            "download elsewhere and copy the folder, or pass a local folder / fsspec URL"
+        ) from None
+    return info
+
+# %% ../../nbs/61_download.ipynb #a55f2a84
+def _verify_hub_file(s, output: str) -> dict:
+    "The manifest entry of one downloaded hub file `s` (a sibling in the hub's metadata), after checking it."
+    rel = s.rfilename
+    local = os.path.join(output, rel)
+    if not os.path.exists(local):
+        raise DownloadError(f"{rel}: listed on the hub but missing after download; run again to resume")
+    size = os.path.getsize(local)
+    if s.size is not None and size != s.size:
+        raise DownloadError(f"{rel}: {size} bytes on disk, the hub says {s.size}; delete it and run again")
+    entry = {"size": size}
+    if s.lfs is not None:
+        digest = _sha256(local)
+        want = s.lfs.sha256 if hasattr(s.lfs, "sha256") else s.lfs["sha256"]
+        if digest != want:
+            os.remove(local)
+            raise DownloadError(
+                f"{rel}: SHA-256 {digest[:12]}... differs from the hub's {want[:12]}...;"
+                " the corrupt file was deleted, run again"
+            )
+        entry["sha256"] = digest
+    return entry
+
+# %% ../../nbs/61_download.ipynb #950bc1bd
 def hub_download(
     repo_id: str,
     output: str,
@@ -91,43 +136,8 @@ def hub_download(
             f"{repo_id}: HF_HUB_OFFLINE=1 is set, so the hub cannot be used. Download on a machine with network "
             f"(`marin download --model {repo_id} --output DIR`) and copy DIR here, or pass a local folder / fsspec URL"
         )
-    try:
-        from huggingface_hub import HfApi, snapshot_download
-
-        info = HfApi(token=token).model_info(repo_id, revision=revision, files_metadata=True)
-        snapshot_download(repo_id, revision=info.sha, local_dir=output, allow_patterns=list(patterns), token=token)
-    except Exception as e:
-        name = type(e).__name__
-        if "NotFound" in name or "404" in str(e):
-            raise DownloadError(
-                f"{repo_id}: no such model (or revision {revision!r}) on the hub, or it is gated: check the name, or pass --token"
-            ) from None
-        raise DownloadError(
-            f"{repo_id}: cannot download from the hub ({name}: {str(e)[:300]}). If this machine is offline, "
-            "download elsewhere and copy the folder, or pass a local folder / fsspec URL"
-        ) from None
-    files = {}
-    for s in info.siblings or []:
-        rel = s.rfilename
-        if not _wanted(rel, patterns):
-            continue
-        local = os.path.join(output, rel)
-        if not os.path.exists(local):
-            raise DownloadError(f"{rel}: listed on the hub but missing after download; run again to resume")
-        size = os.path.getsize(local)
-        if s.size is not None and size != s.size:
-            raise DownloadError(f"{rel}: {size} bytes on disk, the hub says {s.size}; delete it and run again")
-        entry = {"size": size}
-        if s.lfs is not None:
-            digest = _sha256(local)
-            want = s.lfs.sha256 if hasattr(s.lfs, "sha256") else s.lfs["sha256"]
-            if digest != want:
-                os.remove(local)
-                raise DownloadError(
-                    f"{rel}: SHA-256 {digest[:12]}... differs from the hub's {want[:12]}...; the corrupt file was deleted, run again"
-                )
-            entry["sha256"] = digest
-        files[rel] = entry
+    info = _snapshot(repo_id, output, revision, patterns, token)
+    files = {s.rfilename: _verify_hub_file(s, output) for s in info.siblings or [] if _wanted(s.rfilename, patterns)}
     return {"files": files, "revision": info.sha}
 
 # %% ../../nbs/61_download.ipynb #fc2ceff0
@@ -156,7 +166,7 @@ def download_model(
     storage.write_json(storage.join(output, MANIFEST), manifest)
     return dict(manifest, skipped=res.get("skipped", 0))
 
-
+# %% ../../nbs/61_download.ipynb #0b7fe675
 def verify_download(output: str) -> list[str]:
     "Files of a downloaded folder that no longer match its manifest (empty: all good)."
     m = storage.read_json(storage.join(output, MANIFEST), None)

@@ -11,7 +11,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 # %% auto #0
-__all__ = ['QUANT_MODES', 'BLOCK_MATMULS', 'MLP_MATMULS', 'EXPERT_MATMULS', 'Int8Weight', 'Int4Weight', 'quantize_int8',
+__all__ = ['QUANT_MODES', 'BLOCK_MATMULS', 'MLP_MATMULS', 'EXPERT_MATMULS', 'Int8Weight', 'quantize_int8', 'Int4Weight',
            'quantize_int4', 'qmatmul', 'quantize_model', 'dequantize_tree', 'weight_bytes']
 
 # %% ../../nbs/62_quantize.ipynb #8c4dd082
@@ -42,6 +42,14 @@ class Int8Weight(eqx.Module):
         return self.q.astype(dtype) * self.scale[..., None, :].astype(dtype)
 
 
+def quantize_int8(w: Float[Array, "... I O"]) -> Int8Weight:
+    w = jnp.asarray(w, jnp.float32)
+    scale = jnp.max(jnp.abs(w), axis=-2) / 127.0
+    scale = jnp.where(scale == 0, 1.0, scale)
+    q = jnp.clip(jnp.round(w / scale[..., None, :]), -127, 127).astype(jnp.int8)
+    return Int8Weight(q, scale)
+
+# %% ../../nbs/62_quantize.ipynb #b7ec6d6f
 class Int4Weight(eqx.Module):
     "`W[..., in, out]`: int4 values packed two per byte along `in`, one scale per `group_size` rows of a column."
 
@@ -64,14 +72,6 @@ class Int4Weight(eqx.Module):
         return (q.astype(dtype) * self.scale[..., :, None, :].astype(dtype)).reshape(*lead, 2 * i2, o)
 
 
-def quantize_int8(w: Float[Array, "... I O"]) -> Int8Weight:
-    w = jnp.asarray(w, jnp.float32)
-    scale = jnp.max(jnp.abs(w), axis=-2) / 127.0
-    scale = jnp.where(scale == 0, 1.0, scale)
-    q = jnp.clip(jnp.round(w / scale[..., None, :]), -127, 127).astype(jnp.int8)
-    return Int8Weight(q, scale)
-
-
 def quantize_int4(w: Float[Array, "... I O"], group_size: int = 128) -> Int4Weight:
     w = jnp.asarray(w, jnp.float32)
     *lead, n_in, n_out = w.shape
@@ -88,7 +88,7 @@ def quantize_int4(w: Float[Array, "... I O"], group_size: int = 128) -> Int4Weig
     packed = u[..., 0::2, :] | (u[..., 1::2, :] << 4)
     return Int4Weight(packed, scale, group_size)
 
-
+# %% ../../nbs/62_quantize.ipynb #bf1a94cb
 def qmatmul(x: Float[Array, "... I"], w) -> Float[Array, "... O"]:
     "`x @ w` for a float, int8 or int4 weight (2-D: one layer's slice)."
     if isinstance(w, Int8Weight):
@@ -123,7 +123,7 @@ def quantize_model(model, mode: str = "int8", *, group_size: int = 128, include_
         model = eqx.tree_at(lambda m: m.lm_head, model, q(head), is_leaf=lambda x: x is None)
     return model
 
-
+# %% ../../nbs/62_quantize.ipynb #322ef36b
 def dequantize_tree(tree, dtype=jnp.float32):
     "`tree` with every quantized weight replaced by its float values (the MoE layer's grouped matmuls take floats)."
     isq = lambda x: isinstance(x, (Int8Weight, Int4Weight))

@@ -13,7 +13,10 @@ app = typer.Typer(help="Export, download and serve models.", no_args_is_help=Tru
 def _gb(n: int) -> str:
     return f"{n / 2**30:.3f} GiB" if n >= 2**27 else f"{n / 2**20:.2f} MiB"
 
+# %% auto #0
+__all__ = ['app', 'export_cmd', 'download_cmd', 'serve_cmd']
 
+# %% ../../nbs/65_serve_cli.ipynb #3c692424
 @app.command("export")
 def export_cmd(
     checkpoint: str = typer.Option(..., help="a training output directory (holds checkpoints/)"),
@@ -38,10 +41,11 @@ def export_cmd(
         max_shard_bytes=int(max_shard_gb * 2**30),
     )
     typer.echo(
-        f"exported {s['architecture']} ({s['n_params']:,} params, {_gb(s['bytes'])}, {s['shards']} shard(s)) to {output}"
+        f"exported {s['architecture']} ({s['n_params']:,} params, {_gb(s['bytes'])}, {s['shards']} shard(s))"
+        f" to {output}"
     )
 
-
+# %% ../../nbs/65_serve_cli.ipynb #7c3f679c
 @app.command("download")
 def download_cmd(
     model: str = typer.Option(..., help="hub ORG/NAME[@revision], a local folder, or an fsspec URL"),
@@ -60,7 +64,29 @@ def download_cmd(
         + (f"; {m['skipped']} already there" if m.get("skipped") else "")
     )
 
+# %% ../../nbs/65_serve_cli.ipynb #2a1a5ba9
+def _dry_run(model: str, quantize: str, group_size: int, max_batch: int) -> None:
+    "Print what serving `model` would need, after checking the checkpoint is complete; loads no weights."
+    from marin.core import storage
+    from marin.serve.server import inspect_model
 
+    if not storage.exists(storage.join(model, "config.json")):
+        raise FileNotFoundError(
+            f"--model {model}: --dry-run inspects Hugging Face folders (config.json);"
+            " export the run first with `marin export`"
+        )
+    r = inspect_model(model, quantize=quantize, group_size=group_size, max_batch=max_batch)
+    typer.echo(
+        f"{model}: {r['architecture']}, {r['params']:,} parameters, {r['layers']} layers, context {r['context']},"
+        f" vocab {r['vocab']}, tokenizer {'yes' if r['tokenizer'] else 'NO (token-id prompts only)'}"
+    )
+    typer.echo(
+        f"memory: weights {_gb(r['serving_weight_bytes'])} ({quantize}; {_gb(r['stored_weight_bytes'])} on disk) + "
+        f"KV cache {_gb(r['kv_cache_bytes'])} ({max_batch} x {r['context']} tokens) = {_gb(r['total_bytes'])}"
+    )
+    typer.echo("ok: checkpoint is complete and consistent (dry run: not serving)")
+
+# %% ../../nbs/65_serve_cli.ipynb #14489da2
 @app.command("serve")
 def serve_cmd(
     model: str = typer.Option(..., help="a Hugging Face model folder or a marin training output"),
@@ -75,26 +101,8 @@ def serve_cmd(
     verbose: bool = typer.Option(False, help="log every request"),
 ):
     "Serve a model over an OpenAI-compatible HTTP API."
-    from marin.core import storage
-
     if dry_run:
-        from marin.serve.server import inspect_model
-
-        if not storage.exists(storage.join(model, "config.json")):
-            raise FileNotFoundError(
-                f"--model {model}: --dry-run inspects Hugging Face folders (config.json); export the run first with `marin export`"
-            )
-        r = inspect_model(model, quantize=quantize, group_size=group_size, max_batch=max_batch)
-        typer.echo(
-            f"{model}: {r['architecture']}, {r['params']:,} parameters, {r['layers']} layers, context {r['context']}, vocab {r['vocab']}, "
-            f"tokenizer {'yes' if r['tokenizer'] else 'NO (token-id prompts only)'}"
-        )
-        typer.echo(
-            f"memory: weights {_gb(r['serving_weight_bytes'])} ({quantize}; {_gb(r['stored_weight_bytes'])} on disk) + "
-            f"KV cache {_gb(r['kv_cache_bytes'])} ({max_batch} x {r['context']} tokens) = {_gb(r['total_bytes'])}"
-        )
-        typer.echo("ok: checkpoint is complete and consistent (dry run: not serving)")
-        return
+        return _dry_run(model, quantize, group_size, max_batch)
     from marin.serve.server import Server, ServedModel
 
     sm = ServedModel.load(model, name=name, quantize=quantize, group_size=group_size, max_batch=max_batch)
@@ -106,6 +114,3 @@ def serve_cmd(
         pass
     finally:
         srv.shutdown()
-
-# %% auto #0
-__all__ = ['app', 'export_cmd', 'download_cmd', 'serve_cmd']

@@ -478,7 +478,7 @@ def mixtral_hf_tensors(model, dtype: str = "float32") -> dict[str, np.ndarray]:
 
 # %% ../../nbs/60_hf.ipynb #9490f362
 def mixtral_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
-    "A marin MoE `Transformer` (float32, zero router bias) from Mixtral tensors, per expert or fused (`mixtral_unfused`)."
+    "A marin MoE `Transformer` (float32, zero router bias) from Mixtral tensors, per expert or fused."
     import jax.numpy as jnp
     from marin.models.moe import MoEMLP
 

@@ -12,8 +12,10 @@ from .recipe import ComputeOptimalRecipe, TinyCpuRecipe, MoERecipe, ScalingPlan
 # %% auto #0
 __all__ = ['RECIPES', 'TINY_BELOW', 'app', 'load_recipe', 'accelerator_train_config', 'memory_plan', 'format_memory', 'scale_cmd']
 
-# %% ../../nbs/44_scaling_cli.ipynb #2fba1dd1
+# %% ../../nbs/44_scaling_cli.ipynb #31e16df7
 RECIPES = {"compute-optimal": ComputeOptimalRecipe, "tiny-cpu": TinyCpuRecipe, "moe": MoERecipe}
+
+
 TINY_BELOW = 1e14  # `--recipe auto`: TinyCpuRecipe below this budget
 
 
@@ -35,7 +37,7 @@ def load_recipe(spec: str, budget: float, **overrides):
         raise ValueError(f"--recipe {spec}: {cls!r} is not a recipe class (a dataclass with plan())")
     return cls(**{k: v for k, v in overrides.items() if v})
 
-
+# %% ../../nbs/44_scaling_cli.ipynb #4c31dae4
 def accelerator_train_config(plan: ScalingPlan, n_devices: int, kind: str):
     "The TrainConfig the dry run sizes: FSDP over all devices; bf16 compute and block remat on accelerators."
     from marin.train.sharding import MeshConfig
@@ -69,7 +71,7 @@ def memory_plan(plan: ScalingPlan, device_kind: str = "", devices: int = 0) -> d
         "hours_at_40pct_mfu": hours,
     }
 
-
+# %% ../../nbs/44_scaling_cli.ipynb #25778062
 def format_memory(m: dict) -> str:
     gb = m["device_memory"] / 2**30
     lines = [
@@ -82,7 +84,56 @@ def format_memory(m: dict) -> str:
         lines.append(f"wall-clock at 40% MFU: {m['hours_at_40pct_mfu']:.3g} hours")
     return "\n".join(lines)
 
-# %% ../../nbs/44_scaling_cli.ipynb #da7967e5
+# %% ../../nbs/44_scaling_cli.ipynb #ddfc2326
+def _plan_for(flops: float, recipe: str, tokens_per_param: float, vocab_size: int, run: bool, data: str):
+    "(plan, vocabulary size) for the options; a ValueError names the option to fix."
+    rc = load_recipe(recipe, flops, tokens_per_param=tokens_per_param)
+    V = vocab_size or (512 if run or isinstance(rc, TinyCpuRecipe) else 128256)
+    plan = rc.plan(flops, vocab_size=V)
+    if data not in ("local", "synthetic"):
+        raise ValueError(f"--data {data!r}: use local or synthetic")
+    return plan, V
+
+
+def _run_data(plan: ScalingPlan, data: str, V: int):
+    "(training data, eval data) for `--run`: the local three-source mixture, or synthetic tokens."
+    if data == "local":
+        from marin.data.recipe import local_recipe
+
+        mix = local_recipe(vocab_size=V, seq_len=plan.seq_len, batch_size=plan.batch_size).steps()["mixture_config"]
+        return mix, (("mix", mix.replace(seed=mix.seed + 1, batch_size=32)),)
+    from marin.train.trainer import SyntheticDataConfig
+
+    mix = SyntheticDataConfig(vocab_size=V, batch_size=plan.batch_size, seq_len=plan.seq_len)
+    return mix, (("synthetic", mix.replace(seed=1)),)
+
+# %% ../../nbs/44_scaling_cli.ipynb #7b95df1d
+def _train_plan(plan: ScalingPlan, data: str, V: int, prefix: str, force: bool) -> int:
+    "Train `plan` as a cached scaling-run step, print its status and loss; the exit code."
+    from marin.core.executor import Executor, StepFailed, read_status
+    from marin.scaling.sweep import scaling_step
+
+    mix, eval_data = _run_data(plan, data, V)
+    step = scaling_step(plan, mix, sweep="cli", eval_data=eval_data, progress=True, log_every=50)
+    ex = Executor(prefix or None)
+    out = ex.output_path(step)
+    try:
+        res = ex.run([step], force=force)
+        status = res.statuses.get(step.output_name)
+    except StepFailed:
+        status = "FAILED: " + str((read_status(out) or {}).get("error", ""))
+    typer.echo(f"{step.output_name}: {status}\noutput: {out}")
+    if status in ("SUCCESS", "cached"):
+        from marin.scaling.fits import sweep_runs
+
+        r = sweep_runs([step], ex.ledger).iloc[0]
+        typer.echo(
+            f"loss {r.loss:.4f} after {r.tokens:,} tokens; training FLOPs {r.flops:.4e} "
+            f"({r.flops / plan.budget - 1:+.3%} vs budget)"
+        )
+    return 0 if status in ("SUCCESS", "cached") else 1
+
+# %% ../../nbs/44_scaling_cli.ipynb #6a0c0512
 app = typer.Typer(help="Compute budgets to configurations.", no_args_is_help=True, add_completion=False)
 
 
@@ -90,7 +141,7 @@ app = typer.Typer(help="Compute budgets to configurations.", no_args_is_help=Tru
 def _scaling():
     "Compute budgets to configurations (`marin scale`)."
 
-
+# %% ../../nbs/44_scaling_cli.ipynb #6ff7a58e
 @app.command("scale")
 def scale_cmd(
     flops: float = typer.Option(..., "--flops", help="training compute budget in FLOPs, e.g. 3e20"),
@@ -122,11 +173,7 @@ def scale_cmd(
         typer.echo("error: give exactly one of --dry-run or --run", err=True)
         raise typer.Exit(2)
     try:
-        rc = load_recipe(recipe, flops, tokens_per_param=tokens_per_param)
-        V = vocab_size or (512 if run or isinstance(rc, TinyCpuRecipe) else 128256)
-        plan = rc.plan(flops, vocab_size=V)
-        if data not in ("local", "synthetic"):
-            raise ValueError(f"--data {data!r}: use local or synthetic")
+        plan, V = _plan_for(flops, recipe, tokens_per_param, vocab_size, run, data)
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2)
@@ -139,33 +186,4 @@ def scale_cmd(
             raise typer.Exit(2)
         typer.echo(format_memory(m))
         raise typer.Exit(0 if m["fits"] else 1)
-    from marin.core.executor import Executor, StepFailed, read_status
-    from marin.scaling.sweep import scaling_step
-
-    if data == "local":
-        from marin.data.recipe import local_recipe
-
-        mix = local_recipe(vocab_size=V, seq_len=plan.seq_len, batch_size=plan.batch_size).steps()["mixture_config"]
-        eval_data = (("mix", mix.replace(seed=mix.seed + 1, batch_size=32)),)
-    else:
-        from marin.train.trainer import SyntheticDataConfig
-
-        mix = SyntheticDataConfig(vocab_size=V, batch_size=plan.batch_size, seq_len=plan.seq_len)
-        eval_data = (("synthetic", mix.replace(seed=1)),)
-    step = scaling_step(plan, mix, sweep="cli", eval_data=eval_data, progress=True, log_every=50)
-    ex = Executor(prefix or None)
-    out = ex.output_path(step)
-    try:
-        res = ex.run([step], force=force)
-        status = res.statuses.get(step.output_name)
-    except StepFailed:
-        status = "FAILED: " + str((read_status(out) or {}).get("error", ""))
-    typer.echo(f"{step.output_name}: {status}\noutput: {out}")
-    if status in ("SUCCESS", "cached"):
-        from marin.scaling.fits import sweep_runs
-
-        r = sweep_runs([step], ex.ledger).iloc[0]
-        typer.echo(
-            f"loss {r.loss:.4f} after {r.tokens:,} tokens; training FLOPs {r.flops:.4e} ({r.flops / flops - 1:+.3%} vs budget)"
-        )
-    raise typer.Exit(0 if status in ("SUCCESS", "cached") else 1)
+    raise typer.Exit(_train_plan(plan, data, V, prefix, force))

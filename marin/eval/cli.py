@@ -12,7 +12,7 @@ from ..core import storage
 # %% auto #0
 __all__ = ['app', 'parse_suites', 'eval_cmd']
 
-# %% ../../nbs/59_eval_cli.ipynb #4ffa2b29
+# %% ../../nbs/59_eval_cli.ipynb #e3b0e96a
 app = typer.Typer(help="Evaluation: tasks and perplexity suites on checkpoints.", no_args_is_help=True)
 
 
@@ -20,7 +20,7 @@ app = typer.Typer(help="Evaluation: tasks and perplexity suites on checkpoints."
 def _group():
     "Evaluation commands (mounted at the top level of `marin`)."
 
-
+# %% ../../nbs/59_eval_cli.ipynb #65a8389a
 def parse_suites(values: list[str], *, max_tokens: int = 65536, seq_len: int = 512, tokenizer: str = ""):
     "(task specs, PerplexitySuite or None) from `--suite` values."
     from marin.eval.perplexity import HeldOutSource, PerplexitySuite
@@ -53,7 +53,47 @@ def parse_suites(values: list[str], *, max_tokens: int = 65536, seq_len: int = 5
         suite = PerplexitySuite(tuple(sources), **kw)
     return tuple(tasks), suite
 
+# %% ../../nbs/59_eval_cli.ipynb #10730087
+def _eval_config(checkpoint: str, suite: list[str], *, tokenizer: str, max_tokens: int, seq_len: int, **fields):
+    "The EvalConfig for the command's options, checked (checkpoints, steps, task files) before any model loads."
+    from marin.eval.results import EvalConfig, checkpoint_steps
+    from marin.eval.tasks import load_items
 
+    if not storage.exists(storage.join(checkpoint, "checkpoints")):
+        raise FileNotFoundError(
+            f"--checkpoint {checkpoint}: no checkpoints/ folder; give a training output (train, SFT or DPO)"
+        )
+    # exact byte counts for bits per byte need the tokenizer: the given one, else the run's own tokenizer.json
+    byte_tok = tokenizer or (
+        os.path.abspath(checkpoint) if storage.exists(storage.join(checkpoint, "tokenizer.json")) else ""
+    )
+    tasks, ps = parse_suites(suite, max_tokens=max_tokens, seq_len=seq_len, tokenizer=byte_tok)
+    cfg = EvalConfig(
+        os.path.abspath(checkpoint) if "://" not in checkpoint else checkpoint,
+        tasks=tasks,
+        suite=ps,
+        tokenizer=tokenizer,
+        **fields,
+    )
+    checkpoint_steps(cfg)  # fail on missing steps before any work
+    for t in cfg.resolved_tasks():  # and on bad task files
+        load_items(t)
+    return cfg
+
+# %% ../../nbs/59_eval_cli.ipynb #22e2d70c
+def _print_results(output: str, df, json_out: bool) -> None:
+    "The metrics per step and task (counts and timings left out), as lines or as JSON."
+    tab = df[~df.metric.str.endswith(("/n", "/chance", "/seconds", "/tokens", "/bytes", "/documents"))]
+    if json_out:
+        print(json.dumps({"output": output, "results": tab.to_dict(orient="records")}, indent=1, default=str))
+        return
+    print(f"results: {output}")
+    for (stp, task), g in tab.groupby(["step", "task"]):
+        print(
+            f"step {stp}  {task}: " + "  ".join(f"{m.removeprefix('eval/')}={v:.4f}" for m, v in zip(g.metric, g.value))
+        )
+
+# %% ../../nbs/59_eval_cli.ipynb #5cdd044c
 @app.command("eval")
 def eval_cmd(
     checkpoint: str = typer.Option(..., "--checkpoint", "-c", help="training output folder (holds checkpoints/)"),
@@ -73,42 +113,20 @@ def eval_cmd(
 ):
     "Evaluate a checkpoint on tasks (accuracy, length-normalised accuracy, exact match) and perplexity suites (loss, bits per byte)."
     from marin.core.executor import Executor
-    from marin.eval.results import EvalConfig, eval_step, eval_results, results_table, checkpoint_steps
+    from marin.eval.results import eval_step, eval_results
 
-    if not storage.exists(storage.join(checkpoint, "checkpoints")):
-        raise FileNotFoundError(
-            f"--checkpoint {checkpoint}: no checkpoints/ folder; give a training output (train, SFT or DPO)"
-        )
-    # exact byte counts for bits per byte need the tokenizer: the given one, else the run's own tokenizer.json
-    byte_tok = tokenizer or (
-        os.path.abspath(checkpoint) if storage.exists(storage.join(checkpoint, "tokenizer.json")) else ""
-    )
-    tasks, ps = parse_suites(suite, max_tokens=max_tokens, seq_len=seq_len, tokenizer=byte_tok)
-    cfg = EvalConfig(
-        os.path.abspath(checkpoint) if "://" not in checkpoint else checkpoint,
-        tasks=tasks,
-        suite=ps,
+    cfg = _eval_config(
+        checkpoint,
+        suite,
+        tokenizer=tokenizer,
+        max_tokens=max_tokens,
+        seq_len=seq_len,
         steps=tuple(step),
         all_steps=all_steps,
-        tokenizer=tokenizer,
         limit=limit,
         num_fewshot=num_fewshot,
         batch_size=batch_size,
     )
-    checkpoint_steps(cfg)  # fail on missing steps before any work
-    for t in cfg.resolved_tasks():  # and on bad task files
-        from marin.eval.tasks import load_items
-
-        load_items(t)
     st = eval_step(cfg, name=f"eval/{os.path.basename(checkpoint.rstrip('/'))}")
     res = Executor().run([st], force=force)
-    df = eval_results(res[st])
-    tab = df[~df.metric.str.endswith(("/n", "/chance", "/seconds", "/tokens", "/bytes", "/documents"))]
-    if json_out:
-        print(json.dumps({"output": res[st], "results": tab.to_dict(orient="records")}, indent=1, default=str))
-        return
-    print(f"results: {res[st]}")
-    for (stp, task), g in tab.groupby(["step", "task"]):
-        print(
-            f"step {stp}  {task}: " + "  ".join(f"{m.removeprefix('eval/')}={v:.4f}" for m, v in zip(g.metric, g.value))
-        )
+    _print_results(res[st], eval_results(res[st]), json_out)

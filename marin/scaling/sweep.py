@@ -6,20 +6,22 @@
 from __future__ import annotations
 import dataclasses, math
 from typing import Any
+from fastcore.basics import patch
 import numpy as np
 from ..core.config import Config, check, versioned
 from ..core.executor import Step
+from ..train.trainer import TrainConfig
 from .recipe import ComputeOptimalRecipe, ScalingPlan
 
 # %% auto #0
 __all__ = ['ScalingRunConfig', 'scaling_metrics', 'scaling_run', 'run_name', 'scaling_step', 'IsoFlopSweep']
 
-# %% ../../nbs/42_sweep.ipynb #d3fa124a
+# %% ../../nbs/42_sweep.ipynb #0c178cbf
 @dataclasses.dataclass(frozen=True)
 class ScalingRunConfig(Config):
     "A training run that belongs to a scaling study: the TrainConfig and the budget it was planned for."
 
-    train: Any = versioned()  # marin.train.trainer.TrainConfig
+    train: TrainConfig = versioned()
     budget: float = versioned(0.0)
     sweep: str = versioned("")
     target_params: float = 0.0
@@ -54,7 +56,7 @@ def scaling_metrics(cfg: ScalingRunConfig, summary: dict) -> dict:
         "scaling/n_layers": t.model.n_layers,
     }
 
-
+# %% ../../nbs/42_sweep.ipynb #a39c311b
 def scaling_run(cfg: ScalingRunConfig, output_path: str) -> dict:
     "Executor step function: train, then add the scaling numbers to the summary."
     from marin.train.trainer import train
@@ -62,7 +64,7 @@ def scaling_run(cfg: ScalingRunConfig, output_path: str) -> dict:
     summary = train(cfg.train, output_path)
     return {**summary, **scaling_metrics(cfg, summary)}
 
-
+# %% ../../nbs/42_sweep.ipynb #06178958
 def _budget_tag(budget: float) -> str:
     return f"C{budget:.1e}".replace("+", "").replace(".0e", "e")
 
@@ -88,7 +90,7 @@ def scaling_step(
         name, scaling_run, cfg, description=f"{plan.budget:.2e} FLOPs: {plan.model.summary()}, {plan.tokens:,} tokens"
     )
 
-# %% ../../nbs/42_sweep.ipynb #7c7a2e34
+# %% ../../nbs/42_sweep.ipynb #d5fc068f
 @dataclasses.dataclass(frozen=True)
 class IsoFlopSweep(Config):
     "Budgets × model sizes around the recipe's optimum; `steps(data)` makes them executor steps."
@@ -122,56 +124,62 @@ class IsoFlopSweep(Config):
             f"distinct integer seeds, e.g. (0, 1, 2); got {self.seeds!r}",
         )
 
-    def plans(self) -> list[ScalingPlan]:
-        "Plans per budget, smallest model first; sizes that round to the same model are kept once, sizes under `min_steps` steps not at all."
-        out = []
-        for C in self.budgets:
-            n_star = self.recipe.target_params(C)
-            seen = set()
-            for f in np.geomspace(1 / self.spread, self.spread, self.sizes_per_budget):
-                p = self.recipe.plan(C, vocab_size=self.vocab_size, n_params=n_star * f)
-                if p.model in seen or p.num_steps < self.min_steps:
-                    continue
-                seen.add(p.model)
-                out.append(p)
-            if len(seen) < 3:
-                raise ValueError(
-                    f"budget {C:.2e}: only {len(seen)} distinct models of >= {self.min_steps} steps; "
-                    "raise spread, lower recipe.width_multiple or lower min_steps"
-                )
-        return out
-
-    def steps(self, data: Any, *, eval_data: tuple = (), **train_overrides) -> list[Step]:
-        return [
-            scaling_step(
-                p,
-                data,
-                sweep=self.name,
-                eval_data=eval_data,
-                seed=seed,
-                name=run_name(p, self.name) + (f"-s{seed}" if seed != 0 else ""),
-                **train_overrides,
+# %% ../../nbs/42_sweep.ipynb #a51f628f
+@patch
+def plans(self: IsoFlopSweep) -> list[ScalingPlan]:
+    "Plans per budget, smallest model first; sizes that round to the same model are kept once, sizes under `min_steps` steps not at all."
+    out = []
+    for C in self.budgets:
+        n_star = self.recipe.target_params(C)
+        seen = set()
+        for f in np.geomspace(1 / self.spread, self.spread, self.sizes_per_budget):
+            p = self.recipe.plan(C, vocab_size=self.vocab_size, n_params=n_star * f)
+            if p.model in seen or p.num_steps < self.min_steps:
+                continue
+            seen.add(p.model)
+            out.append(p)
+        if len(seen) < 3:
+            raise ValueError(
+                f"budget {C:.2e}: only {len(seen)} distinct models of >= {self.min_steps} steps; "
+                "raise spread, lower recipe.width_multiple or lower min_steps"
             )
-            for p in self.plans()
-            for seed in self.seeds
-        ]
+    return out
 
-    def table(self):
-        import pandas as pd
+# %% ../../nbs/42_sweep.ipynb #57c52f8a
+@patch
+def steps(self: IsoFlopSweep, data: Any, *, eval_data: tuple = (), **train_overrides) -> list[Step]:
+    return [
+        scaling_step(
+            p,
+            data,
+            sweep=self.name,
+            eval_data=eval_data,
+            seed=seed,
+            name=run_name(p, self.name) + (f"-s{seed}" if seed != 0 else ""),
+            **train_overrides,
+        )
+        for p in self.plans()
+        for seed in self.seeds
+    ]
 
-        return pd.DataFrame([p.summary() for p in self.plans()])[
-            [
-                "budget",
-                "effective_params",
-                "d_model",
-                "n_layers",
-                "n_heads",
-                "d_ff",
-                "batch_size",
-                "num_steps",
-                "tokens",
-                "tokens_per_param",
-                "learning_rate",
-                "flops_error",
-            ]
+
+@patch
+def table(self: IsoFlopSweep):
+    import pandas as pd
+
+    return pd.DataFrame([p.summary() for p in self.plans()])[
+        [
+            "budget",
+            "effective_params",
+            "d_model",
+            "n_layers",
+            "n_heads",
+            "d_ff",
+            "batch_size",
+            "num_steps",
+            "tokens",
+            "tokens_per_param",
+            "learning_rate",
+            "flops_error",
         ]
+    ]

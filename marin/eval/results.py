@@ -8,7 +8,7 @@ import dataclasses, json, os, time
 from typing import Any, Sequence
 from ..core import storage
 from ..core.config import Config, canonical, check, versioned
-from ..core.executor import Step
+from ..core.executor import Step, StepOrPath
 from .perplexity import PerplexitySuite, evaluate_perplexity, model_logits_fn
 from ..data.tokenizers import checkpoint_tokenizer
 from .tasks import Task, get_task, evaluate_multiple_choice
@@ -18,12 +18,12 @@ from .generation import evaluate_generation
 __all__ = ['EvalConfig', 'checkpoint_steps', 'run_task', 'evaluate_checkpoints', 'eval_step', 'eval_results', 'results_table',
            'plot_eval_curves']
 
-# %% ../../nbs/53_results.ipynb #9f2a4c64
+# %% ../../nbs/53_results.ipynb #d1300d89
 @dataclasses.dataclass(frozen=True)
 class EvalConfig(Config):
     "Which checkpoints of a training output to evaluate, on which tasks and perplexity suite."
 
-    checkpoint: Any = versioned()  # a training output (train / SFT / DPO Step, or its path)
+    checkpoint: StepOrPath = versioned()  # a training output (train / SFT / DPO Step, or its path)
     tasks: tuple = versioned(())  # task names, task-file paths or Task objects
     suite: PerplexitySuite | None = versioned(None)
     steps: tuple[int, ...] = versioned(())  # () = the newest checkpoint
@@ -51,7 +51,7 @@ class EvalConfig(Config):
             out.append(task)
         return out
 
-
+# %% ../../nbs/53_results.ipynb #234c74a9
 def checkpoint_steps(cfg: EvalConfig) -> list[int]:
     from marin.models.io import list_checkpoints
 
@@ -69,7 +69,7 @@ def checkpoint_steps(cfg: EvalConfig) -> list[int]:
         return sorted(cfg.steps)
     return [have[-1]]
 
-# %% ../../nbs/53_results.ipynb #d3d14e71
+# %% ../../nbs/53_results.ipynb #f9b5ef66
 def run_task(logits_fn, tok, task: Task, *, max_len: int, batch_size: int = 16, progress: bool = False):
     "Evaluate one task (multiple choice or generation)."
     if task.kind == "generation":
@@ -78,7 +78,7 @@ def run_task(logits_fn, tok, task: Task, *, max_len: int, batch_size: int = 16, 
         )
     return evaluate_multiple_choice(logits_fn, tok, task, max_len=max_len, batch_size=batch_size, progress=progress)
 
-
+# %% ../../nbs/53_results.ipynb #0bebf232
 def _record(
     cfg: EvalConfig, step: int, task_name: str, task_cfg: Any, metrics: dict, started, output_path: str
 ) -> None:
@@ -98,10 +98,29 @@ def _record(
     )
     Ledger().append(rec)
 
+# %% ../../nbs/53_results.ipynb #832530e1
+def _evaluate_job(cfg: EvalConfig, model, logits_fn, tok, name: str, job, step: int, output_path: str) -> dict:
+    "Run one task (or the perplexity suite) on one checkpoint; write its results file and ledger record; its metrics."
+    from marin.core.ledger import utcnow
 
+    started, t0 = utcnow(), time.perf_counter()
+    if name == "perplexity" and not isinstance(job, Task):
+        metrics, items = evaluate_perplexity(model, job, compute_dtype=cfg.compute_dtype), []
+    else:
+        res = run_task(logits_fn, tok, job, max_len=model.cfg.seq_len, batch_size=cfg.batch_size, progress=cfg.progress)
+        metrics, items = {f"eval/{k}": v for k, v in res.metrics.items()}, res.items
+    metrics["eval/seconds"] = time.perf_counter() - t0
+    storage.write_json(
+        storage.join(output_path, "results", f"step_{step:08d}", f"{name}.json"),
+        {"checkpoint": str(cfg.checkpoint), "step": step, "task": name, "metrics": metrics, "items": items},
+    )
+    if cfg.record:
+        _record(cfg, step, name, canonical(job), metrics, started, output_path)
+    return metrics
+
+# %% ../../nbs/53_results.ipynb #30abeb0d
 def evaluate_checkpoints(cfg: EvalConfig, output_path: str) -> dict:
     "Executor step: every (checkpoint, task) pair; results under `output_path/results/`; summary = the newest checkpoint's metrics."
-    from marin.core.ledger import utcnow
     from marin.models.io import load_model
 
     tasks = cfg.resolved_tasks()
@@ -113,23 +132,12 @@ def evaluate_checkpoints(cfg: EvalConfig, output_path: str) -> dict:
         fn = model_logits_fn(model, cfg.compute_dtype)
         if tok is not None and tok.vocab_size > model.cfg.vocab_size:
             raise ValueError(
-                f"tokenizer has {tok.vocab_size} tokens but the model's vocab_size is {model.cfg.vocab_size}; pass the run's tokenizer"
+                f"tokenizer has {tok.vocab_size} tokens but the model's vocab_size is {model.cfg.vocab_size}; "
+                "pass the run's tokenizer"
             )
         jobs = [(t.name, t) for t in tasks] + ([("perplexity", cfg.suite)] if cfg.suite is not None else [])
         for name, t in jobs:
-            started, t0 = utcnow(), time.perf_counter()
-            if name == "perplexity" and not isinstance(t, Task):
-                metrics, items = evaluate_perplexity(model, t, compute_dtype=cfg.compute_dtype), []
-            else:
-                res = run_task(fn, tok, t, max_len=model.cfg.seq_len, batch_size=cfg.batch_size, progress=cfg.progress)
-                metrics, items = {f"eval/{k}": v for k, v in res.metrics.items()}, res.items
-            metrics["eval/seconds"] = time.perf_counter() - t0
-            storage.write_json(
-                storage.join(output_path, "results", f"step_{step:08d}", f"{name}.json"),
-                {"checkpoint": str(cfg.checkpoint), "step": step, "task": name, "metrics": metrics, "items": items},
-            )
-            if cfg.record:
-                _record(cfg, step, name, canonical(t), metrics, started, output_path)
+            metrics = _evaluate_job(cfg, model, fn, tok, name, t, step, output_path)
             rows += [
                 {"checkpoint": str(cfg.checkpoint), "step": step, "task": name, "metric": k, "value": v}
                 for k, v in metrics.items()
@@ -139,7 +147,7 @@ def evaluate_checkpoints(cfg: EvalConfig, output_path: str) -> dict:
     storage.write_text(storage.join(output_path, "results.jsonl"), "".join(json.dumps(r) + "\n" for r in rows))
     return summary
 
-
+# %% ../../nbs/53_results.ipynb #8bc8f150
 def eval_step(cfg: EvalConfig, name: str = "eval") -> Step:
     return Step(
         name,
@@ -148,7 +156,7 @@ def eval_step(cfg: EvalConfig, name: str = "eval") -> Step:
         description=f"evaluate {len(cfg.tasks)} task(s){' + perplexity' if cfg.suite else ''}",
     )
 
-# %% ../../nbs/53_results.ipynb #f0d0d40c
+# %% ../../nbs/53_results.ipynb #ec04b68a
 def eval_results(source: Any = None):
     "A long DataFrame (checkpoint, step, task, metric, value) from a ledger (default: the settings' ledger) or an eval output folder."
     import pandas as pd
@@ -182,7 +190,7 @@ def eval_results(source: Any = None):
                 )
     return pd.DataFrame(rows, columns=["checkpoint", "step", "task", "metric", "value", "run_id"])
 
-
+# %% ../../nbs/53_results.ipynb #9371cc0b
 def results_table(df, metrics: Sequence[str] = ("acc", "acc_norm", "exact_match", "bpb")):
     "One row per (checkpoint, step), one column per task metric whose name ends in one of `metrics` (latest record wins)."
     keep = df[df.metric.map(lambda m: m.split("/")[-1] in metrics)]

@@ -9,18 +9,20 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from ..core import storage
 from ..core.config import Config, check, versioned
+from ..core.executor import StepOrPath
 
 # %% auto #0
 __all__ = ['HeldOutSource', 'HeldOutConfig', 'PerplexitySuite', 'budget_documents', 'document_windows', 'pack_windows',
-           'HeldOutLoader', 'model_logits_fn', 'nll_sums', 'bits_per_byte', 'evaluate_loaders', 'evaluate_perplexity']
+           'held_out_bytes', 'HeldOutLoader', 'model_logits_fn', 'nll_sums', 'bits_per_byte', 'loader_nll',
+           'evaluate_loaders', 'evaluate_perplexity']
 
-# %% ../../nbs/50_perplexity.ipynb #e987d72c
+# %% ../../nbs/50_perplexity.ipynb #2c99a588
 @dataclasses.dataclass(frozen=True)
 class HeldOutSource(Config):
     "One validation source: a name and a token set (a tokenize Step or its output path)."
 
     name: str = versioned()
-    tokens: Any = versioned()
+    tokens: StepOrPath = versioned()
 
     def validate(self):
         check(
@@ -34,7 +36,7 @@ class HeldOutSource(Config):
 class HeldOutConfig(Config):
     "One source packed for scoring; `build()` gives a trainer-compatible loader (`TrainConfig.eval_data`)."
 
-    tokens: Any = versioned()
+    tokens: StepOrPath = versioned()  # a tokenize Step or its output path
     max_tokens: int = versioned(65536)  # the fixed budget: whole documents, in order, until this many tokens
     seq_len: int = versioned(512)
     batch_size: int = 8  # rows per forward pass (does not change the result)
@@ -48,7 +50,7 @@ class HeldOutConfig(Config):
     def build(self) -> "HeldOutLoader":
         return HeldOutLoader(self)
 
-
+# %% ../../nbs/50_perplexity.ipynb #d3dac911
 @dataclasses.dataclass(frozen=True)
 class PerplexitySuite(Config):
     "Held-out sources scored with one budget and evaluation length."
@@ -108,7 +110,21 @@ def pack_windows(windows: Sequence[np.ndarray], seq_len: int) -> tuple[np.ndarra
         return np.zeros((0, seq_len), np.int32), np.zeros((0, seq_len), np.int32)
     return np.stack(rows), np.stack(segs)
 
-# %% ../../nbs/50_perplexity.ipynb #122b2ecf
+# %% ../../nbs/50_perplexity.ipynb #3ca47191
+def held_out_bytes(cfg: HeldOutConfig, manifest: dict, docs: list[np.ndarray], n_tokens: int, whole_set: bool):
+    "(UTF-8 bytes of `docs`, exact?): decoded with the tokenizer, or the manifest's count for the whole set, else scaled."
+    if cfg.tokenizer:
+        from marin.data.tokenizers import load_tokenizer
+
+        tok = load_tokenizer(cfg.tokenizer)
+        specials = {i for i in (tok.eos_id, tok.pad_id) if i is not None}
+        n_bytes = sum(len(tok.decode([int(t) for t in d if int(t) not in specials]).encode("utf-8")) for d in docs)
+        return n_bytes, True
+    if whole_set:
+        return int(manifest["bytes"]), True
+    return int(round(n_tokens * manifest["bytes"] / max(manifest["tokens"], 1))), False
+
+# %% ../../nbs/50_perplexity.ipynb #d8666357
 class HeldOutLoader:
     "Packed rows of a held-out token set: `batch(i)` for i < `n_batches` (later batches are all padding)."
 
@@ -125,19 +141,7 @@ class HeldOutLoader:
         self.n_documents = budget_documents(ts.doc_lengths, cfg.max_tokens)
         docs = [np.asarray(ts.doc_tokens(i)) for i in range(self.n_documents)]
         self.n_tokens = int(sum(len(d) for d in docs))  # targets scored
-        if cfg.tokenizer:
-            from marin.data.tokenizers import load_tokenizer
-
-            tok = load_tokenizer(cfg.tokenizer)
-            specials = {i for i in (tok.eos_id, tok.pad_id) if i is not None}
-            self.n_bytes = sum(
-                len(tok.decode([int(t) for t in d if int(t) not in specials]).encode("utf-8")) for d in docs
-            )
-            self.bytes_exact = True
-        elif self.n_documents == len(ts):
-            self.n_bytes, self.bytes_exact = int(m["bytes"]), True
-        else:
-            self.n_bytes, self.bytes_exact = int(round(self.n_tokens * m["bytes"] / max(m["tokens"], 1))), False
+        self.n_bytes, self.bytes_exact = held_out_bytes(cfg, m, docs, self.n_tokens, self.n_documents == len(ts))
         windows = [w for d in docs for w in document_windows(d, cfg.seq_len, self.bos_id)]
         self.tokens, self.segment_ids = pack_windows(windows, cfg.seq_len)
         self.loss_mask = loss_mask_from_segments(self.segment_ids)
@@ -165,7 +169,7 @@ class HeldOutLoader:
             )
         return out
 
-# %% ../../nbs/50_perplexity.ipynb #fc1fca22
+# %% ../../nbs/50_perplexity.ipynb #c29a6246
 def model_logits_fn(model, compute_dtype: str = "float32") -> Callable:
     "A jitted `(tokens, segment_ids) -> logits` for a `marin.models.transformer.Transformer`."
     import equinox as eqx, jax.numpy as jnp
@@ -183,7 +187,7 @@ def nll_sums(logits_fn: Callable, batch: dict) -> tuple[float, float]:
     logits = logits_fn(tokens, jnp.asarray(batch["segment_ids"]))
     return _nll_sums(logits, tokens, jnp.asarray(batch["loss_mask"]))
 
-
+# %% ../../nbs/50_perplexity.ipynb #9cd384a6
 def _nll_sums_impl(logits, tokens, mask):
     import jax, jax.numpy as jnp
 
@@ -210,18 +214,24 @@ def bits_per_byte(loss: float, n_tokens: float, n_bytes: float) -> float:
     "Bits per UTF-8 byte from a mean loss in nats per token: loss × tokens / (bytes × ln 2)."
     return loss * n_tokens / (n_bytes * math.log(2))
 
-# %% ../../nbs/50_perplexity.ipynb #b0e3eaf5
+# %% ../../nbs/50_perplexity.ipynb #b3931eeb
+def loader_nll(logits_fn: Callable, ld: HeldOutLoader) -> tuple[float, float]:
+    "(summed target NLL in nats, number of targets) over every batch of a loader."
+    s, n = 0.0, 0.0
+    for i in range(ld.n_batches):
+        a, b = nll_sums(logits_fn, ld.batch(i))
+        s += a
+        n += b
+    return s, n
+
+
 def evaluate_loaders(
     logits_fn: Callable, loaders: dict[str, HeldOutLoader], *, prefix: str = "eval"
 ) -> dict[str, float]:
     "`{prefix}/{name}/loss|bpb|tokens|bytes` per loader and `{prefix}/overall/...` pooled over all of them."
     out, tot_nll, tot_tok, tot_bytes = {}, 0.0, 0.0, 0.0
     for name, ld in loaders.items():
-        s, n = 0.0, 0.0
-        for i in range(ld.n_batches):
-            a, b = nll_sums(logits_fn, ld.batch(i))
-            s += a
-            n += b
+        s, n = loader_nll(logits_fn, ld)
         assert int(n) == ld.n_tokens, (name, n, ld.n_tokens)
         loss = s / max(n, 1.0)
         out.update(
@@ -246,7 +256,7 @@ def evaluate_loaders(
         )
     return out
 
-
+# %% ../../nbs/50_perplexity.ipynb #4dacf4dc
 def evaluate_perplexity(
     model_or_logits_fn, suite: PerplexitySuite, *, compute_dtype: str = "float32"
 ) -> dict[str, float]:
@@ -260,6 +270,7 @@ def evaluate_perplexity(
     for name, ld in loaders.items():
         if hasattr(model_or_logits_fn, "cfg") and ld.vocab_size > model_or_logits_fn.cfg.vocab_size:
             raise ValueError(
-                f"suite source {name!r}: token ids up to {ld.vocab_size} but the model's vocab_size is {model_or_logits_fn.cfg.vocab_size}; use a suite tokenized with the model's tokenizer"
+                f"suite source {name!r}: token ids up to {ld.vocab_size} but the model's vocab_size is "
+                f"{model_or_logits_fn.cfg.vocab_size}; use a suite tokenized with the model's tokenizer"
             )
     return evaluate_loaders(fn, loaders)

@@ -42,7 +42,7 @@ def import_cmd(
     r = _run([s], prefix)
     typer.echo(r[s])
 
-
+# %% ../../nbs/19b_cli.ipynb #4d059068
 @app.command("tokenize")
 def tokenize_cmd(
     documents: str = typer.Argument(..., help="a document set folder"),
@@ -74,7 +74,7 @@ def train_tokenizer_cmd(
     s = train_bpe_step(BPETrainConfig(documents, vocab_size=vocab_size, max_documents=max_documents), name)
     typer.echo(_run([s], prefix)[s])
 
-
+# %% ../../nbs/19b_cli.ipynb #91bbbb58
 @app.command("verify")
 def verify_cmd(token_set: str):
     "Check every shard of a token set against its manifest."
@@ -82,6 +82,15 @@ def verify_cmd(token_set: str):
 
     ts = TokenSet(token_set)
     typer.echo(f"ok: {len(ts)} documents, {ts.n_tokens} tokens, {len(ts.manifest['shards'])} shards, hash {ts.hash}")
+
+# %% ../../nbs/19b_cli.ipynb #b8dc5136
+def _mixture_on_disk(st: dict, ex, steps: int):
+    "The recipe's mixture step config with each component's token set replaced by its output folder."
+    from marin.data.mixture import MixtureStepConfig
+
+    mix = st["mixture_config"]
+    components = tuple(dataclasses.replace(c, tokens=ex.output_path(c.tokens)) for c in mix.components)
+    return MixtureStepConfig(dataclasses.replace(mix, components=components), planned_steps=steps)
 
 
 @app.command("mixture")
@@ -93,7 +102,7 @@ def mixture_cmd(
     prefix: str = typer.Option(None),
 ):
     "Build the local three-source recipe (web/code/math) and print its sources, weights, realised tokens and hashes."
-    from marin.data.mixture import describe_mixture, MixtureStepConfig
+    from marin.data.mixture import describe_mixture
     from marin.data.recipe import local_recipe
     from marin.core.executor import Executor
 
@@ -101,16 +110,7 @@ def mixture_cmd(
     st = rec.steps()
     ex = Executor(prefix)
     ex.run(list(st["tokens"].values()))
-    mcfg = MixtureStepConfig(
-        dataclasses.replace(
-            st["mixture_config"],
-            components=tuple(
-                dataclasses.replace(c, tokens=ex.output_path(c.tokens)) for c in st["mixture_config"].components
-            ),
-        ),
-        planned_steps=steps,
-    )
-    d = describe_mixture(mcfg)
+    d = describe_mixture(_mixture_on_disk(st, ex, steps))
     typer.echo(format_mixture(d))
     if not dry_run:
         from marin.data.mixture import mixture_step
@@ -118,7 +118,7 @@ def mixture_cmd(
         m = mixture_step(dataclasses.replace(st["mixture"].config, planned_steps=steps))
         typer.echo(ex.run([m])[m])
 
-
+# %% ../../nbs/19b_cli.ipynb #bb5b9dd7
 def format_mixture(d: dict) -> str:
     "A mixture description as a Markdown table."
     lines = [
@@ -129,8 +129,9 @@ def format_mixture(d: dict) -> str:
     ]
     for c in d["components"]:
         lines.append(
-            f"| {c['name']} | {c['weight']:g} | {c['token_share']:.4f} | {c['realised_tokens']:,} | {c['realised_share']:.4f} | "
-            f"{c['epochs']} | {c['documents']:,} | {c['tokens_available']:,} | {c['token_set_hash'][:16]} |"
+            f"| {c['name']} | {c['weight']:g} | {c['token_share']:.4f} | {c['realised_tokens']:,} | "
+            f"{c['realised_share']:.4f} | {c['epochs']} | {c['documents']:,} | {c['tokens_available']:,} | "
+            f"{c['token_set_hash'][:16]} |"
         )
     lines.append(f"batch hash (first batches): {d['batch_hash']}")
     return "\n".join(lines)
@@ -161,7 +162,7 @@ def extract_eval_cmd(html_dir: str = typer.Option(None, help="folder with expect
         m = evaluate_extractor(e, html_dir)
         typer.echo(f"| {e} | {m['with_recall']:.3f} | {m['without_rejection']:.3f} |")
 
-
+# %% ../../nbs/19b_cli.ipynb #42915b0d
 @app.command("dedup")
 def dedup_cmd(
     documents: str,

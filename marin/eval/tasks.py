@@ -8,6 +8,7 @@ import dataclasses, json, math, os
 from pathlib import Path
 from typing import Any, Callable, Sequence
 import numpy as np
+from fastcore.basics import patch
 from ..core import storage
 from ..core.config import Config, ConfigError, check, versioned
 from ..data.tokenizers import VocabTokenizer, checkpoint_tokenizer
@@ -19,7 +20,7 @@ __all__ = ['eval_tokenizer', 'TASK_KINDS', 'BUILTIN_TASKS', 'Task', 'task_from_d
            'task_registry', 'get_task', 'TaskFileError', 'load_items', 'fewshot_prefix', 'context_of', 'encode_pair',
            'score_requests', 'mean_stderr', 'choice_credit', 'TaskResult', 'evaluate_multiple_choice']
 
-# %% ../../nbs/51_tasks.ipynb #95941cd0
+# %% ../../nbs/51_tasks.ipynb #16d2629f
 TASK_KINDS = ("multiple_choice", "generation")
 
 
@@ -55,18 +56,19 @@ class Task(Config):
         check(self.temperature >= 0, "temperature", "must be >= 0 (0 = greedy)")
         check(isinstance(self.stop, tuple), "stop", "a tuple of strings (a YAML list)")
 
-    @property
-    def resolved_path(self) -> str:
-        p = self.path
-        if os.path.isabs(p) or "://" in p:
-            return p
-        if self.base_dir and storage.exists(os.path.join(self.base_dir, p)):
-            return os.path.join(self.base_dir, p)
-        from marin.core.settings import shared_data_dir
+# %% ../../nbs/51_tasks.ipynb #3283f839
+@patch(as_prop=True)
+def resolved_path(self: Task) -> str:
+    p = self.path
+    if os.path.isabs(p) or "://" in p:
+        return p
+    if self.base_dir and storage.exists(os.path.join(self.base_dir, p)):
+        return os.path.join(self.base_dir, p)
+    from marin.core.settings import shared_data_dir
 
-        return str(shared_data_dir() / "eval" / p)
+    return str(shared_data_dir() / "eval" / p)
 
-
+# %% ../../nbs/51_tasks.ipynb #74ac7e9e
 def task_from_dict(d: dict, *, source: str = "task", base_dir: str = "") -> Task:
     "A Task from a dict (a parsed YAML file); unknown fields are an error naming them."
     fields = {f.name for f in dataclasses.fields(Task)}
@@ -134,11 +136,40 @@ def get_task(spec: str | Task, extra_dirs: Sequence[str] = ()) -> Task:
         )
     return reg[spec]
 
-# %% ../../nbs/51_tasks.ipynb #be23da49
+# %% ../../nbs/51_tasks.ipynb #39ca0c06
 class TaskFileError(ValueError):
     "A task's JSONL has a bad line; the message names the file, the line and the fix."
 
 
+def _parse_item(task: Task, r: dict, where: str) -> dict:
+    "One validated item from a parsed JSON line (`where` = file:line for the error messages)."
+    if task.kind == "multiple_choice" or "answer" not in r:
+        for f in ("choices", "gold"):
+            if f not in r:
+                raise TaskFileError(
+                    f"{where}: missing field {f!r}" + ("" if task.kind == "multiple_choice" else " (or give 'answer')")
+                )
+        ch, g = r["choices"], r["gold"]
+        if (
+            not isinstance(ch, list)
+            or len(ch) < (2 if task.kind == "multiple_choice" else 1)
+            or not all(isinstance(c, str) for c in ch)
+        ):
+            raise TaskFileError(f"{where}: 'choices' must be a list of at least 2 strings")
+        if isinstance(g, bool) or not isinstance(g, int) or not 0 <= g < len(ch):
+            raise TaskFileError(
+                f"{where}: gold={g!r} is out of range for {len(ch)} choices (0-based index 0..{len(ch) - 1})"
+            )
+        item = {"query": r["query"], "choices": ch, "gold": g}
+        if task.kind == "generation":
+            item["answer"] = ch[g]
+    else:
+        if not isinstance(r["answer"], str):
+            raise TaskFileError(f"{where}: 'answer' must be a string")
+        item = {"query": r["query"], "answer": r["answer"]}
+    return item
+
+# %% ../../nbs/51_tasks.ipynb #5740ffe0
 def load_items(task: Task) -> list[dict]:
     "The task's items, validated: `{query, choices, gold}` (multiple choice) or `{query, answer}` (generation)."
     path = task.resolved_path
@@ -157,31 +188,7 @@ def load_items(task: Task) -> list[dict]:
             raise TaskFileError(f"{where}: each line must be a JSON object")
         if not isinstance(r.get("query"), str):
             raise TaskFileError(f"{where}: missing field 'query' (a string)")
-        if task.kind == "multiple_choice" or "answer" not in r:
-            for f in ("choices", "gold"):
-                if f not in r:
-                    raise TaskFileError(
-                        f"{where}: missing field {f!r}"
-                        + ("" if task.kind == "multiple_choice" else " (or give 'answer')")
-                    )
-            ch, g = r["choices"], r["gold"]
-            if (
-                not isinstance(ch, list)
-                or len(ch) < (2 if task.kind == "multiple_choice" else 1)
-                or not all(isinstance(c, str) for c in ch)
-            ):
-                raise TaskFileError(f"{where}: 'choices' must be a list of at least 2 strings")
-            if isinstance(g, bool) or not isinstance(g, int) or not 0 <= g < len(ch):
-                raise TaskFileError(
-                    f"{where}: gold={g!r} is out of range for {len(ch)} choices (0-based index 0..{len(ch) - 1})"
-                )
-            item = {"query": r["query"], "choices": ch, "gold": g}
-            if task.kind == "generation":
-                item["answer"] = ch[g]
-        else:
-            if not isinstance(r["answer"], str):
-                raise TaskFileError(f"{where}: 'answer' must be a string")
-            item = {"query": r["query"], "answer": r["answer"]}
+        item = _parse_item(task, r, where)
         items.append(item)
         if task.limit and len(items) >= task.limit:
             break
@@ -189,7 +196,7 @@ def load_items(task: Task) -> list[dict]:
         raise TaskFileError(f"{path}: no items")
     return items
 
-
+# %% ../../nbs/51_tasks.ipynb #a5346169
 def fewshot_prefix(task: Task, items: list[dict], i: int) -> str:
     "The seeded few-shot examples for item `i` (other items, with their gold answers), each followed by the separator."
     if task.num_fewshot == 0:
@@ -216,7 +223,7 @@ def encode_pair(tok, context: str, continuation: str) -> tuple[list[int], list[i
     ctx = [int(t) for t in tok.encode(context)] if context else []
     return whole[: len(ctx)], whole[len(ctx) :]
 
-# %% ../../nbs/51_tasks.ipynb #ecd4dd73
+# %% ../../nbs/51_tasks.ipynb #40b66c27
 def _bucket(n: int, cap: int, minimum: int = 16) -> int:
     return min(max(minimum, 1 << (max(n, 1) - 1).bit_length()), cap)
 
@@ -232,7 +239,19 @@ def _gather_impl(logits, targets, mask):
 
 _GATHER: dict = {}
 
+# %% ../../nbs/51_tasks.ipynb #8597ca53
+def _pad_requests(seqs: list[tuple], idx: list[int], B: int, L: int):
+    "Tokens, segment ids, targets and the continuation mask `[B, L]` of requests `idx`, right-padded."
+    toks, segs = np.zeros((B, L), np.int32), np.zeros((B, L), np.int32)
+    tgts, mask = np.zeros((B, L), np.int32), np.zeros((B, L), np.float32)
+    for r, i in enumerate(idx):
+        inp, tgt, nc = seqs[i]
+        n = len(inp)
+        toks[r, :n], segs[r, :n], tgts[r, :n] = inp, 1, tgt
+        mask[r, n - nc : n] = 1.0
+    return toks, segs, tgts, mask
 
+# %% ../../nbs/51_tasks.ipynb #b3d2ba67
 def score_requests(
     logits_fn: Callable,
     requests: Sequence[tuple[list[int], list[int]]],
@@ -261,14 +280,7 @@ def score_requests(
     for b in tqdm(range(0, len(order), batch_size), disable=not progress, desc="score", unit="batch"):
         idx = order[b : b + batch_size]
         L = _bucket(max(len(seqs[i][0]) for i in idx), max_len)
-        B = batch_size
-        toks, segs = np.zeros((B, L), np.int32), np.zeros((B, L), np.int32)
-        tgts, mask = np.zeros((B, L), np.int32), np.zeros((B, L), np.float32)
-        for r, i in enumerate(idx):
-            inp, tgt, nc = seqs[i]
-            n = len(inp)
-            toks[r, :n], segs[r, :n], tgts[r, :n] = inp, 1, tgt
-            mask[r, n - nc : n] = 1.0
+        toks, segs, tgts, mask = _pad_requests(seqs, idx, batch_size, L)
         logits = logits_fn(jnp.asarray(toks), jnp.asarray(segs))
         ll, greedy = _GATHER["g"](logits, jnp.asarray(tgts), jnp.asarray(mask))
         ll, greedy = np.asarray(ll), np.asarray(greedy)
@@ -276,7 +288,7 @@ def score_requests(
             out[i] = (float(ll[r]), bool(greedy[r]))
     return out
 
-# %% ../../nbs/51_tasks.ipynb #4b5f41f4
+# %% ../../nbs/51_tasks.ipynb #c0b8c59c
 def mean_stderr(x: Sequence[float]) -> tuple[float, float]:
     "Mean and its standard error (sample standard deviation / sqrt(n))."
     x = np.asarray(x, np.float64)
@@ -290,7 +302,7 @@ def choice_credit(scores: Sequence[float], gold: int) -> float:
     best = np.flatnonzero(s == s.max())
     return float(gold in best) / len(best)
 
-
+# %% ../../nbs/51_tasks.ipynb #454de271
 @dataclasses.dataclass
 class TaskResult:
     "Metrics of one task (`{task}/acc` …) and one row per item (prediction, gold, scores)."
@@ -300,6 +312,20 @@ class TaskResult:
     items: list[dict]
 
 
+def _choice_row(i: int, item: dict, ll: list[float]) -> dict:
+    "The per-item record: predictions by raw and length-normalised score, their credit, and the scores."
+    norm = [l / max(len(c), 1) for l, c in zip(ll, item["choices"])]
+    return {
+        "index": i,
+        "gold": item["gold"],
+        "pred": int(np.argmax(ll)),
+        "pred_norm": int(np.argmax(norm)),
+        "acc": choice_credit(ll, item["gold"]),
+        "acc_norm": choice_credit(norm, item["gold"]),
+        "loglik": ll,
+    }
+
+# %% ../../nbs/51_tasks.ipynb #2605eb85
 def evaluate_multiple_choice(
     logits_fn: Callable,
     tok,
@@ -325,18 +351,7 @@ def evaluate_multiple_choice(
         n = len(it["choices"])
         ll = [s for s, _ in scored[k : k + n]]
         k += n
-        norm = [l / max(len(c), 1) for l, c in zip(ll, it["choices"])]
-        rows.append(
-            {
-                "index": i,
-                "gold": it["gold"],
-                "pred": int(np.argmax(ll)),
-                "pred_norm": int(np.argmax(norm)),
-                "acc": choice_credit(ll, it["gold"]),
-                "acc_norm": choice_credit(norm, it["gold"]),
-                "loglik": ll,
-            }
-        )
+        rows.append(_choice_row(i, it, ll))
     acc, acc_se = mean_stderr([r["acc"] for r in rows])
     accn, accn_se = mean_stderr([r["acc_norm"] for r in rows])
     chance = float(np.mean([1 / len(it["choices"]) for it in items]))

@@ -48,7 +48,7 @@ class OptimizerConfig(Config):
             self.custom == "" or ":" in self.custom, "custom", f"{self.custom!r}: write it as 'package.module:function'"
         )
 
-
+# %% ../../nbs/30_optim.ipynb #74dce538
 def _steps(x: float, total: int) -> int:
     return int(round(x * total)) if x < 1 else int(x)
 
@@ -73,7 +73,7 @@ def lr_schedule(cfg: OptimizerConfig, total_steps: int) -> Callable[[Any], Any]:
         return main
     return optax.join_schedules([optax.linear_schedule(0.0, peak, warm), main], [warm])
 
-
+# %% ../../nbs/30_optim.ipynb #27fb6a4a
 def decay_mask(params, cfg: OptimizerConfig):
     "True for the parameters that get weight decay: matrices (and embeddings if `decay_embeddings`), never norms."
     from marin.models.layers import param_name
@@ -91,7 +91,7 @@ def decay_mask(params, cfg: OptimizerConfig):
 
     return jax.tree_util.tree_map_with_path(decays, params)
 
-
+# %% ../../nbs/30_optim.ipynb #d1855ae9
 def build_optimizer(cfg: OptimizerConfig, total_steps: int) -> tuple[optax.GradientTransformation, Callable]:
     "(optax transformation, schedule) for `cfg` over a run of `total_steps`."
     sched = lr_schedule(cfg, total_steps)

@@ -34,7 +34,7 @@ def _nano() -> TrainConfig:
         checkpoint=CheckpointConfig(every=500),
     )
 
-
+# %% ../../nbs/34_train_cli.ipynb #c8d28485
 def _llm(model: LlamaConfig, batch: int, seq: int, steps: int, grad_accum: int = 1) -> TrainConfig:
     return TrainConfig(
         model=model,
@@ -49,15 +49,17 @@ def _llm(model: LlamaConfig, batch: int, seq: int, steps: int, grad_accum: int =
     )
 
 
-PRESETS = {
-    "nano": _nano,
-    "150m": lambda: _llm(
+def _150m() -> TrainConfig:
+    return _llm(
         LlamaConfig(vocab_size=32768, seq_len=1024, d_model=768, n_layers=12, n_heads=12, n_kv_heads=12, d_ff=2048),
         64,
         1024,
         10000,
-    ),
-    "1b": lambda: _llm(
+    )
+
+# %% ../../nbs/34_train_cli.ipynb #617123bd
+def _1b() -> TrainConfig:
+    return _llm(
         LlamaConfig(
             vocab_size=128256,
             seq_len=4096,
@@ -72,8 +74,11 @@ PRESETS = {
         64,
         4096,
         20000,
-    ),
-    "8b": lambda: _llm(
+    )
+
+
+def _8b() -> TrainConfig:
+    return _llm(
         LlamaConfig(
             vocab_size=128256,
             seq_len=8192,
@@ -88,8 +93,10 @@ PRESETS = {
         8192,
         20000,
         grad_accum=4,
-    ),
-}
+    )
+
+
+PRESETS = {"nano": _nano, "150m": _150m, "1b": _1b, "8b": _8b}
 
 # %% ../../nbs/34_train_cli.ipynb #5cd1372a
 _SECTIONS = {"model": LlamaConfig, "optimizer": OptimizerConfig, "checkpoint": CheckpointConfig, "mesh": MeshConfig}
@@ -114,7 +121,7 @@ def _override(base, v: dict, where: str):
     hints = typing.get_type_hints(cls)
     return base.replace(**{f: decode(hints[f], x, f"{where}.{f}") for f, x in v.items()})
 
-
+# %% ../../nbs/34_train_cli.ipynb #06913b69
 def config_from_dict(d: dict) -> TrainConfig:
     "A TrainConfig from a plain dict (a parsed YAML file): `preset` as the base, then overrides."
     d = dict(d)
@@ -136,7 +143,7 @@ def config_from_dict(d: dict) -> TrainConfig:
             )
     return base.replace(**kw) if base is not None else TrainConfig(**kw)
 
-
+# %% ../../nbs/34_train_cli.ipynb #16940a21
 def load_train_config(spec: str) -> TrainConfig:
     "A TrainConfig from a preset name, a Python file (defining `config` or `build_config()`), or a YAML file."
     if spec in PRESETS:
@@ -323,6 +330,33 @@ def dry_run(cfg: TrainConfig, *, n_devices: int | None = None, output_path: str 
 app = typer.Typer(help="Train dense language models and sample from them.", no_args_is_help=True, add_completion=False)
 
 
+def _cli_config(config: str, steps: int, devices: int) -> TrainConfig:
+    "The config `--config` names with `--steps` and `--devices` applied; exits with code 2 when it cannot be built."
+    try:
+        cfg = load_train_config(config)
+        if steps:
+            cfg = cfg.replace(num_train_steps=steps)
+        if devices:
+            cfg = cfg.replace(mesh=cfg.mesh.replace(devices=devices))
+    except (ValueError, FileNotFoundError, TypeError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2)
+    return cfg
+
+# %% ../../nbs/34_train_cli.ipynb #72caa370
+def _run_train(ex, step, out: str, force: bool) -> None:
+    "Run the training step and exit 0 when it succeeded (or was cached), else 1, printing its status."
+    from marin.core.executor import StepFailed, read_status
+
+    try:
+        res = ex.run([step], force=force)
+        status = res.statuses.get(step.output_name)
+    except StepFailed:
+        status = "FAILED: " + str((read_status(out) or {}).get("error", ""))
+    typer.echo(f"{step.output_name}: {status}")
+    raise typer.Exit(0 if status in ("SUCCESS", "cached") else 1)
+
+
 @app.command("train")
 def train_cmd(
     config: str = typer.Option(..., "--config", "-c", help="preset (nano, 150m, 1b, 8b), file.py or file.yaml"),
@@ -334,15 +368,7 @@ def train_cmd(
     force: bool = typer.Option(False, help="rerun even if the step already succeeded"),
 ):
     "Train a model (or with --dry-run: validate and estimate memory without compiling)."
-    try:
-        cfg = load_train_config(config)
-        if steps:
-            cfg = cfg.replace(num_train_steps=steps)
-        if devices:
-            cfg = cfg.replace(mesh=cfg.mesh.replace(devices=devices))
-    except (ValueError, FileNotFoundError, TypeError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2)
+    cfg = _cli_config(config, steps, devices)
     from marin.core.executor import Executor
     from marin.train.trainer import train_step
 
@@ -357,15 +383,19 @@ def train_cmd(
     if not report.ok:
         typer.echo("refusing to start: fix the problems above (or run on devices where it fits)", err=True)
         raise typer.Exit(1)
-    from marin.core.executor import StepFailed, read_status
+    _run_train(ex, step, out, force)
 
-    try:
-        res = ex.run([step], force=force)
-        status = res.statuses.get(step.output_name)
-    except StepFailed:
-        status = "FAILED: " + str((read_status(out) or {}).get("error", ""))
-    typer.echo(f"{step.output_name}: {status}")
-    raise typer.Exit(0 if status in ("SUCCESS", "cached") else 1)
+# %% ../../nbs/34_train_cli.ipynb #7ab8c563
+def _prompt_ids(prompt: str, vocab: list[str] | None) -> list[int]:
+    "The prompt as token ids: characters looked up in `vocab`, or space-separated ids when there is none."
+    if not vocab:
+        return [int(t) for t in prompt.split()]
+    table = {c: i for i, c in enumerate(vocab)}
+    bad = sorted({c for c in prompt if c not in table})
+    if bad:
+        typer.echo(f"error: prompt characters {bad} are not in the model's vocabulary", err=True)
+        raise typer.Exit(2)
+    return [table[c] for c in prompt]
 
 
 @app.command("sample")
@@ -390,14 +420,6 @@ def sample_cmd(
         raise typer.Exit(2)
     vocab_path = storage.join(run, "vocab.json")
     vocab = storage.read_json(vocab_path) if storage.exists(vocab_path) else None
-    if vocab:
-        table = {c: i for i, c in enumerate(vocab)}
-        bad = sorted({c for c in prompt if c not in table})
-        if bad:
-            typer.echo(f"error: prompt characters {bad} are not in the model's vocabulary", err=True)
-            raise typer.Exit(2)
-        ids = [table[c] for c in prompt]
-    else:
-        ids = [int(t) for t in prompt.split()]
+    ids = _prompt_ids(prompt, vocab)
     out = generate(model, ids, max_tokens, key=jax.random.PRNGKey(seed), temperature=temperature, top_k=top_k)
     typer.echo(prompt + "".join(vocab[t] for t in out) if vocab else " ".join(map(str, ids + out)))

@@ -86,7 +86,8 @@ def budget_documents(lengths: np.ndarray, max_tokens: int) -> int:
 
 
 def document_windows(doc: np.ndarray, seq_len: int, bos_id: int) -> list[np.ndarray]:
-    "`[bos] + doc` cut into windows of at most `seq_len` tokens overlapping by one: each token of `doc` is a target once."
+    """`[bos] + doc` cut into windows of at most `seq_len` tokens overlapping by one: each token of `doc` is a target
+    once."""
     x = np.concatenate([np.array([bos_id], np.int32), np.asarray(doc, np.int32)])
     return [x[s : s + seq_len] for s in range(0, len(x) - 1, seq_len - 1)]
 
@@ -112,7 +113,8 @@ def pack_windows(windows: Sequence[np.ndarray], seq_len: int) -> tuple[np.ndarra
 
 # %% ../../nbs/50_perplexity.ipynb #3ca47191
 def held_out_bytes(cfg: HeldOutConfig, manifest: dict, docs: list[np.ndarray], n_tokens: int, whole_set: bool):
-    "(UTF-8 bytes of `docs`, exact?): decoded with the tokenizer, or the manifest's count for the whole set, else scaled."
+    """(UTF-8 bytes of `docs`, exact?): decoded with the tokenizer, or the manifest's count for the whole set, else
+    scaled."""
     if cfg.tokenizer:
         from marin.data.tokenizers import load_tokenizer
 

@@ -120,7 +120,8 @@ def _evaluate_job(cfg: EvalConfig, model, logits_fn, tok, name: str, job, step: 
 
 # %% ../../nbs/53_results.ipynb #30abeb0d
 def evaluate_checkpoints(cfg: EvalConfig, output_path: str) -> dict:
-    "Executor step: every (checkpoint, task) pair; results under `output_path/results/`; summary = the newest checkpoint's metrics."
+    """Executor step: every (checkpoint, task) pair; results under `output_path/results/`; summary = the newest
+    checkpoint's metrics."""
     from marin.models.io import load_model
 
     tasks = cfg.resolved_tasks()
@@ -158,7 +159,8 @@ def eval_step(cfg: EvalConfig, name: str = "eval") -> Step:
 
 # %% ../../nbs/53_results.ipynb #ec04b68a
 def eval_results(source: Any = None):
-    "A long DataFrame (checkpoint, step, task, metric, value) from a ledger (default: the settings' ledger) or an eval output folder."
+    """A long DataFrame (checkpoint, step, task, metric, value) from a ledger (default: the settings' ledger) or an eval
+    output folder."""
     import pandas as pd
 
     if isinstance(source, str) and storage.exists(storage.join(source, "results.jsonl")):
@@ -169,7 +171,8 @@ def eval_results(source: Any = None):
 
     led = source if source is not None and hasattr(source, "sql") else Ledger(source)
     df = led.sql(
-        "select run_id, config, metrics, started_at from runs where kind = 'eval' and status = 'SUCCESS' order by started_at"
+        "select run_id, config, metrics, started_at from runs where kind = 'eval' and status = 'SUCCESS' order by "
+        "started_at"
     )
     rows = []
     for _, r in df.iterrows():
@@ -192,7 +195,8 @@ def eval_results(source: Any = None):
 
 # %% ../../nbs/53_results.ipynb #9371cc0b
 def results_table(df, metrics: Sequence[str] = ("acc", "acc_norm", "exact_match", "bpb")):
-    "One row per (checkpoint, step), one column per task metric whose name ends in one of `metrics` (latest record wins)."
+    """One row per (checkpoint, step), one column per task metric whose name ends in one of `metrics` (latest record
+    wins)."""
     keep = df[df.metric.map(lambda m: m.split("/")[-1] in metrics)]
     return keep.pivot_table(
         index=["checkpoint", "step"], columns="metric", values="value", aggfunc="last"

@@ -26,7 +26,8 @@ TASK_KINDS = ("multiple_choice", "generation")
 
 @dataclasses.dataclass(frozen=True)
 class Task(Config):
-    "An evaluation task over a JSONL file: multiple choice (`{query, choices, gold}`) or generation (`{query, answer}`)."
+    """An evaluation task over a JSONL file: multiple choice (`{query, choices, gold}`) or generation (`{query,
+    answer}`)."""
 
     name: str = versioned()
     path: str = versioned()  # JSONL; relative: beside the task file, then shared eval/
@@ -132,7 +133,8 @@ def get_task(spec: str | Task, extra_dirs: Sequence[str] = ()) -> Task:
     reg = task_registry(extra_dirs)
     if spec not in reg:
         raise KeyError(
-            f"task {spec!r} is not registered; known: {sorted(reg)}. Add a YAML file to a folder in MARIN_TASK_DIRS or pass its path"
+            f"task {spec!r} is not registered; known: {sorted(reg)}. Add a YAML file to a folder in MARIN_TASK_DIRS "
+            "or pass its path"
         )
     return reg[spec]
 
@@ -215,7 +217,8 @@ def context_of(task: Task, items: list[dict], i: int) -> str:
 
 # %% ../../nbs/51_tasks.ipynb #6dd7b9eb
 def encode_pair(tok, context: str, continuation: str) -> tuple[list[int], list[int]]:
-    "lm-eval-harness's split: trailing context spaces join the continuation; continuation = encode(ctx+cont) after encode(ctx)."
+    """lm-eval-harness's split: trailing context spaces join the continuation; continuation = encode(ctx+cont) after
+    encode(ctx)."""
     n = len(context) - len(context.rstrip())
     if n:
         continuation, context = context[-n:] + continuation, context[:-n]

@@ -61,7 +61,8 @@ def pairs_from_conversations(convs: Sequence[list[dict]], seed: int = 0) -> list
 
 # %% ../../nbs/56_dpo.ipynb #f5cb7e5f
 def encode_preference(tok, template: ChatTemplate, pair: dict, seq_len: int) -> tuple[list[int], list[int], list[int]]:
-    "(prompt ids, chosen ids, rejected ids): prompt rendered with the template's generation prompt, responses with its end marker."
+    """(prompt ids, chosen ids, rejected ids): prompt rendered with the template's generation prompt, responses with its
+    end marker."""
     msgs = [{"role": "user", "content": pair["prompt"]}] if isinstance(pair["prompt"], str) else pair["prompt"]
     p = [int(t) for t in tok.encode(template.render(msgs, add_generation_prompt=True))]
     c = [int(t) for t in tok.encode(pair["chosen"] + template.assistant_end)]
@@ -202,7 +203,8 @@ class DPOConfig(Config):
 
 # %% ../../nbs/56_dpo.ipynb #93252836
 def _dpo_start(cfg: DPOConfig, reference, params, opt, output_path: str):
-    "The train state (policy = reference, fresh optimizer) and the checkpoint manager; resumed when a checkpoint exists."
+    """The train state (policy = reference, fresh optimizer) and the checkpoint manager; resumed when a checkpoint
+    exists."""
     import jax, jax.numpy as jnp
     from marin.train.trainer import TrainState
     from marin.train.checkpoint import CheckpointConfig, CheckpointManager, latest_checkpoint

@@ -315,7 +315,8 @@ def seed_from_base(tc, base_params, output_path: str, base: str) -> None:
 
 # %% ../../nbs/55_sft.ipynb #38ec9da1
 def run_sft(cfg: SFTConfig, output_path: str) -> dict:
-    "Executor step: seed `output_path` with the base weights (first run only), then train; returns the trainer's summary."
+    """Executor step: seed `output_path` with the base weights (first run only), then train; returns the trainer's
+    summary."""
     import equinox as eqx
     from marin.models.io import latest_checkpoint, load_model, model_config_from_dict
     from marin.train.trainer import train

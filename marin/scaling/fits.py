@@ -51,7 +51,8 @@ def runs_from_records(df) -> "pd.DataFrame":
 
 # %% ../../nbs/43_fits.ipynb #6225172e
 def sweep_runs(steps: Iterable, ledger: Any = None) -> "pd.DataFrame":
-    "The successful ledger runs of `steps` (executor Steps of scaling runs); raises `MissingRuns` naming any that are absent."
+    """The successful ledger runs of `steps` (executor Steps of scaling runs); raises `MissingRuns` naming any that are
+    absent."""
     from marin.core.ledger import Ledger
 
     steps = list(steps)
@@ -61,7 +62,8 @@ def sweep_runs(steps: Iterable, ledger: Any = None) -> "pd.DataFrame":
     names = [s.output_name for s in steps]
     quoted = ", ".join("'" + n.replace("'", "''") + "'" for n in names)
     df = ledger.sql(
-        f"SELECT version, output_path, metrics, ended_at FROM runs WHERE kind = 'step' AND status = 'SUCCESS' AND version IN ({quoted}) ORDER BY ended_at"
+        "SELECT version, output_path, metrics, ended_at FROM runs WHERE kind = 'step' AND status = 'SUCCESS' AND "
+        f"version IN ({quoted}) ORDER BY ended_at"
     )
     df = df.drop_duplicates("version", keep="last")
     missing = [n for n in names if n not in set(df.version)]
@@ -116,19 +118,22 @@ class IsoFlopFit:
 
 # %% ../../nbs/43_fits.ipynb #c790599c
 def fit_parabola(budget: float, params, losses, *, max_extrapolation: float = 0.5) -> IsoFlopFit:
-    "Fit one budget's loss against log10 N; refuse fewer than 3 sizes, a downward parabola or a vertex outside the sizes (± max_extrapolation decades)."
+    """Fit one budget's loss against log10 N; refuse fewer than 3 sizes, a downward parabola or a vertex outside the
+    sizes (± max_extrapolation decades)."""
     x, y = np.log10(np.asarray(params, float)), np.asarray(losses, float)
     ok = np.isfinite(x) & np.isfinite(y)
     x, y = x[ok], y[ok]
     if len(np.unique(x)) < 3:
         raise ValueError(
-            f"budget {budget:.3g}: a parabola needs runs at >= 3 distinct sizes, got {len(np.unique(x))}; add sizes to the sweep"
+            f"budget {budget:.3g}: a parabola needs runs at >= 3 distinct sizes, got {len(np.unique(x))}; add sizes "
+            "to the sweep"
         )
     a, b, c = np.polyfit(x, y, 2)
     fit = IsoFlopFit(float(budget), float(a), float(b), float(c), int(len(x)), (float(x.min()), float(x.max())))
     if a <= 0:
         raise ValueError(
-            f"budget {budget:.3g}: loss vs log N is not convex (a={a:.3g}); the sweep does not bracket the optimum: widen `spread` or add sizes"
+            f"budget {budget:.3g}: loss vs log N is not convex (a={a:.3g}); the sweep does not bracket the optimum: "
+            "widen `spread` or add sizes"
         )
     if not (x.min() - max_extrapolation <= fit.log10_n_opt <= x.max() + max_extrapolation):
         raise ValueError(
@@ -217,7 +222,8 @@ class ParametricFit:
         return self.E + self.A / N**self.alpha + self.B / D**self.beta
 
     def optimal_params(self, C):
-        "N*(C) under C = 6ND (Hoffmann et al. eq. 4): G·(C/6)^(beta/(alpha+beta)), G = (alpha·A / beta·B)^(1/(alpha+beta))."
+        """N*(C) under C = 6ND (Hoffmann et al. eq. 4): G·(C/6)^(beta/(alpha+beta)), G = (alpha·A /
+        beta·B)^(1/(alpha+beta))."""
         a, b = self.alpha, self.beta
         G = (a * self.A / (b * self.B)) ** (1 / (a + b))
         return G * (np.asarray(C, float) / 6) ** (b / (a + b))
@@ -348,7 +354,8 @@ def forecast_loss(
 # %% ../../nbs/43_fits.ipynb #e2362981
 @dataclasses.dataclass(frozen=True)
 class FrontierFit:
-    "L*(C) through the per-budget parabola minima (a PowerLaw, or another shape: `method`), plus an off-optimum penalty curvature·(log10 N − log10 N*(C))²."
+    """L*(C) through the per-budget parabola minima (a PowerLaw, or another shape: `method`), plus an off-optimum
+    penalty curvature·(log10 N − log10 N*(C))²."""
 
     frontier: Any  # L*(C): PowerLaw ("power", "power-lastK"), LogQuadratic, PowerLawFloor
     n_opt: PowerLaw  # N*(C)
@@ -367,7 +374,8 @@ class FrontierFit:
 
 # %% ../../nbs/43_fits.ipynb #3695f521
 def fit_frontier(runs, *, min_budgets: int = 3, method: str = "power") -> FrontierFit:
-    "Per-budget parabolas → the frontier of their minima L*(C) (shape `method`, see `fit_frontier_curve`) and the power law N*(C); mean curvature; pooled residual noise."
+    """Per-budget parabolas → the frontier of their minima L*(C) (shape `method`, see `fit_frontier_curve`) and the
+    power law N*(C); mean curvature; pooled residual noise."""
     scaling = fit_optimal_scaling(runs, min_budgets=min_budgets)
     C = [f.budget for f in scaling.fits]
     resid, dof = [], 0
@@ -388,7 +396,8 @@ def fit_frontier(runs, *, min_budgets: int = 3, method: str = "power") -> Fronti
 def forecast_frontier(
     runs, params: float, tokens: float, *, n_boot: int = 200, seed: int = 0, min_budgets: int = 3, method: str = "power"
 ) -> Forecast:
-    "Forecast a run of `params` (N_eff) and `tokens` from the isoFLOP frontier L*(C) (shape `method`); band from a parametric bootstrap of run noise."
+    """Forecast a run of `params` (N_eff) and `tokens` from the isoFLOP frontier L*(C) (shape `method`); band from a
+    parametric bootstrap of run noise."""
     import pandas as pd
 
     runs = pd.DataFrame({k: np.asarray(runs[k], float) for k in ("budget", "params", "tokens", "loss")})
@@ -415,7 +424,8 @@ def forecast_frontier(
 # %% ../../nbs/43_fits.ipynb #cba3ae29
 @dataclasses.dataclass(frozen=True)
 class LogQuadratic:
-    "L = 10^(c0 + c1·x + c2·x²), x = log10 C − x0: a frontier whose log–log slope c1 + 2·c2·x changes linearly in log C."
+    """L = 10^(c0 + c1·x + c2·x²), x = log10 C − x0: a frontier whose log–log slope c1 + 2·c2·x changes linearly in log
+    C."""
 
     c0: float
     c1: float
@@ -459,7 +469,8 @@ class PowerLawFloor:
 
 
 def fit_power_law_floor(x, y) -> PowerLawFloor:
-    "Least squares in log L of E + k·x^gamma: E profiled over [0, 0.99·min y] (grid, then a bounded search), k and gamma a log–log line through y − E; needs >= 3 distinct x."
+    """Least squares in log L of E + k·x^gamma: E profiled over [0, 0.99·min y] (grid, then a bounded search), k and
+    gamma a log–log line through y − E; needs >= 3 distinct x."""
     from scipy.optimize import minimize_scalar
 
     x, y = np.asarray(x, float), np.asarray(y, float)
@@ -502,7 +513,8 @@ BACKTEST_METHODS = FRONTIER_METHODS + ("parametric",)
 
 # %% ../../nbs/43_fits.ipynb #bc436277
 def fit_frontier_curve(C, L, method: str = "power"):
-    "The frontier L*(C) through per-budget minima (C_i, L_i), by `method` (one of FRONTIER_METHODS; see the table above)."
+    """The frontier L*(C) through per-budget minima (C_i, L_i), by `method` (one of FRONTIER_METHODS; see the table
+    above)."""
     C, L = np.asarray(C, float), np.asarray(L, float)
     o = np.argsort(C)
     C, L = C[o], L[o]
@@ -523,7 +535,8 @@ def fit_frontier_curve(C, L, method: str = "power"):
 
 # %% ../../nbs/43_fits.ipynb #a7cbc62e
 def predict_with(runs, method: str, budget: float, params: float, *, delta: float = 1e-3) -> float:
-    "Fit `method` (a frontier shape, or 'parametric') on `runs` and predict the loss of a run of `params` at `budget` (D = C / 6N)."
+    """Fit `method` (a frontier shape, or 'parametric') on `runs` and predict the loss of a run of `params` at `budget`
+    (D = C / 6N)."""
     if method == "parametric":
         return float(
             fit_parametric(runs["params"], runs["tokens"], runs["loss"], delta=delta)(params, budget / (6 * params))
@@ -532,7 +545,8 @@ def predict_with(runs, method: str, budget: float, params: float, *, delta: floa
 
 # %% ../../nbs/43_fits.ipynb #f1bf0e47
 def _backtest_targets(fits: dict, extra=None) -> list[tuple]:
-    "(name, budget, params, actual loss) per backtest target: each sweep budget's parabola minimum, then `extra`'s runs."
+    """(name, budget, params, actual loss) per backtest target: each sweep budget's parabola minimum, then `extra`'s
+    runs."""
     budgets = sorted(fits)
     targets = [(f"sweep minimum L*({B:.2g})", B, fits[B].n_opt, fits[B].loss_opt) for B in budgets]
     if extra is not None:
@@ -611,7 +625,8 @@ def backtest_summary(backtest) -> "pd.DataFrame":
 
 
 def select_method(backtest, *, tol: float = 1e-4) -> str:
-    "The method with the smallest mean |error| over the backtest targets; methods that missed a target (NaN) are out; ties within `tol` go to the first listed."
+    """The method with the smallest mean |error| over the backtest targets; methods that missed a target (NaN) are out;
+    ties within `tol` go to the first listed."""
     s = backtest_summary(backtest)
     s = s[s.targets == s["of"]]
     if s.empty:
@@ -621,7 +636,8 @@ def select_method(backtest, *, tol: float = 1e-4) -> str:
 
 # %% ../../nbs/43_fits.ipynb #669d5b87
 def with_model_error(fc: Forecast, rel_sd: float, z: float = 1.645) -> Forecast:
-    "`fc` with its band widened by a relative model (shape) error `rel_sd` (e.g. the backtest's RMS error), added in quadrature to the bootstrap half-widths (z=1.645: 90%)."
+    """`fc` with its band widened by a relative model (shape) error `rel_sd` (e.g. the backtest's RMS error), added in
+    quadrature to the bootstrap half-widths (z=1.645: 90%)."""
     m = z * rel_sd * fc.loss
     return dataclasses.replace(
         fc, low=float(fc.loss - math.hypot(fc.loss - fc.low, m)), high=float(fc.loss + math.hypot(fc.high - fc.loss, m))

@@ -49,7 +49,8 @@ def _cost_flops(fn, *args) -> float:
 def compiled_training_flops(
     model: Any, batch_size: int = 2, seq_len: int | None = None, *, forward_only: bool = False
 ) -> float:
-    "FLOPs of the compiled training (or forward) program per token, from XLA's cost analysis (scan over layers unrolled by arithmetic)."
+    """FLOPs of the compiled training (or forward) program per token, from XLA's cost analysis (scan over layers
+    unrolled by arithmetic)."""
     import jax, jax.numpy as jnp, equinox as eqx
     from marin.models.transformer import init, next_token_loss, block_forward, attention_mask, rope_frequencies
 

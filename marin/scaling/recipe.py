@@ -75,7 +75,8 @@ def train_config(
         got = getattr(data, f, want)
         if got != want:
             raise ValueError(
-                f"data.{f}={got} but the plan needs {want}; build the data with {f}={want} (e.g. mixture.replace({f}={want}))"
+                f"data.{f}={got} but the plan needs {want}; build the data with {f}={want} (e.g. "
+                f"mixture.replace({f}={want}))"
             )
     return TrainConfig(
         model=self.model,
@@ -240,7 +241,8 @@ def n_layers_for(self: ComputeOptimalRecipe, d_model: int) -> int:
 
 @patch
 def heads_for(self: ComputeOptimalRecipe, d_model: int) -> tuple[int, int, int]:
-    "(n_heads, n_kv_heads, head_dim): head_dim heads; KV heads shared by the largest group <= kv_group once H >= 2·kv_group."
+    """(n_heads, n_kv_heads, head_dim): head_dim heads; KV heads shared by the largest group <= kv_group once H >=
+    2·kv_group."""
     dh = min(self.head_dim, d_model)
     while d_model % dh:
         dh -= 2
@@ -251,7 +253,8 @@ def heads_for(self: ComputeOptimalRecipe, d_model: int) -> tuple[int, int, int]:
 
 @patch
 def widths(self: ComputeOptimalRecipe):
-    "Candidate widths: multiples of width_multiple, then of 2·head_dim once d >= 8·head_dim (an even head count, so KV heads can be shared)."
+    """Candidate widths: multiples of width_multiple, then of 2·head_dim once d >= 8·head_dim (an even head count, so KV
+    heads can be shared)."""
     d = self.width_multiple
     while True:
         yield d
@@ -404,7 +407,8 @@ class TinyCpuRecipe(ComputeOptimalRecipe):
 # %% ../../nbs/41_recipe.ipynb #697aaf24
 @dataclasses.dataclass(frozen=True)
 class MoERecipe(ComputeOptimalRecipe):
-    "Fine-grained MoE: experts d_ff/granularity wide, top_k = granularity active of n_experts; dense rules on active params."
+    """Fine-grained MoE: experts d_ff/granularity wide, top_k = granularity active of n_experts; dense rules on active
+    params."""
 
     name: str = "moe-v1"
     n_experts: int = 64

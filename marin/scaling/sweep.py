@@ -127,7 +127,8 @@ class IsoFlopSweep(Config):
 # %% ../../nbs/42_sweep.ipynb #a51f628f
 @patch
 def plans(self: IsoFlopSweep) -> list[ScalingPlan]:
-    "Plans per budget, smallest model first; sizes that round to the same model are kept once, sizes under `min_steps` steps not at all."
+    """Plans per budget, smallest model first; sizes that round to the same model are kept once, sizes under `min_steps`
+    steps not at all."""
     out = []
     for C in self.budgets:
         n_star = self.recipe.target_params(C)

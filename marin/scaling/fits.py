@@ -137,7 +137,8 @@ def fit_parabola(budget: float, params, losses, *, max_extrapolation: float = 0.
         )
     if not (x.min() - max_extrapolation <= fit.log10_n_opt <= x.max() + max_extrapolation):
         raise ValueError(
-            f"budget {budget:.3g}: the optimum 10^{fit.log10_n_opt:.2f} lies outside the sizes tried (10^{x.min():.2f}–10^{x.max():.2f}); "
+            f"budget {budget:.3g}: the optimum 10^{fit.log10_n_opt:.2f} lies outside the sizes tried "
+            f"(10^{x.min():.2f}–10^{x.max():.2f}); "
             "move the sweep's sizes towards it (or widen spread)"
         )
     return fit
@@ -148,7 +149,8 @@ def isoflop_fits(runs, *, min_budgets: int = 3) -> list[IsoFlopFit]:
     budgets = sorted(set(float(b) for b in runs["budget"]))
     if len(budgets) < min_budgets:
         raise ValueError(
-            f"scaling fits need runs at >= {min_budgets} budgets, got {len(budgets)} ({', '.join(f'{b:.2g}' for b in budgets) or 'none'}); "
+            f"scaling fits need runs at >= {min_budgets} budgets, got {len(budgets)} "
+            f"({', '.join(f'{b:.2g}' for b in budgets) or 'none'}); "
             "add budgets to the sweep (IsoFlopSweep(budgets=...))"
         )
     return [fit_parabola(C, g["params"], g["loss"]) for C, g in runs.groupby("budget")]
@@ -370,7 +372,10 @@ class FrontierFit:
         return L + self.curvature * (np.log10(np.asarray(params, float)) - np.log10(self.n_opt(C))) ** 2
 
     def __str__(self):
-        return f"L*(C) [{self.method}] = {self.frontier}; curvature {self.curvature:.3f}/decade², run noise {self.noise:.4f}"
+        return (
+            f"L*(C) [{self.method}] = {self.frontier}; "
+            f"curvature {self.curvature:.3f}/decade², run noise {self.noise:.4f}"
+        )
 
 # %% ../../nbs/43_fits.ipynb #3695f521
 def fit_frontier(runs, *, min_budgets: int = 3, method: str = "power") -> FrontierFit:
@@ -565,9 +570,9 @@ def _backtest_targets(fits: dict, extra=None) -> list[tuple]:
 def backtest_forecasts(
     runs, methods: Iterable[str] = BACKTEST_METHODS, *, extra=None, min_ratio: float = 3.0, min_budgets: int = 3
 ) -> "pd.DataFrame":
-    """Forecast what is already known from what came before it. Targets: each sweep budget's parabola minimum L*(B) at N*(B),
-    and each row of `extra` (single runs: budget, params, tokens, loss); for each, every method fits on the sweep budgets
-    <= target/`min_ratio` (>= `min_budgets` of them) and predicts it. One row per (target, method)."""
+    """Forecast what is already known from what came before it. Targets: each sweep budget's parabola minimum L*(B) at
+    N*(B), and each row of `extra` (single runs: budget, params, tokens, loss); for each, every method fits on the
+    sweep budgets <= target/`min_ratio` (>= `min_budgets` of them) and predicts it. One row per (target, method)."""
     import pandas as pd
 
     runs = pd.DataFrame({k: np.asarray(runs[k], float) for k in ("budget", "params", "tokens", "loss")})
@@ -602,7 +607,8 @@ def backtest_forecasts(
     if not rows:
         raise ValueError(
             f"no backtest target has >= {min_budgets} sweep budgets at least {min_ratio:g}x below it "
-            f"(budgets {', '.join(f'{b:.2g}' for b in budgets)}); add a budget (or pass an already-run larger run as extra)"
+            f"(budgets {', '.join(f'{b:.2g}' for b in budgets)}); add a budget (or pass an already-run larger run as "
+            "extra)"
         )
     return pd.DataFrame(rows)
 

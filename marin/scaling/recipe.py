@@ -130,10 +130,13 @@ def describe(self: ScalingPlan) -> str:
             f"recipe: {self.recipe}   budget: {self.budget:.3e} FLOPs",
             f"model: {self.model.summary()}",
             f"  effective params N_eff = FLOPs/token / 6 = {s['effective_params']:,.0f}",
-            f"data: {self.num_steps:,} steps × {self.batch_size} seqs × {self.seq_len} tokens = {self.tokens:,} tokens ({s['tokens_per_param']:.1f} tokens/param)",
-            f"optimizer: AdamW lr={s['learning_rate']:.3g} betas=({s['beta1']}, {s['beta2']:.4g}) eps={s['eps']:.1e} wd={s['weight_decay']}, "
+            f"data: {self.num_steps:,} steps × {self.batch_size} seqs × {self.seq_len} tokens = {self.tokens:,} "
+            f"tokens ({s['tokens_per_param']:.1f} tokens/param)",
+            f"optimizer: AdamW lr={s['learning_rate']:.3g} betas=({s['beta1']}, {s['beta2']:.4g}) eps={s['eps']:.1e} "
+            f"wd={s['weight_decay']}, "
             f"warmup {int(s['warmup_steps'])} steps, {s['schedule']} to {s['min_lr_ratio']:.0%}",
-            f"training FLOPs (exact): {self.flops:.6e} = {self.flops_per_token:,.0f} FLOPs/token × {self.tokens:,} tokens ({self.flops_error:+.3%} vs budget)",
+            f"training FLOPs (exact): {self.flops:.6e} = {self.flops_per_token:,.0f} FLOPs/token × {self.tokens:,} "
+            f"tokens ({self.flops_error:+.3%} vs budget)",
         ]
     )
 
@@ -377,7 +380,8 @@ def plan(self: ComputeOptimalRecipe, budget: float, *, vocab_size: int, n_params
     steps = int(round(tokens / (B * S)))
     if steps < self.min_steps:
         raise ValueError(
-            f"budget {budget:.3g}: the smallest model this recipe builds ({model.summary()}) gets only {steps} steps of "
+            f"budget {budget:.3g}: the smallest model this recipe builds ({model.summary()}) gets only {steps} steps "
+            "of "
             f"{B}×{S} tokens; raise the budget or lower min_seq_len / width_multiple / vocab_size"
         )
     return ScalingPlan(

@@ -178,7 +178,7 @@ class ComputeOptimalRecipe(Config):
     schedule: str = "cosine"  # Hoffmann et al. 2022: cosine to 10% over the run
     min_lr_ratio: float = 0.1
 
-# %% ../../nbs/41_recipe.ipynb #bdb6fb36
+# %% ../../nbs/41_recipe.ipynb #22bd415a
 # recipe constants that must be > 0
 _POSITIVE_FIELDS = (
     "tokens_per_param",
@@ -204,7 +204,7 @@ _COUNT_FIELDS = (
     "min_steps",
 )
 
-
+# %% ../../nbs/41_recipe.ipynb #bea84e8b
 @patch
 def validate(self: ComputeOptimalRecipe):
     for f in _POSITIVE_FIELDS:

@@ -1,6 +1,7 @@
 """Engine with quantized weights: the KV-cache path equals a full recompute with the dequantized weights, and
 quantization changes the model by a bounded amount (int8 much less than int4)."""
 
+import dataclasses
 import jax, jax.numpy as jnp, numpy as np
 import equinox as eqx
 import pytest
@@ -36,3 +37,28 @@ def test_quantized_engine_equals_recompute_with_dequantized_weights(mode):
     base = jax.nn.log_softmax(forward(model, toks), -1)
     kl = float(jnp.mean(jnp.sum(jnp.exp(base) * (base - jax.nn.log_softmax(forward(deq, toks), -1)), -1)))
     assert 0 < kl < (0.01 if mode == "int8" else 0.5), kl  # random O(1) weights: a worst case for 4 bits
+
+
+@pytest.mark.parametrize("variant", [dict(qkv_bias=True), dict(sliding_window=4)])
+def test_engine_serves_architecture_variants_like_the_model(variant):
+    "Qwen2's q/k/v biases and Mistral's sliding window in the KV-cache path: prefill and decode equal forward."
+    cfg = CFG.replace(**variant)
+    model = jax.tree.map(lambda a: a * 6 if a.ndim >= 2 else a, init(cfg, key=jax.random.PRNGKey(0)))
+    if cfg.qkv_bias:  # zero at init: give them values that change the attention
+        ks = jax.random.split(jax.random.PRNGKey(3), 3)
+        new = tuple(
+            jax.random.normal(k, b.shape) for k, b in zip(ks, (model.blocks.bq, model.blocks.bk, model.blocks.bv))
+        )
+        model = eqx.tree_at(lambda m: (m.blocks.bq, m.blocks.bk, m.blocks.bv), model, new)
+    prompts = [[1, 5, 9, 13, 17, 21, 25], [2] * 11]  # longer than the window: prefill and decode both cross it
+    with Engine(model, max_batch=2) as eng:
+        outs = eng.generate(prompts, SamplingParams(max_tokens=8, temperature=0.0))
+    plain = dataclasses.replace(model, cfg=CFG)  # the same weights without the variant: must differ
+    for p, c in zip(prompts, outs):
+        seq = jnp.asarray([p + c.tokens])
+        ref = jax.nn.log_softmax(forward(model, seq)[0], -1)
+        got = [float(ref[len(p) - 1 + i, t]) for i, t in enumerate(c.tokens)]
+        np.testing.assert_allclose(c.logprobs, got, atol=1e-4)
+        if cfg.sliding_window:
+            other = jax.nn.log_softmax(forward(plain, seq)[0], -1)
+            assert max(abs(float(other[len(p) - 1 + i, t]) - g) for i, (t, g) in enumerate(zip(c.tokens, got))) > 1e-3

@@ -2,14 +2,15 @@
 a checkpoint written by `transformers` imports and gives its logits; import -> export is bit-exact; a real
 training run exports with a model card that states tokens, FLOPs and the ledger run id."""
 
-import json, os
+import dataclasses, json, os
+import equinox as eqx
 import jax, jax.numpy as jnp, numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from marin.models.transformer import LlamaConfig, forward, init
+from marin.models.transformer import LlamaConfig, forward, generate, init
 from marin.serve.hf import export_checkpoint, export_hf, import_hf, read_hf_tensors, export_step, ExportConfig
 
 VOCAB = [chr(c) for c in range(32, 128)]
@@ -30,12 +31,19 @@ def _hf_logits(path, toks):
         return type(model).__name__, model(torch.tensor(np.asarray(toks))).logits.numpy()
 
 
-CASES = {
+CASES = {  # marin config fields -> the architecture they export as
     "gqa": dict(),
     "llama3-rope": dict(rope_scaling="llama3", rope_factor=4.0, rope_original_seq_len=16, rope_theta=500000.0),
     "ntk-rope-folded": dict(rope_scaling="ntk", rope_factor=4.0),
     "tied-qknorm-qwen3": dict(tie_embeddings=True, qk_norm=True),
     "mha-headdim-linear-rope": dict(n_kv_heads=4, head_dim=16, rope_scaling="linear", rope_factor=2.0),
+    "qkv-bias-qwen2": dict(qkv_bias=True),
+    "sliding-window-mistral": dict(sliding_window=8),  # 48-token rows: the window matters
+}
+ARCH = {
+    "tied-qknorm-qwen3": "Qwen3ForCausalLM",
+    "qkv-bias-qwen2": "Qwen2ForCausalLM",
+    "sliding-window-mistral": "MistralForCausalLM",
 }
 
 
@@ -45,11 +53,17 @@ def test_export_matches_transformers_logits(tmp_path, case):
         **{**dict(vocab_size=96, seq_len=48, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=48), **CASES[case]}
     )
     model = _random_model(cfg)
+    if cfg.qkv_bias:  # biases start at zero: make them matter
+        ks = jax.random.split(jax.random.PRNGKey(9), 3)
+        new = tuple(
+            0.5 * jax.random.normal(k, b.shape) for k, b in zip(ks, (model.blocks.bq, model.blocks.bk, model.blocks.bv))
+        )
+        model = eqx.tree_at(lambda m: (m.blocks.bq, m.blocks.bk, m.blocks.bv), model, new)
     export_hf(model, str(tmp_path), tokenizer=VOCAB)
     toks = np.random.default_rng(0).integers(0, 96, (2, 48))
     ours = np.asarray(forward(model, jnp.asarray(toks)))
     arch, theirs = _hf_logits(str(tmp_path), toks)
-    assert arch == ("Qwen3ForCausalLM" if cfg.qk_norm else "LlamaForCausalLM")
+    assert arch == ARCH.get(case, "LlamaForCausalLM")
     assert np.abs(ours).max() > 1.0  # the comparison is not between near-zero logits
     # two float32 implementations that sum in different orders: their difference scales with the logits' size
     # (up to ~5 here); a wrong RoPE, norm or head layout is off by 0.1 or more
@@ -97,6 +111,54 @@ def test_transformers_written_checkpoint_imports_and_reexports_bit_exactly(tmp_p
         assert "model.safetensors.index.json" in files and files == sorted(os.listdir(tmp_path / f"y-{dtype}"))
         for f in files:
             assert (tmp_path / f"x-{dtype}" / f).read_bytes() == (tmp_path / f"y-{dtype}" / f).read_bytes(), (dtype, f)
+
+
+HF_VARIANTS = {  # transformers classes built offline with random weights, and what marin must read from them
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(), dict(qkv_bias=True)),
+    "mistral-window": ("MistralConfig", "MistralForCausalLM", dict(sliding_window=8), dict(sliding_window=8)),
+}
+
+
+@pytest.mark.parametrize("variant", list(HF_VARIANTS))
+def test_transformers_variants_import_to_the_same_logits_and_greedy_tokens(tmp_path, variant):
+    config_cls, model_cls, extra, want = HF_VARIANTS[variant]
+    torch.manual_seed(0)
+    hcfg = getattr(transformers, config_cls)(
+        vocab_size=80,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+        **extra,
+    )
+    hf = getattr(transformers, model_cls)(hcfg).eval()
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.add_(torch.randn_like(p) * 0.3)
+    hf.save_pretrained(tmp_path / "hf", safe_serialization=True)
+    model, _ = import_hf(str(tmp_path / "hf"))
+    assert all(getattr(model.cfg, k) == v for k, v in want.items()), model.cfg
+    toks = np.random.default_rng(1).integers(0, 80, (2, 40))
+    with torch.no_grad():
+        theirs = hf(torch.tensor(toks)).logits.numpy()
+    np.testing.assert_allclose(np.asarray(forward(model, jnp.asarray(toks))), theirs, atol=1e-4, rtol=1e-4)
+    if "sliding_window" in want:  # the window is what makes these logits agree: without it they do not
+        wide = dataclasses.replace(model, cfg=model.cfg.replace(sliding_window=0))
+        assert np.abs(np.asarray(forward(wide, jnp.asarray(toks))) - theirs).max() > 1e-2
+    prompt = [int(t) for t in toks[0, :8]]
+    with torch.no_grad():
+        hf.generation_config.eos_token_id = None  # 24 tokens whatever they are (no stop, no EOS ban)
+        ref = hf.generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False, pad_token_id=0)[0, 8:]
+    ours = generate(model, prompt, 24, key=jax.random.PRNGKey(0), temperature=0.0)
+    assert ours == [int(t) for t in ref], (ours, ref.tolist())
+    export_hf(model, str(tmp_path / "ours"))  # and back: the same tensors, the same architecture
+    a, b = read_hf_tensors(str(tmp_path / "hf")), read_hf_tensors(str(tmp_path / "ours"))
+    assert set(a) == set(b) and all(np.array_equal(a[k], b[k]) for k in a)
+    assert json.loads((tmp_path / "ours" / "config.json").read_text())["architectures"] == [model_cls]
 
 
 def test_bfloat16_export_loads_in_transformers(tmp_path):

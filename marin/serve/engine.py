@@ -27,9 +27,12 @@ TOP_N = 20  # top log-probabilities returned with every token (the OpenAI API al
 
 def _project_qkv(cfg, p, h, positions, inv_freq):
     B, T, _ = h.shape
-    q = qmatmul(h, p.wq).reshape(B, T, cfg.n_heads, cfg.head_size)
-    k = qmatmul(h, p.wk).reshape(B, T, cfg.n_kv_heads, cfg.head_size)
-    v = qmatmul(h, p.wv).reshape(B, T, cfg.n_kv_heads, cfg.head_size)
+    q, k, v = qmatmul(h, p.wq), qmatmul(h, p.wk), qmatmul(h, p.wv)
+    if p.bq is not None:  # Qwen2's projection biases
+        q, k, v = q + p.bq.astype(q.dtype), k + p.bk.astype(k.dtype), v + p.bv.astype(v.dtype)
+    q = q.reshape(B, T, cfg.n_heads, cfg.head_size)
+    k = k.reshape(B, T, cfg.n_kv_heads, cfg.head_size)
+    v = v.reshape(B, T, cfg.n_kv_heads, cfg.head_size)
     if cfg.qk_norm:
         q, k = rms_norm(q, p.q_norm, cfg.norm_eps), rms_norm(k, p.k_norm, cfg.norm_eps)
     return apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq), v
@@ -107,6 +110,8 @@ def prefill(model, tokens, length, cache_k, cache_v, slot, dtype=jnp.float32):
     pos = jnp.arange(T)[None]
     valid = jnp.arange(T) < length
     mask = (jnp.tril(jnp.ones((T, T), bool)) & valid[None, :])[None]  # [1, T, T]
+    if cfg.sliding_window:  # Mistral: only the last `sliding_window` positions
+        mask = mask & ~jnp.tril(jnp.ones((T, T), bool), -cfg.sliding_window)[None]
     inv_freq = rope_frequencies(cfg)
 
     def body(x, layer):
@@ -129,6 +134,8 @@ def decode(model, tokens, positions, cache_k, cache_v, attn_len: int, dtype=jnp.
     x = m.embed[tokens][:, None]  # [B, 1, D]
     pos = positions[:, None]
     mask = (jnp.arange(attn_len)[None, :] <= positions[:, None])[:, None]  # [B, 1, A]
+    if cfg.sliding_window:
+        mask = mask & (jnp.arange(attn_len)[None, :] > positions[:, None] - cfg.sliding_window)[:, None]
     inv_freq = rope_frequencies(cfg)
     rows = jnp.arange(B)
 

@@ -12,14 +12,14 @@ from ..core.config import Config, canonical, check, versioned
 from ..core.executor import Step, StepOrPath
 
 # %% auto #0
-__all__ = ['BLOCK_TENSORS', 'MLP_TENSORS', 'LAYER_TENSORS', 'QK_NORM_TENSORS', 'EXPORT_DTYPES', 'MIXTRAL_FUSED_NAMES',
-           'ARCHITECTURES', 'safetensors_bytes', 'parse_safetensors', 'read_safetensors', 'block_tensor',
-           'dense_hf_tensors', 'dense_from_hf_tensors', 'dense_hf_shapes', 'dense_hf_config', 'dense_config_from_hf',
-           'mixtral_refusal', 'mixtral_unfused', 'mixtral_hf_tensors', 'mixtral_from_hf_tensors', 'mixtral_hf_config',
-           'mixtral_config_from_hf', 'mixtral_hf_shapes', 'HFArchitecture', 'register_architecture', 'architecture_for',
-           'char_level_tokenizer_json', 'tokenizer_json_of', 'tokenizer_config', 'training_provenance', 'model_card',
-           'export_hf', 'read_hf_tensors', 'read_hf_config', 'import_hf', 'export_checkpoint', 'ExportConfig',
-           'run_export', 'export_step']
+__all__ = ['BLOCK_TENSORS', 'MLP_TENSORS', 'LAYER_TENSORS', 'QKV_BIAS_TENSORS', 'QK_NORM_TENSORS', 'EXPORT_DTYPES',
+           'MIXTRAL_FUSED_NAMES', 'ARCHITECTURES', 'safetensors_bytes', 'parse_safetensors', 'read_safetensors',
+           'optional_tensors', 'block_tensor', 'dense_hf_tensors', 'dense_from_hf_tensors', 'dense_hf_shapes',
+           'dense_hf_config', 'dense_config_from_hf', 'mixtral_refusal', 'mixtral_unfused', 'mixtral_hf_tensors',
+           'mixtral_from_hf_tensors', 'mixtral_hf_config', 'mixtral_config_from_hf', 'mixtral_hf_shapes',
+           'HFArchitecture', 'register_architecture', 'architecture_for', 'char_level_tokenizer_json',
+           'tokenizer_json_of', 'tokenizer_config', 'training_provenance', 'model_card', 'export_hf', 'read_hf_tensors',
+           'read_hf_config', 'import_hf', 'export_checkpoint', 'ExportConfig', 'run_export', 'export_step']
 
 # %% ../../nbs/60_hf.ipynb #62af4393
 def _st_dtypes() -> dict[str, np.dtype]:
@@ -95,11 +95,21 @@ MLP_TENSORS: dict[str, tuple[str, bool]] = {
     "w_down": ("mlp.down_proj.weight", True),
 }
 LAYER_TENSORS: dict[str, tuple[str, bool]] = {**BLOCK_TENSORS, **MLP_TENSORS}  # the whole dense Llama layer
+QKV_BIAS_TENSORS: dict[str, tuple[str, bool]] = {  # Qwen2
+    "bq": ("self_attn.q_proj.bias", False),
+    "bk": ("self_attn.k_proj.bias", False),
+    "bv": ("self_attn.v_proj.bias", False),
+}
 QK_NORM_TENSORS: dict[str, tuple[str, bool]] = {
     "q_norm": ("self_attn.q_norm.weight", False),
     "k_norm": ("self_attn.k_norm.weight", False),
 }
 EXPORT_DTYPES = ("float32", "bfloat16", "float16")
+
+
+def optional_tensors(cfg) -> dict[str, tuple[str, bool]]:
+    "The per-layer tensors only some configs have: QK-norm weights (Qwen3), q/k/v biases (Qwen2)."
+    return {**(QK_NORM_TENSORS if cfg.qk_norm else {}), **(QKV_BIAS_TENSORS if cfg.qkv_bias else {})}
 
 
 def _np_dtype(name: str) -> np.dtype:
@@ -123,7 +133,7 @@ def _shared_hf_tensors(model, table: dict, host: Callable) -> dict[str, np.ndarr
     out = {"model.embed_tokens.weight": host(model.embed), "model.norm.weight": host(model.final_norm)}
     if not cfg.tie_embeddings:
         out["lm_head.weight"] = host(model.lm_head).T
-    for field, (hf, transpose) in dict(table, **(QK_NORM_TENSORS if cfg.qk_norm else {})).items():
+    for field, (hf, transpose) in dict(table, **optional_tensors(cfg)).items():
         stacked = host(block_tensor(model.blocks, field))  # [L, ...]
         for i in range(cfg.n_layers):
             out[f"model.layers.{i}.{hf}"] = stacked[i].T if transpose else stacked[i]
@@ -153,7 +163,7 @@ def _assemble(tensors: dict[str, np.ndarray], cfg, table: dict, mlp: dict, what:
 
     get = _getter(tensors, what)
     fields = {f: None for f in ("q_norm", "k_norm")}
-    for field, (hf, transpose) in dict(table, **(QK_NORM_TENSORS if cfg.qk_norm else {})).items():
+    for field, (hf, transpose) in dict(table, **optional_tensors(cfg)).items():
         mats = [get(f"model.layers.{i}.{hf}") for i in range(cfg.n_layers)]
         fields[field] = jnp.asarray(np.stack([m.T if transpose else m for m in mats]))
     dense_mlp = {k: fields.pop(k) for k in MLP_TENSORS if k in fields}
@@ -224,6 +234,13 @@ def _shared_hf_shapes(cfg) -> dict[str, list[int]]:
         )
         if cfg.qk_norm:
             out.update({l + "self_attn.q_norm.weight": [cfg.head_size], l + "self_attn.k_norm.weight": [cfg.head_size]})
+        if cfg.qkv_bias:
+            out.update(
+                {
+                    l + f"self_attn.{n}_proj.bias": [d]
+                    for n, d in (("q", cfg.q_dim), ("k", cfg.kv_dim), ("v", cfg.kv_dim))
+                }
+            )
     return out
 
 # %% ../../nbs/60_hf.ipynb #a026ddfe
@@ -286,11 +303,28 @@ def dense_hf_config(
         "pad_token_id": pad_id,
         "marin_config": canonical(cfg),
     }
-    if architecture == "Qwen3ForCausalLM":
+    if architecture in ("Qwen2ForCausalLM", "Qwen3ForCausalLM"):
         d.update(use_sliding_window=False, sliding_window=None, max_window_layers=cfg.n_layers)
+    if architecture == "MistralForCausalLM":
+        d.update(sliding_window=cfg.sliding_window or None)
     return d
 
 # %% ../../nbs/60_hf.ipynb #059f2ae0
+def _sliding_window(d: dict, arch: str) -> int:
+    "The `sliding_window` of a marin config for `config.json` (0: none); per-layer windows are refused by name."
+    sw = d.get("sliding_window") or 0
+    if not sw or sw >= d.get("max_position_embeddings", 0):
+        return 0  # a window as long as the context is no window
+    if arch == "MistralForCausalLM":
+        return int(sw)
+    if not d.get("use_sliding_window", False):
+        return 0  # Qwen2/Qwen3 carry a window they do not use unless use_sliding_window is set
+    raise ValueError(
+        f"config.json: use_sliding_window with max_window_layers={d.get('max_window_layers')} (a window in only some "
+        "layers) is not implemented in marin; use a checkpoint without it"
+    )
+
+
 def dense_config_from_hf(d: dict):
     "A marin `LlamaConfig` from a Llama-family `config.json` (exact when the file was written by marin)."
     from marin.models.transformer import LlamaConfig
@@ -305,13 +339,12 @@ def dense_config_from_hf(d: dict):
     theta = rope.get("rope_theta", d.get("rope_theta", 10000.0))
     if rtype not in ("default", "linear", "llama3"):
         raise ValueError(f"config.json: rope_type {rtype!r} is not supported by marin (default, linear, llama3)")
-    sw = d.get("sliding_window")
-    if sw and d.get("use_sliding_window", True) and sw < d.get("max_position_embeddings", 0):
-        raise ValueError(
-            f"config.json: sliding_window={sw} attention is not implemented in marin; use a checkpoint without it"
-        )
+    window = _sliding_window(d, arch)
     if d.get("attention_bias") or d.get("mlp_bias"):
-        raise ValueError("config.json: attention_bias/mlp_bias are not supported by marin's Llama model")
+        raise ValueError(
+            "config.json: attention_bias/mlp_bias (biases on every projection, the output one included) are not "
+            "supported by marin's Llama model; Qwen2's q/k/v-only biases are (Qwen2ForCausalLM)"
+        )
     if d.get("hidden_act", "silu") != "silu":
         raise ValueError(f"config.json: hidden_act={d['hidden_act']!r}; marin uses SwiGLU (silu)")
     n_heads = d["num_attention_heads"]
@@ -329,6 +362,8 @@ def dense_config_from_hf(d: dict):
         rope_factor=float(rope.get("factor", 1.0)),
         rope_original_seq_len=int(rope.get("original_max_position_embeddings", 8192)),
         qk_norm=ARCHITECTURES[arch].qk_norm,
+        qkv_bias=ARCHITECTURES[arch].qkv_bias,
+        sliding_window=window,
         tie_embeddings=bool(d.get("tie_word_embeddings", False)),
         norm_eps=float(d.get("rms_norm_eps", 1e-5)),
         init_std=float(d.get("initializer_range", 0.02)),
@@ -600,6 +635,7 @@ class HFArchitecture:
     from_config: Callable | None = None  # config.json dict -> marin config
     from_tensors: Callable | None = None  # (tensors, marin config) -> marin model
     unsupported: str = ""  # why it cannot be used yet (empty: supported)
+    qkv_bias: bool = False  # the q/k/v projections carry biases (Qwen2)
     shapes: Callable | None = None  # marin config -> {HF name: shape} (the dry run's completeness check)
     canonical: Callable | None = (
         None  # ({HF name: array}, marin config) -> the same in the names of `shapes` (fused experts split)
@@ -614,10 +650,11 @@ def register_architecture(arch: HFArchitecture) -> HFArchitecture:
     return arch
 
 
-for _name, _type, _qk in (
-    ("LlamaForCausalLM", "llama", False),
-    ("MistralForCausalLM", "mistral", False),
-    ("Qwen3ForCausalLM", "qwen3", True),
+for _name, _type, _qk, _bias in (
+    ("LlamaForCausalLM", "llama", False, False),
+    ("MistralForCausalLM", "mistral", False, False),
+    ("Qwen2ForCausalLM", "qwen2", False, True),
+    ("Qwen3ForCausalLM", "qwen3", True, False),
 ):
     register_architecture(
         HFArchitecture(
@@ -629,6 +666,7 @@ for _name, _type, _qk in (
             dense_config_from_hf,
             dense_from_hf_tensors,
             shapes=dense_hf_shapes,
+            qkv_bias=_bias,
         )
     )
 register_architecture(
@@ -651,7 +689,11 @@ def architecture_for(model) -> str:
     cfg = model.cfg
     if getattr(cfg, "moe", None) is not None or getattr(model.blocks, "moe", None) is not None:
         return "MixtralForCausalLM"
-    return "Qwen3ForCausalLM" if cfg.qk_norm else "LlamaForCausalLM"
+    variants = [f for f in ("qk_norm", "qkv_bias", "sliding_window") if getattr(cfg, f)]
+    if len(variants) > 1:
+        raise ValueError(f"{' + '.join(variants)}: no Hugging Face architecture has these together; export one of them")
+    name = {"qk_norm": "Qwen3ForCausalLM", "qkv_bias": "Qwen2ForCausalLM", "sliding_window": "MistralForCausalLM"}
+    return name[variants[0]] if variants else "LlamaForCausalLM"
 
 
 def _architecture(d: dict) -> HFArchitecture:

@@ -10,7 +10,7 @@ import numpy as np, xxhash
 from fastcore.basics import patch
 from ..core import storage
 from ..core.config import Config, check, versioned
-from ..core.executor import Step
+from ..core.executor import Step, StepOrPath
 
 # %% auto #0
 __all__ = ['EOS', 'PAD', 'UNK', 'DNA_ALPHABET', 'PROTEIN_ALPHABET', 'Tokenizer', 'BPETokenizer', 'train_bpe', 'CharTokenizer',
@@ -243,7 +243,7 @@ def checkpoint_tokenizer(checkpoint: str = "", spec: str = "") -> Tokenizer | Vo
 # %% ../../nbs/14_tokenizers.ipynb #f7b94170
 @dataclasses.dataclass(frozen=True)
 class BPETrainConfig(Config):
-    documents: object = versioned()  # a document set (a Step or its path)
+    documents: StepOrPath = versioned()  # a document set (a Step or its path)
     vocab_size: int = versioned(8192)
     special_tokens: tuple[str, ...] = versioned((EOS, PAD))
     min_frequency: int = versioned(2)

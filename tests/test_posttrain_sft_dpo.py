@@ -69,7 +69,8 @@ def test_sft_starts_from_base_and_learns_assistant_tokens(base_run, monkeypatch)
     assert meta["step"] == 12 and [s for s, _ in list_checkpoints(os.path.join(out, "checkpoints"))][-1] == 12
     # tokenizer and chat template travel with the output
     assert (
-        load_chat_template(out).assistant_prefix == "Assistant: " and checkpoint_tokenizer(out).vocab_size == tok.vocab_size
+        load_chat_template(out).assistant_prefix == "Assistant: "
+        and checkpoint_tokenizer(out).vocab_size == tok.vocab_size
     )
 
 

@@ -63,7 +63,7 @@ def _canon_float(x: float) -> Any:
         return int(x)
     return {"__float__": repr(x)}
 
-
+# %% ../../nbs/00_config.ipynb #5bb53650
 def canonical(obj: Any, *, versioned_only: bool = False, _path: str = "config") -> Any:
     "A JSON-ready value that represents `obj` in exactly one way (see above)."
     rec = lambda v, p: canonical(v, versioned_only=versioned_only, _path=p)

@@ -103,7 +103,7 @@ def _combine_prefetch(
     )(inverse, wflat, ys)
     return out.astype(ys.dtype)
 
-
+# %% ../../nbs/22_moe_kernels.ipynb #b9b0805b
 def _combine_blocked(
     ys: Float[Array, "Tk D"],
     inverse: Int[Array, "Tk"],

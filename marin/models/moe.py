@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses, math
 from typing import Any, Callable, ClassVar, NamedTuple
 import equinox as eqx
+from fastcore.basics import patch
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -97,57 +98,77 @@ class MoEConfig(Config):
             "aux_loss_coef, router_z_loss_coef and bias_step must be >= 0",
         )
 
-    def expert_width(self, d_ff: int) -> int:
-        return self.d_expert or d_ff
+# %% ../../nbs/21_moe.ipynb #98f0f57a
+@patch
+def expert_width(self: MoEConfig, d_ff: int) -> int:
+    return self.d_expert or d_ff
 
-    def shared_width(self, d_ff: int) -> int:
-        return self.n_shared_experts * self.expert_width(d_ff)
 
-    def routed_expert_params(self, d_model: int, d_ff: int) -> int:
-        "Parameters of the routed experts of one MoE MLP (gate, up and down of every expert): what an expert axis splits."
-        return 3 * d_model * self.expert_width(d_ff) * self.n_experts
+@patch
+def shared_width(self: MoEConfig, d_ff: int) -> int:
+    return self.n_shared_experts * self.expert_width(d_ff)
 
-    def mlp_params(self, d_model: int, d_ff: int) -> int:
-        "Parameters of one MoE MLP: router + bias + all experts + shared experts."
-        return (
-            d_model * self.n_experts
-            + self.n_experts
-            + self.routed_expert_params(d_model, d_ff)
-            + 3 * d_model * self.shared_width(d_ff)
+
+@patch
+def moe_layer_ids(self: MoEConfig, n_layers: int) -> tuple[int, ...]:
+    "Indices of the layers whose MLP is MoE: after `first_dense_layers`, the last of every `every` layers."
+    if self.first_dense_layers >= n_layers or self.first_dense_layers + self.every > n_layers:
+        raise ValueError(
+            f"moe: first_dense_layers={self.first_dense_layers}, every={self.every} leave no MoE layer in "
+            f"n_layers={n_layers}; lower them (or set model.moe=None for a dense model)"
         )
+    return tuple(
+        l for l in range(self.first_dense_layers, n_layers) if (l - self.first_dense_layers + 1) % self.every == 0
+    )
 
-    def active_mlp_params(self, d_model: int, d_ff: int) -> int:
-        "Matmul parameters one token uses: router + k experts + shared experts (the MoE's 'N' for 6N)."
-        F = self.expert_width(d_ff)
-        return d_model * self.n_experts + 3 * d_model * F * self.top_k + 3 * d_model * self.shared_width(d_ff)
 
-    def moe_layer_ids(self, n_layers: int) -> tuple[int, ...]:
-        "Indices of the layers whose MLP is MoE: after `first_dense_layers`, the last of every `every` layers."
-        if self.first_dense_layers >= n_layers or self.first_dense_layers + self.every > n_layers:
-            raise ValueError(
-                f"moe: first_dense_layers={self.first_dense_layers}, every={self.every} leave no MoE layer in "
-                f"n_layers={n_layers}; lower them (or set model.moe=None for a dense model)"
-            )
-        return tuple(
-            l for l in range(self.first_dense_layers, n_layers) if (l - self.first_dense_layers + 1) % self.every == 0
-        )
+@patch
+def all_layers_moe(self: MoEConfig, n_layers: int) -> bool:
+    return len(self.moe_layer_ids(n_layers)) == n_layers
 
-    def all_layers_moe(self, n_layers: int) -> bool:
-        return len(self.moe_layer_ids(n_layers)) == n_layers
+# %% ../../nbs/21_moe.ipynb #0bd550a2
+@patch
+def routed_expert_params(self: MoEConfig, d_model: int, d_ff: int) -> int:
+    "Parameters of the routed experts of one MoE MLP (gate, up and down of every expert): what an expert axis splits."
+    return 3 * d_model * self.expert_width(d_ff) * self.n_experts
 
-    def model_mlp_params(self, d_model: int, d_ff: int, n_layers: int) -> int:
-        "MLP parameters of the whole model: MoE MLPs in `moe_layer_ids`, dense SwiGLUs (width `d_ff`) elsewhere."
-        n = len(self.moe_layer_ids(n_layers))
-        return n * self.mlp_params(d_model, d_ff) + (n_layers - n) * 3 * d_model * d_ff
 
-    def model_active_mlp_params(self, d_model: int, d_ff: int, n_layers: int) -> int:
-        "Matmul parameters one token uses in the MLPs of the whole model."
-        n = len(self.moe_layer_ids(n_layers))
-        return n * self.active_mlp_params(d_model, d_ff) + (n_layers - n) * 3 * d_model * d_ff
+@patch
+def mlp_params(self: MoEConfig, d_model: int, d_ff: int) -> int:
+    "Parameters of one MoE MLP: router + bias + all experts + shared experts."
+    return (
+        d_model * self.n_experts
+        + self.n_experts
+        + self.routed_expert_params(d_model, d_ff)
+        + 3 * d_model * self.shared_width(d_ff)
+    )
 
-    def dense_equivalent_d_ff(self, d_ff: int) -> int:
-        "d_ff of a dense SwiGLU with the same active expert parameters (k experts + shared)."
-        return self.top_k * self.expert_width(d_ff) + self.shared_width(d_ff)
+
+@patch
+def active_mlp_params(self: MoEConfig, d_model: int, d_ff: int) -> int:
+    "Matmul parameters one token uses: router + k experts + shared experts (the MoE's 'N' for 6N)."
+    F = self.expert_width(d_ff)
+    return d_model * self.n_experts + 3 * d_model * F * self.top_k + 3 * d_model * self.shared_width(d_ff)
+
+
+@patch
+def model_mlp_params(self: MoEConfig, d_model: int, d_ff: int, n_layers: int) -> int:
+    "MLP parameters of the whole model: MoE MLPs in `moe_layer_ids`, dense SwiGLUs (width `d_ff`) elsewhere."
+    n = len(self.moe_layer_ids(n_layers))
+    return n * self.mlp_params(d_model, d_ff) + (n_layers - n) * 3 * d_model * d_ff
+
+
+@patch
+def model_active_mlp_params(self: MoEConfig, d_model: int, d_ff: int, n_layers: int) -> int:
+    "Matmul parameters one token uses in the MLPs of the whole model."
+    n = len(self.moe_layer_ids(n_layers))
+    return n * self.active_mlp_params(d_model, d_ff) + (n_layers - n) * 3 * d_model * d_ff
+
+
+@patch
+def dense_equivalent_d_ff(self: MoEConfig, d_ff: int) -> int:
+    "d_ff of a dense SwiGLU with the same active expert parameters (k experts + shared)."
+    return self.top_k * self.expert_width(d_ff) + self.shared_width(d_ff)
 
 # %% ../../nbs/21_moe.ipynb #2982b2b4
 class MoEMLP(eqx.Module):

@@ -92,7 +92,7 @@ def _local_moe(m: MoEConfig, n: int, axis: str, batch_axes: tuple, p: MoEMLP, h:
     }
     return y, stats
 
-
+# %% ../../nbs/23_moe_parallel.ipynb #801a89c5
 def moe_mlp_expert_parallel(cfg, p: MoEMLP, h: Float[Array, "B S D"], mesh: Mesh, axis: str = "expert"):
     "The MoE MLP with experts sharded over `mesh[axis]` and tokens exchanged by all-to-all (same result as `moe_mlp`)."
     m: MoEConfig = cfg.moe

@@ -71,40 +71,6 @@ class LlamaConfig(Config):
     qkv_bias: bool = added(False, versioned=True)  # biases on the query, key and value projections (Qwen2)
     sliding_window: int = added(0, versioned=True)  # attend to the last `sliding_window` positions (Mistral); 0: all
 
-    def validate(self):
-        check(
-            not isinstance(self.moe, dict),
-            "moe",
-            "must be a MoEConfig or None, got a dict; read configs stored as JSON with LlamaConfig.from_dict",
-        )
-        for f in ("vocab_size", "seq_len", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff"):
-            check(getattr(self, f) > 0, f, f"must be positive, got {getattr(self, f)}")
-        check(self.head_dim >= 0, "head_dim", "must be >= 0 (0 means d_model // n_heads)")
-        check(
-            self.head_dim > 0 or self.d_model % self.n_heads == 0,
-            "n_heads",
-            f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; change one or set head_dim explicitly",
-        )
-        check(
-            self.n_heads % self.n_kv_heads == 0,
-            "n_kv_heads",
-            f"n_heads={self.n_heads} must be a multiple of n_kv_heads={self.n_kv_heads} (grouped-query attention)",
-        )
-        check(self.head_size % 2 == 0, "head_dim", f"rotary embeddings need an even head size, got {self.head_size}")
-        check(
-            self.rope_scaling in ROPE_SCALINGS, "rope_scaling", f"{self.rope_scaling!r} is not one of {ROPE_SCALINGS}"
-        )
-        check(self.rope_factor >= 1.0, "rope_factor", f"must be >= 1 (1 = no scaling), got {self.rope_factor}")
-        check(self.attention in ATTENTION_IMPLS, "attention", f"{self.attention!r} is not one of {ATTENTION_IMPLS}")
-        check(self.layer_loop in LAYER_LOOPS, "layer_loop", f"{self.layer_loop!r} is not one of {LAYER_LOOPS}")
-        check(self.rope_theta > 0, "rope_theta", "must be positive")
-        check(self.sliding_window >= 0, "sliding_window", "must be >= 0 (0 attends to the whole context)")
-        check(
-            self.moe is None or self.moe.first_dense_layers + self.moe.every <= self.n_layers,
-            "moe.every",
-            f"moe.first_dense_layers + moe.every must be <= n_layers={self.n_layers} (at least one MoE layer)",
-        )
-
     @property
     def head_size(self) -> int:
         return self.head_dim or self.d_model // self.n_heads
@@ -125,6 +91,40 @@ class LlamaConfig(Config):
     def unroll_layers(self) -> bool:
         "Whether the forward pass unrolls the layer loop (`layer_loop`; `auto` unrolls on the CPU backend only)."
         return self.layer_loop == "unroll" or (self.layer_loop == "auto" and jax.default_backend() == "cpu")
+
+# %% ../../nbs/20_transformer.ipynb #faeb7ed5
+@patch
+def validate(self: LlamaConfig):
+    check(
+        not isinstance(self.moe, dict),
+        "moe",
+        "must be a MoEConfig or None, got a dict; read configs stored as JSON with LlamaConfig.from_dict",
+    )
+    for f in ("vocab_size", "seq_len", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff"):
+        check(getattr(self, f) > 0, f, f"must be positive, got {getattr(self, f)}")
+    check(self.head_dim >= 0, "head_dim", "must be >= 0 (0 means d_model // n_heads)")
+    check(
+        self.head_dim > 0 or self.d_model % self.n_heads == 0,
+        "n_heads",
+        f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; change one or set head_dim explicitly",
+    )
+    check(
+        self.n_heads % self.n_kv_heads == 0,
+        "n_kv_heads",
+        f"n_heads={self.n_heads} must be a multiple of n_kv_heads={self.n_kv_heads} (grouped-query attention)",
+    )
+    check(self.head_size % 2 == 0, "head_dim", f"rotary embeddings need an even head size, got {self.head_size}")
+    check(self.rope_scaling in ROPE_SCALINGS, "rope_scaling", f"{self.rope_scaling!r} is not one of {ROPE_SCALINGS}")
+    check(self.rope_factor >= 1.0, "rope_factor", f"must be >= 1 (1 = no scaling), got {self.rope_factor}")
+    check(self.attention in ATTENTION_IMPLS, "attention", f"{self.attention!r} is not one of {ATTENTION_IMPLS}")
+    check(self.layer_loop in LAYER_LOOPS, "layer_loop", f"{self.layer_loop!r} is not one of {LAYER_LOOPS}")
+    check(self.rope_theta > 0, "rope_theta", "must be positive")
+    check(self.sliding_window >= 0, "sliding_window", "must be >= 0 (0 attends to the whole context)")
+    check(
+        self.moe is None or self.moe.first_dense_layers + self.moe.every <= self.n_layers,
+        "moe.every",
+        f"moe.first_dense_layers + moe.every must be <= n_layers={self.n_layers} (at least one MoE layer)",
+    )
 
 # %% ../../nbs/20_transformer.ipynb #5633b757
 @patch(as_prop=True)

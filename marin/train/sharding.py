@@ -39,7 +39,7 @@ DEFAULT_RULES: tuple[tuple[str, Any], ...] = (
     ("act_vocab", "tensor"),
 )
 
-
+# %% ../../nbs/31_sharding.ipynb #640bbf05
 @dataclasses.dataclass(frozen=True)
 class MeshConfig(Config):
     "Sizes of the mesh axes; -1 on one axis means 'all remaining devices'. Not versioned: placement never changes results beyond float tolerance."
@@ -85,7 +85,7 @@ class MeshConfig(Config):
         s = self.mesh_shape(n_devices)
         return s["data"], s["fsdp"], s["tensor"]
 
-
+# %% ../../nbs/31_sharding.ipynb #f016e0e4
 def initialize_distributed() -> None:
     "Multi-host start-up: `jax.distributed.initialize()` when the environment describes several processes."
     if (

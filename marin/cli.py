@@ -266,12 +266,12 @@ LAYER_COMMANDS: dict[str, tuple[str, bool, str]] = {
     "scale": (
         "marin.scaling.cli",
         False,
-        "Plan a training run for a FLOPs budget: model, batch, schedule, optimizer, exact FLOPs and memory; --run trains it.",
+        "Plan a run for a FLOPs budget (model, batch, schedule, optimizer, exact FLOPs, memory); --run trains it.",
     ),
     "eval": (
         "marin.eval.cli",
         False,
-        "Evaluate a checkpoint on tasks (accuracy, length-normalised accuracy, exact match) and perplexity suites (loss, bits per byte).",
+        "Evaluate a checkpoint on tasks (accuracy, exact match) and perplexity suites (loss, bits per byte).",
     ),
     "export": (
         "marin.serve.cli",

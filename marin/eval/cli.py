@@ -111,8 +111,7 @@ def eval_cmd(
     force: bool = typer.Option(False, help="re-run even if cached"),
     json_out: bool = typer.Option(False, "--json", help="print the results as JSON"),
 ):
-    """Evaluate a checkpoint on tasks (accuracy, length-normalised accuracy, exact match) and perplexity suites (loss,
-    bits per byte)."""
+    """Evaluate a checkpoint on tasks (accuracy, exact match) and perplexity suites (loss, bits per byte)."""
     from marin.core.executor import Executor
     from marin.eval.results import eval_step, eval_results
 

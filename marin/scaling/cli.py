@@ -168,8 +168,7 @@ def scale_cmd(
     prefix: str = typer.Option("", "--prefix", help="storage prefix (default: settings)"),
     force: bool = typer.Option(False, "--force", help="rerun even if the step already succeeded"),
 ):
-    """Plan a training run for a FLOPs budget: model, batch, schedule, optimizer, exact FLOPs and memory; --run trains
-    it."""
+    """Plan a run for a FLOPs budget (model, batch, schedule, optimizer, exact FLOPs, memory); --run trains it."""
     if dry_run == run:
         typer.echo("error: give exactly one of --dry-run or --run", err=True)
         raise typer.Exit(2)

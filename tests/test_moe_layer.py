@@ -13,8 +13,8 @@ from marin.models.moe import (
     quantile_bias,
     aux_free_bias,
     expert_load,
-    mixtral_config,
 )
+from marin.models.hf import mixtral_config
 from marin.kernels.moe_dispatch import combine_reference, dispatch_reference
 
 

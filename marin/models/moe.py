@@ -18,12 +18,11 @@ from .layers import NO_SHARDING, ActivationSharding, MLPShape
 
 # %% auto #0
 __all__ = ['ROUTERS', 'BALANCERS', 'DISPATCH_MODES', 'KERNELS', 'PALLAS_BACKENDS', 'GROUPED_MATMULS', 'COUNTING_SORT_MAX',
-           'MIXTRAL_WEIGHT_NAMES', 'MoEConfig', 'MoEMLP', 'Routing', 'route', 'router_z_loss', 'expert_load',
-           'switch_aux_loss', 'aux_free_bias', 'quantile_bias', 'DispatchPlan', 'sort_by_expert', 'dispatch_impl',
-           'default_block_rows', 'grouped_matmul_impl', 'grouped_swiglu', 'capacity', 'expert_outputs',
-           'next_router_bias', 'routing_stats', 'moe_mlp', 'moe_mlp_reference', 'load_cv', 'max_violation',
-           'moe_loss_and_metrics', 'dead_experts', 'mixtral_problems', 'mixtral_config', 'expert_load_history',
-           'plot_expert_load']
+           'MoEConfig', 'MoEMLP', 'Routing', 'route', 'router_z_loss', 'expert_load', 'switch_aux_loss',
+           'aux_free_bias', 'quantile_bias', 'DispatchPlan', 'sort_by_expert', 'dispatch_impl', 'default_block_rows',
+           'grouped_matmul_impl', 'grouped_swiglu', 'capacity', 'expert_outputs', 'next_router_bias', 'routing_stats',
+           'moe_mlp', 'moe_mlp_reference', 'load_cv', 'max_violation', 'moe_loss_and_metrics', 'dead_experts',
+           'expert_load_history', 'plot_expert_load']
 
 # %% ../../nbs/21_moe.ipynb #6363cb2d
 ROUTERS = ("softmax", "sigmoid")
@@ -555,77 +554,6 @@ def dead_experts(loads: np.ndarray, *, window: int = 50, threshold: float = 0.1)
     "Experts whose load stayed below `threshold` × fair share for the last `window` rows of `loads` ([steps, E] or [steps, L, E])."
     loads = np.asarray(loads)[-window:]
     return (loads < threshold / loads.shape[-1]).all(axis=0)
-
-# %% ../../nbs/21_moe.ipynb #9d08e7c8
-MIXTRAL_WEIGHT_NAMES = {
-    "router": "model.layers.{l}.block_sparse_moe.gate.weight",  # [E, D] = router[l].T
-    "expert_gate": "model.layers.{l}.block_sparse_moe.experts.{e}.w1.weight",  # [F, D] = expert_gate[l, e].T
-    "expert_up": "model.layers.{l}.block_sparse_moe.experts.{e}.w3.weight",
-    "expert_down": "model.layers.{l}.block_sparse_moe.experts.{e}.w2.weight",  # [D, F] = expert_down[l, e].T
-}
-
-# %% ../../nbs/21_moe.ipynb #94ed2ce4
-def mixtral_problems(cfg) -> list[str]:
-    "Why `cfg` cannot be exported exactly as a Mixtral checkpoint (empty: it can)."
-    m = cfg.moe
-    out = []
-    if m is None:
-        return ["model.moe is None: a dense model maps onto the Llama layout, not Mixtral"]
-    if not m.all_layers_moe(cfg.n_layers):
-        out.append(
-            f"moe.every={m.every}, moe.first_dense_layers={m.first_dense_layers}: MoE in layers {list(m.moe_layer_ids(cfg.n_layers))} "
-            f"only; Mixtral has an MoE MLP in every layer"
-        )
-    if m.router != "softmax":
-        out.append(f"moe.router={m.router!r}: Mixtral routes with softmax")
-    if m.n_shared_experts:
-        out.append("moe.n_shared_experts > 0: Mixtral has no shared experts (Qwen2-MoE / DeepSeek layouts do)")
-    if m.balance in ("aux_free", "quantile"):
-        out.append(
-            f"moe.balance={m.balance!r}: the selection bias is not part of Mixtral; export drops it (routing may change)"
-        )
-    if cfg.qk_norm:
-        out.append("qk_norm=True: Mixtral has no QK-norm")
-    if cfg.rope_scaling != "none":
-        out.append(f"rope_scaling={cfg.rope_scaling!r}: not mapped")
-    return out
-
-
-def mixtral_config(cfg) -> dict:
-    "The Hugging Face `MixtralConfig` fields (as a dict, `model_type` 'mixtral') for a `LlamaConfig` with `moe`."
-    m: MoEConfig = cfg.moe
-    if m is None:
-        raise ValueError("mixtral_config: model.moe is None; set LlamaConfig(moe=MoEConfig(...))")
-    if not m.all_layers_moe(cfg.n_layers):
-        raise ValueError(
-            f"mixtral_config: moe.every={m.every}, moe.first_dense_layers={m.first_dense_layers} put MoE MLPs in layers "
-            f"{list(m.moe_layer_ids(cfg.n_layers))} of {cfg.n_layers} only, and Mixtral has an MoE MLP in every layer; "
-            "train with every=1, first_dense_layers=0 to export as Mixtral"
-        )
-    return {
-        "model_type": "mixtral",
-        "architectures": ["MixtralForCausalLM"],
-        "vocab_size": cfg.vocab_size,
-        "hidden_size": cfg.d_model,
-        "intermediate_size": m.expert_width(cfg.d_ff),
-        "num_hidden_layers": cfg.n_layers,
-        "num_attention_heads": cfg.n_heads,
-        "num_key_value_heads": cfg.n_kv_heads,
-        "head_dim": cfg.head_size,
-        "max_position_embeddings": cfg.seq_len,
-        "rms_norm_eps": cfg.norm_eps,
-        "rope_theta": cfg.rope_theta,
-        "tie_word_embeddings": cfg.tie_embeddings,
-        "num_local_experts": m.n_experts,
-        "num_experts_per_tok": m.top_k,
-        "router_aux_loss_coef": m.aux_loss_coef if m.balance == "switch" else 0.0,
-        "output_router_logits": False,
-        "hidden_act": "silu",
-        "sliding_window": None,
-        "attention_dropout": 0.0,
-        "initializer_range": cfg.init_std,
-        "torch_dtype": "float32",
-    }
 
 # %% ../../nbs/21_moe.ipynb #b280f5f2
 def expert_load_history(metrics, layer: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -32,7 +32,7 @@ def _as_list(x) -> list[int]:
 
 def _load_hf(path: str) -> tuple:
     "(model, end-of-text ids, tokenizer or None, chat template or None, special tokens) of an HF-layout folder."
-    from marin.serve.hf import import_hf
+    from marin.models.hf import import_hf
 
     model, hfc = import_hf(path)
     gen = storage.read_json(storage.join(path, "generation_config.json"), {}) or {}
@@ -750,7 +750,7 @@ def _serving_weight_bytes(need: dict[str, list[int]], quantize: str, group_size:
 # %% ../../nbs/64_server.ipynb #1664867b
 def inspect_model(path: str, *, quantize: str = "none", group_size: int = 128, max_batch: int = 8) -> dict:
     "Validate an HF-layout model folder without loading weights; report parameters and memory needs."
-    from marin.serve.hf import _architecture, read_hf_config
+    from marin.models.hf import _architecture, read_hf_config
     from marin.serve.quantize import QUANT_MODES
 
     if quantize not in QUANT_MODES:

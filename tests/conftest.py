@@ -78,3 +78,28 @@ def marin_server(model_dir, *args: str, timeout: float = 180):
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def tiny_transformers_model(arch: str = "Llama", seed: int = 0, **config):
+    """A 2-layer model of `transformers.{arch}ForCausalLM`, built offline from `{arch}Config` with random weights
+    perturbed (N(0, 0.3) added to every parameter) so that every tensor matters; `config` overrides the shape."""
+    import torch, transformers
+
+    torch.manual_seed(seed)
+    shape = dict(
+        vocab_size=80,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+    )
+    hcfg = getattr(transformers, f"{arch}Config")(**{**shape, **config})
+    hf = getattr(transformers, f"{arch}ForCausalLM")(hcfg).eval()
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.add_(torch.randn_like(p) * 0.3)
+    return hf

@@ -13,24 +13,11 @@ from marin.core.executor import Executor
 from marin.models.io import load_model
 from marin.models.pretrained import import_step
 from marin.models.transformer import forward
+from conftest import tiny_transformers_model
 
 
 def test_transformers_folder_imports_as_a_cached_lab_checkpoint(tmp_path):
-    torch.manual_seed(0)
-    hcfg = transformers.Qwen2Config(
-        vocab_size=80,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        tie_word_embeddings=True,
-    )
-    hf = transformers.Qwen2ForCausalLM(hcfg).eval()
-    with torch.no_grad():
-        for p in hf.parameters():
-            p.add_(torch.randn_like(p) * 0.3)
+    hf = tiny_transformers_model("Qwen2", tie_word_embeddings=True)
     hf.save_pretrained(tmp_path / "hub" / "qwen2", safe_serialization=True)
     shutil.copytree(tmp_path / "hub" / "qwen2", tmp_path / "elsewhere")
     ex = Executor(prefix=str(tmp_path / "store"))

@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from marin.models.transformer import LlamaConfig, forward, generate, init
+from conftest import tiny_transformers_model
 from marin.serve.hf import export_checkpoint, export_hf, import_hf, read_hf_tensors, export_step, ExportConfig
 
 VOCAB = [chr(c) for c in range(32, 128)]
@@ -73,22 +74,7 @@ def test_export_matches_transformers_logits(tmp_path, case):
 
 
 def test_transformers_written_checkpoint_imports_and_reexports_bit_exactly(tmp_path):
-    torch.manual_seed(0)
-    hcfg = transformers.LlamaConfig(
-        vocab_size=80,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=False,
-    )
-    hf = transformers.LlamaForCausalLM(hcfg).eval()
-    with torch.no_grad():
-        for p in hf.parameters():
-            p.add_(torch.randn_like(p) * 0.3)
+    hf = tiny_transformers_model("Llama")
     hf.save_pretrained(tmp_path / "hf", safe_serialization=True)
     model, _ = import_hf(str(tmp_path / "hf"))
     assert model.cfg.norm_eps == 1e-6 and model.cfg.n_kv_heads == 2
@@ -114,31 +100,15 @@ def test_transformers_written_checkpoint_imports_and_reexports_bit_exactly(tmp_p
 
 
 HF_VARIANTS = {  # transformers classes built offline with random weights, and what marin must read from them
-    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(), dict(qkv_bias=True)),
-    "mistral-window": ("MistralConfig", "MistralForCausalLM", dict(sliding_window=8), dict(sliding_window=8)),
+    "qwen2": ("Qwen2", dict(), dict(qkv_bias=True)),
+    "mistral-window": ("Mistral", dict(sliding_window=8), dict(sliding_window=8)),
 }
 
 
 @pytest.mark.parametrize("variant", list(HF_VARIANTS))
 def test_transformers_variants_import_to_the_same_logits_and_greedy_tokens(tmp_path, variant):
-    config_cls, model_cls, extra, want = HF_VARIANTS[variant]
-    torch.manual_seed(0)
-    hcfg = getattr(transformers, config_cls)(
-        vocab_size=80,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=False,
-        **extra,
-    )
-    hf = getattr(transformers, model_cls)(hcfg).eval()
-    with torch.no_grad():
-        for p in hf.parameters():
-            p.add_(torch.randn_like(p) * 0.3)
+    arch, extra, want = HF_VARIANTS[variant]
+    hf = tiny_transformers_model(arch, **extra)
     hf.save_pretrained(tmp_path / "hf", safe_serialization=True)
     model, _ = import_hf(str(tmp_path / "hf"))
     assert all(getattr(model.cfg, k) == v for k, v in want.items()), model.cfg
@@ -158,7 +128,7 @@ def test_transformers_variants_import_to_the_same_logits_and_greedy_tokens(tmp_p
     export_hf(model, str(tmp_path / "ours"))  # and back: the same tensors, the same architecture
     a, b = read_hf_tensors(str(tmp_path / "hf")), read_hf_tensors(str(tmp_path / "ours"))
     assert set(a) == set(b) and all(np.array_equal(a[k], b[k]) for k in a)
-    assert json.loads((tmp_path / "ours" / "config.json").read_text())["architectures"] == [model_cls]
+    assert json.loads((tmp_path / "ours" / "config.json").read_text())["architectures"] == [f"{arch}ForCausalLM"]
 
 
 def test_bfloat16_export_loads_in_transformers(tmp_path):

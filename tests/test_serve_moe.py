@@ -15,6 +15,7 @@ from marin.models.moe import MoEConfig
 from marin.models.transformer import LlamaConfig, forward, init
 from marin.serve.engine import Engine, SamplingParams
 from marin.serve.hf import export_hf, import_hf, read_hf_tensors
+from conftest import tiny_transformers_model
 
 VOCAB = [chr(c) for c in range(32, 128)]
 BASE = dict(vocab_size=96, seq_len=48, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=48)
@@ -72,25 +73,7 @@ def test_moe_export_matches_transformers_mixtral_logits(tmp_path, case):
 
 def _tiny_transformers_mixtral(seed: int):
     "A 2-layer, 4-expert Mixtral built by transformers itself, its random weights perturbed so that every tensor matters."
-    torch.manual_seed(seed)
-    hcfg = transformers.MixtralConfig(
-        vocab_size=80,
-        hidden_size=32,
-        intermediate_size=40,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        num_local_experts=4,
-        num_experts_per_tok=2,
-        max_position_embeddings=64,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=False,
-    )
-    hf = transformers.MixtralForCausalLM(hcfg).eval()
-    with torch.no_grad():
-        for p in hf.parameters():
-            p.add_(torch.randn_like(p) * 0.3)
-    return hf
+    return tiny_transformers_model("Mixtral", seed, intermediate_size=40, num_local_experts=4, num_experts_per_tok=2)
 
 
 def test_transformers_mixtral_imports_and_reexports_bit_exactly(tmp_path):

@@ -17,7 +17,7 @@ __all__ = ['BLOCK_TENSORS', 'MLP_TENSORS', 'LAYER_TENSORS', 'QKV_BIAS_TENSORS', 
            'dense_hf_shapes', 'dense_hf_config', 'dense_config_from_hf', 'mixtral_problems', 'mixtral_config',
            'mixtral_refusal', 'mixtral_unfused', 'mixtral_hf_tensors', 'mixtral_from_hf_tensors', 'mixtral_hf_config',
            'mixtral_config_from_hf', 'mixtral_hf_shapes', 'HFArchitecture', 'register_architecture', 'architecture_for',
-           'read_hf_tensors', 'read_hf_config', 'import_hf']
+           'hf_weight_files', 'read_hf_tensors', 'read_hf_config', 'import_hf']
 
 # %% ../../nbs/25_hf_models.ipynb #62af4393
 def _st_dtypes() -> dict[str, np.dtype]:
@@ -774,18 +774,13 @@ def _architecture(d: dict) -> HFArchitecture:
     return arch
 
 # %% ../../nbs/25_hf_models.ipynb #005cc3a7
-def read_hf_tensors(path: str) -> dict[str, np.ndarray]:
-    "All tensors of an HF checkpoint folder (single file or sharded with an index)."
+def hf_weight_files(path: str) -> list[str]:
+    "The safetensors files of an HF checkpoint folder: the shards its index names, or `model.safetensors`."
     index = storage.join(path, "model.safetensors.index.json")
     if storage.exists(index):
-        files = sorted(set(storage.read_json(index)["weight_map"].values()))
-        out = {}
-        for f in files:
-            out.update(read_safetensors(storage.join(path, f)))
-        return out
-    single = storage.join(path, "model.safetensors")
-    if storage.exists(single):
-        return read_safetensors(single)
+        return sorted(set(storage.read_json(index)["weight_map"].values()))
+    if storage.exists(storage.join(path, "model.safetensors")):
+        return ["model.safetensors"]
     if storage.exists(storage.join(path, "pytorch_model.bin")):
         raise ValueError(
             f"{path}: only pytorch_model.bin (pickle) weights;"
@@ -794,6 +789,14 @@ def read_hf_tensors(path: str) -> dict[str, np.ndarray]:
     raise FileNotFoundError(
         f"{path}: no model.safetensors or model.safetensors.index.json; is this a Hugging Face model folder?"
     )
+
+
+def read_hf_tensors(path: str) -> dict[str, np.ndarray]:
+    "All tensors of an HF checkpoint folder (single file or sharded with an index)."
+    out = {}
+    for f in hf_weight_files(path):
+        out.update(read_safetensors(storage.join(path, f)))
+    return out
 
 
 def read_hf_config(path: str) -> dict:

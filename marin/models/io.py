@@ -14,7 +14,8 @@ from .transformer import LlamaConfig, init, upgrade_state_keys
 # %% auto #0
 __all__ = ['COMMIT_FILE', 'STATE_FILE', 'META_FILE', 'ORBAX_DIR', 'PARAMS_PREFIX', 'CheckpointMismatch', 'step_dir',
            'list_checkpoints', 'latest_checkpoint', 'unflatten_state', 'orbax_dir', 'is_orbax', 'dotted_key',
-           'orbax_metadata', 'read_arrays', 'model_config_from_dict', 'abstract_model', 'read_params', 'load_model']
+           'orbax_metadata', 'write_committed_state', 'read_arrays', 'model_config_from_dict', 'abstract_model',
+           'read_params', 'load_model']
 
 # %% ../../nbs/24_model_io.ipynb #7aa3f324
 COMMIT_FILE, STATE_FILE, META_FILE, ORBAX_DIR = "COMMITTED", "state.safetensors", "meta.json", "state.orbax"
@@ -110,6 +111,16 @@ def orbax_metadata(path: str) -> dict:
     return _flat(_orbax_tree(path))
 
 # %% ../../nbs/24_model_io.ipynb #af69ac98
+def write_committed_state(d: str, arrays: dict[str, np.ndarray], meta: dict, step: int) -> None:
+    "The safetensors checkpoint folder `d`: the arrays, `meta.json`, then the commit marker with both files' checksums."
+    from safetensors.numpy import save
+
+    storage.write_bytes(storage.join(d, STATE_FILE), save(arrays))
+    storage.write_json(storage.join(d, META_FILE), meta)
+    sums = {f: storage.file_checksum(storage.join(d, f)) for f in (STATE_FILE, META_FILE)}
+    storage.write_json(storage.join(d, COMMIT_FILE), {"step": step, "checksums": sums})
+
+
 def read_arrays(path: str, prefix: str = "") -> dict[str, np.ndarray]:
     """Host copies of the arrays of the checkpoint at `path` whose pytree path starts with `prefix` (e.g. `.params`),
     keyed by `flatten_state`'s keys (for an Orbax checkpoint, dict keys read back as attributes: `.w` for `['w']`).

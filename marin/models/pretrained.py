@@ -11,8 +11,8 @@ import numpy as np
 from ..core import storage
 from ..core.config import Config, canonical, check, versioned
 from ..core.executor import Step
-from .hf import import_hf, read_hf_config
-from .io import COMMIT_FILE, META_FILE, STATE_FILE, PARAMS_PREFIX, step_dir
+from .hf import hf_weight_files, import_hf
+from .io import PARAMS_PREFIX, step_dir, write_committed_state
 
 # %% auto #0
 __all__ = ['MODEL_FILES', 'TOKENIZER_FILES', 'weight_files', 'source_files', 'ImportConfig', 'write_model_checkpoint',
@@ -24,13 +24,9 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 
 
 def weight_files(source: str) -> list[str]:
-    "The weight files of the Hugging Face folder `source` (the index's shards, or `model.safetensors`)."
-    index = storage.join(source, "model.safetensors.index.json")
-    if storage.exists(index):
-        return ["model.safetensors.index.json"] + sorted(set(storage.read_json(index)["weight_map"].values()))
-    if storage.exists(storage.join(source, "model.safetensors")):
-        return ["model.safetensors"]
-    raise FileNotFoundError(f"{source}: no model.safetensors or model.safetensors.index.json; is it a model folder?")
+    "The weight files of the Hugging Face folder `source`: its shards (`hf_weight_files`) and their index, if any."
+    index = "model.safetensors.index.json"
+    return ([index] if storage.exists(storage.join(source, index)) else []) + hf_weight_files(source)
 
 
 def source_files(source: str) -> dict[str, str]:
@@ -55,15 +51,10 @@ class ImportConfig(Config):
 
 def write_model_checkpoint(output_path: str, model, meta: dict, step: int = 0) -> str:
     "A committed checkpoint of `model`'s parameters under `output_path/checkpoints` (what `load_model` reads)."
-    from safetensors.numpy import save
-
     leaves = jax.tree_util.tree_leaves_with_path(eqx.filter(model, eqx.is_array))
     arrays = {PARAMS_PREFIX + jax.tree_util.keystr(p): np.asarray(x) for p, x in leaves}
     d = step_dir(storage.join(output_path, "checkpoints"), step)
-    storage.write_bytes(storage.join(d, STATE_FILE), save(arrays))
-    storage.write_json(storage.join(d, META_FILE), dict(meta, step=step))
-    sums = {f: storage.file_checksum(storage.join(d, f)) for f in (STATE_FILE, META_FILE)}
-    storage.write_json(storage.join(d, COMMIT_FILE), {"step": step, "checksums": sums})
+    write_committed_state(d, arrays, dict(meta, step=step), step)
     return d
 
 # %% ../../nbs/26_import.ipynb #bdd6c7ea

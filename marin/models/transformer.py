@@ -34,8 +34,8 @@ from .moe_parallel import moe_mlp_expert_parallel
 __all__ = ['ROPE_SCALINGS', 'ATTENTION_IMPLS', 'LAYER_LOOPS', 'EMBEDDING_AXES', 'ATTENTION_AXES', 'PARAM_AXES',
            'LEGACY_STATE_KEYS', 'REMAT_POLICIES', 'LlamaConfig', 'Block', 'Transformer', 'moe_layer_ids', 'init',
            'count_params', 'param_axes', 'upgrade_state_keys', 'mlp_forward', 'block_forward_with_stats',
-           'block_forward', 'layer_params', 'scan_blocks', 'forward', 'next_token_loss', 'post_step_update',
-           'directional_grad_check', 'generate']
+           'block_forward', 'layer_params', 'scan_blocks', 'to_compute_dtype', 'forward', 'next_token_loss',
+           'post_step_update', 'directional_grad_check', 'generate']
 
 # %% ../../nbs/20_transformer.ipynb #2acb9b3c
 ROPE_SCALINGS = ("none", "linear", "ntk", "llama3")
@@ -393,6 +393,15 @@ def scan_blocks(cfg: LlamaConfig, blocks: Block, body: Callable, x):
     return dense_scan(x, sl(per_layer, L - tail, L), sl(blocks.mlp, start, start + tail), tail), stats
 
 # %% ../../nbs/20_transformer.ipynb #51a0b8e7
+def to_compute_dtype(model: Transformer, dtype) -> Transformer:
+    "`model` with its floating-point weights cast to `dtype` for the forward pass; the MoE router stays float32."
+    m = cast_floats(model, dtype)
+    if model.blocks.moe is not None:
+        keep = (model.blocks.moe.router, model.blocks.moe.router_bias)
+        m = eqx.tree_at(lambda t: (t.blocks.moe.router, t.blocks.moe.router_bias), m, keep)
+    return m
+
+
 def forward(
     model: Transformer,
     tokens: Int[Array, "B S"],
@@ -413,10 +422,7 @@ def forward(
         raise ValueError(f"sequence length {S} exceeds the model's seq_len={cfg.seq_len}")
     if segment_ids is None:
         segment_ids = jnp.ones_like(tokens)
-    m = cast_floats(model, jnp.dtype(compute_dtype))
-    if model.blocks.moe is not None:  # the router stays float32
-        keep = (model.blocks.moe.router, model.blocks.moe.router_bias)
-        m = eqx.tree_at(lambda t: (t.blocks.moe.router, t.blocks.moe.router_bias), m, keep)
+    m = to_compute_dtype(model, jnp.dtype(compute_dtype))
     x = sharding(m.embed[tokens], ("batch", "seq", "act_embed"))  # [B, S, D]
     mask = attention_mask(segment_ids, cfg.sliding_window)
     positions = jnp.broadcast_to(jnp.arange(S)[None], (B, S))

@@ -14,7 +14,7 @@ from fastcore.basics import patch
 from ..core.config import Config, check
 from ..models.layers import apply_rope, rms_norm, rope_frequencies
 from ..models.moe import moe_mlp
-from ..models.transformer import layer_params
+from ..models.transformer import layer_params, to_compute_dtype
 from .quantize import dequantize_tree, qmatmul
 
 # %% auto #0
@@ -74,14 +74,6 @@ def _logits(model, x):
     return qmatmul(x, head).astype(jnp.float32)
 
 # %% ../../nbs/63_engine.ipynb #00d5d1d1
-def _cast_float(tree, dtype):
-    out = jax.tree.map(lambda a: a.astype(dtype) if eqx.is_inexact_array(a) else a, tree)
-    moe = getattr(getattr(tree, "blocks", None), "moe", None)
-    if moe is not None:  # the router stays float32, as in `forward`
-        out = eqx.tree_at(lambda t: (t.blocks.moe.router, t.blocks.moe.router_bias), out, (moe.router, moe.router_bias))
-    return out
-
-
 def _partial_moe(cfg) -> bool:
     m = getattr(cfg, "moe", None)
     return m is not None and hasattr(m, "all_layers_moe") and not m.all_layers_moe(cfg.n_layers)
@@ -104,7 +96,7 @@ def _run_layers(m, body, x, cache_k, cache_v):
 def prefill(model, tokens, length, cache_k, cache_v, slot, dtype=jnp.float32):
     "Logits [T, V] of a padded prompt `tokens[T]` (valid up to `length`); its K/V written into `slot` of the cache."
     cfg = model.cfg
-    m = _cast_float(model, dtype)
+    m = to_compute_dtype(model, dtype)
     T = tokens.shape[0]
     x = m.embed[tokens][None]  # [1, T, D]
     pos = jnp.arange(T)[None]
@@ -129,7 +121,7 @@ def prefill(model, tokens, length, cache_k, cache_v, slot, dtype=jnp.float32):
 def decode(model, tokens, positions, cache_k, cache_v, attn_len: int, dtype=jnp.float32):
     "Logits [B, V] of one new token per slot at `positions[B]`; the cache updated in place (donated)."
     cfg = model.cfg
-    m = _cast_float(model, dtype)
+    m = to_compute_dtype(model, dtype)
     B = tokens.shape[0]
     x = m.embed[tokens][:, None]  # [B, 1, D]
     pos = positions[:, None]

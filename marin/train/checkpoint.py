@@ -25,6 +25,7 @@ from marin.models.io import (
     orbax_dir,
     orbax_metadata,
     dotted_key,
+    write_committed_state,
 )
 
 # %% auto #0
@@ -151,15 +152,10 @@ def _write_guarded(self: CheckpointManager, step, arrays, meta):
 # %% ../../nbs/32_checkpoint.ipynb #da29f39b
 @patch
 def _write(self: CheckpointManager, step: int, arrays: dict, meta: dict) -> None:
-    from safetensors.numpy import save
-
     d = step_dir(self.root, step)
     if storage.exists(storage.join(d, COMMIT_FILE)):
         storage.remove(storage.join(d, COMMIT_FILE))
-    storage.write_bytes(storage.join(d, STATE_FILE), save(arrays))
-    storage.write_json(storage.join(d, META_FILE), meta)
-    sums = {f: storage.file_checksum(storage.join(d, f)) for f in (STATE_FILE, META_FILE)}
-    storage.write_json(storage.join(d, COMMIT_FILE), {"step": step, "checksums": sums})
+    write_committed_state(d, arrays, meta, step)
     self.prune()
 
 

@@ -4,7 +4,8 @@
 
 # %% ../../nbs/25_hf_models.ipynb #183f059c
 from __future__ import annotations
-import dataclasses, json, re, struct
+import dataclasses, json, os, re, struct
+from collections.abc import Mapping
 from typing import Callable
 import numpy as np
 from ..core import storage
@@ -17,10 +18,11 @@ __all__ = ['BLOCK_TENSORS', 'MLP_TENSORS', 'LAYER_TENSORS', 'QKV_BIAS_TENSORS', 
            'dense_hf_shapes', 'dense_hf_config', 'dense_config_from_hf', 'mixtral_problems', 'mixtral_config',
            'mixtral_refusal', 'mixtral_unfused', 'mixtral_hf_tensors', 'mixtral_from_hf_tensors', 'mixtral_hf_config',
            'mixtral_config_from_hf', 'mixtral_hf_shapes', 'HFArchitecture', 'register_architecture', 'architecture_for',
-           'hf_weight_files', 'read_hf_tensors', 'read_hf_config', 'import_hf']
+           'hf_weight_files', 'read_hf_config', 'HFTensors', 'read_hf_tensors', 'model_from_hf', 'import_hf']
 
 # %% ../../nbs/25_hf_models.ipynb #62af4393
 def _st_dtypes() -> dict[str, np.dtype]:
+    "safetensors dtype names -> numpy dtypes (bfloat16 is `ml_dtypes.bfloat16`)."
     import ml_dtypes
 
     return {
@@ -38,45 +40,32 @@ def _st_dtypes() -> dict[str, np.dtype]:
 
 
 def safetensors_bytes(tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = None) -> bytes:
-    "A safetensors file holding `tensors` (sorted by name; deterministic bytes)."
-    names = {v: k for k, v in _st_dtypes().items()}
-    header, chunks, offset = {}, [], 0
-    for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name])
-        if a.dtype not in names:
+    "A safetensors file holding `tensors`, written by the `safetensors` library (the same tensors: the same bytes)."
+    from safetensors.numpy import save
+
+    known = set(_st_dtypes().values())
+    arrays = {name: np.ascontiguousarray(tensors[name]) for name in sorted(tensors)}
+    for name, a in arrays.items():
+        if a.dtype not in known:
             raise ValueError(f"tensor {name}: dtype {a.dtype} has no safetensors equivalent")
-        b = a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
-        header[name] = {"dtype": names[a.dtype], "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
-        chunks.append(b)
-        offset += len(b)
-    header = {"__metadata__": dict(metadata or {"format": "pt"}), **header}
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    return struct.pack("<Q", len(h)) + h + b"".join(chunks)
+    return save(arrays, metadata=dict(metadata or {"format": "pt"}))
 
 # %% ../../nbs/25_hf_models.ipynb #c81f3b95
-def parse_safetensors(data: bytes) -> dict[str, np.ndarray]:
-    "The tensors of a safetensors file's bytes."
-    if len(data) < 8:
-        raise ValueError("not a safetensors file: shorter than its 8-byte header length")
-    (n,) = struct.unpack("<Q", data[:8])
-    if n > len(data) - 8:
-        raise ValueError("not a safetensors file: header length exceeds the file (truncated download?)")
-    header = json.loads(data[8 : 8 + n])
-    header.pop("__metadata__", None)
-    dt, base, out = _st_dtypes(), 8 + n, {}
-    for name, h in header.items():
-        s, e = h["data_offsets"]
-        out[name] = (
-            np.frombuffer(data, dtype=dt[h["dtype"]], count=int(np.prod(h["shape"], dtype=np.int64)), offset=base + s)
-            .reshape(h["shape"])
-            .copy()
-        )
-    return out
+def parse_safetensors(data: bytes, what: str = "data") -> dict[str, np.ndarray]:
+    "The tensors of a safetensors file's bytes (`what` names the file in errors)."
+    from safetensors import SafetensorError, deserialize
+
+    try:
+        views = deserialize(bytes(data))
+    except SafetensorError as e:
+        raise ValueError(f"{what}: not a safetensors file, or a truncated one ({e}); download it again") from None
+    dtypes = _st_dtypes()  # the library's numpy `load` lacks bfloat16; its parser is used with the lab's dtype table
+    return {k: np.frombuffer(v["data"], dtype=dtypes[v["dtype"]]).reshape(v["shape"]).copy() for k, v in views}
 
 
 def read_safetensors(url: str) -> dict[str, np.ndarray]:
-    return parse_safetensors(storage.read_bytes(url))
+    "Every tensor of one safetensors file (a local path or any fsspec URL)."
+    return parse_safetensors(storage.read_bytes(url), url)
 
 # %% ../../nbs/25_hf_models.ipynb #54ba1c10
 BLOCK_TENSORS: dict[str, tuple[str, bool]] = {
@@ -791,14 +780,6 @@ def hf_weight_files(path: str) -> list[str]:
     )
 
 
-def read_hf_tensors(path: str) -> dict[str, np.ndarray]:
-    "All tensors of an HF checkpoint folder (single file or sharded with an index)."
-    out = {}
-    for f in hf_weight_files(path):
-        out.update(read_safetensors(storage.join(path, f)))
-    return out
-
-
 def read_hf_config(path: str) -> dict:
     f = storage.join(path, "config.json")
     if not storage.exists(f):
@@ -807,10 +788,65 @@ def read_hf_config(path: str) -> dict:
         )
     return storage.read_json(f)
 
+# %% ../../nbs/25_hf_models.ipynb #9a5f4bea
+class HFTensors(Mapping):
+    "The tensors of an HF folder by name, each read from its (memory-mapped) shard only when asked for."
+
+    def __init__(self, path: str):
+        self.path, self._open, self._tmp = path, {}, None
+        self._file = {name: f for f in hf_weight_files(path) for name in self._shard(f).keys()}
+
+    def _local(self, f: str) -> str:
+        url = storage.join(self.path, f)
+        if storage.is_local(url):
+            return storage.fs_path(url)[1]
+        import tempfile
+
+        self._tmp = self._tmp or tempfile.TemporaryDirectory(prefix="marin-shards-")
+        local = os.path.join(self._tmp.name, f.replace("/", "_"))
+        if not os.path.exists(local):
+            fs, p = storage.fs_path(url)
+            fs.get(p, local + ".part")
+            os.replace(local + ".part", local)
+        return local
+
+    def _shard(self, f: str):
+        from safetensors import SafetensorError, safe_open
+
+        if f not in self._open:
+            try:
+                self._open[f] = safe_open(self._local(f), framework="numpy")
+            except SafetensorError as e:
+                raise ValueError(f"{storage.join(self.path, f)}: not a safetensors file, or a truncated one ({e})")
+        return self._open[f]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._shard(self._file[name]).get_tensor(name)
+
+    def __contains__(self, name) -> bool:  # without reading the tensor (Mapping's default would)
+        return name in self._file
+
+    def __iter__(self):
+        return iter(self._file)
+
+    def __len__(self) -> int:
+        return len(self._file)
+
+# %% ../../nbs/25_hf_models.ipynb #11faca45
+def read_hf_tensors(path: str) -> HFTensors:
+    "The tensors of an HF checkpoint folder (single file or sharded with an index), read lazily by name."
+    return HFTensors(path)
+
+
+def model_from_hf(d: dict, tensors: Mapping[str, np.ndarray] | Callable[[], Mapping[str, np.ndarray]]):
+    """A marin model from a `config.json` dict and HF-named tensors (a folder's, or a GGUF file's renamed); `tensors`
+    may be a function that opens them, called only once the config has been accepted."""
+    arch = _architecture(d)
+    cfg = arch.from_config(d)  # config problems are refused before any weight file is opened
+    return arch.from_tensors(tensors() if callable(tensors) else tensors, cfg)
+
 
 def import_hf(path: str):
     "(marin model, config.json dict) from a Hugging Face checkpoint folder."
     d = read_hf_config(path)
-    arch = _architecture(d)
-    cfg = arch.from_config(d)
-    return arch.from_tensors(read_hf_tensors(path), cfg), d
+    return model_from_hf(d, lambda: read_hf_tensors(path)), d

@@ -4,23 +4,44 @@
 
 # %% ../../nbs/26_import.ipynb #efc56e13
 from __future__ import annotations
-import dataclasses
+import dataclasses, json, os
 import equinox as eqx
 import jax
 import numpy as np
 from ..core import storage
 from ..core.config import Config, canonical, check, versioned
-from ..core.executor import Step
-from .hf import hf_weight_files, import_hf
+from ..core.executor import Step, StepOrPath
+from .download import download_model, looks_like_repo_id
+from .hf import hf_weight_files, import_hf, model_from_hf
 from .io import PARAMS_PREFIX, step_dir, write_committed_state
 
 # %% auto #0
-__all__ = ['MODEL_FILES', 'TOKENIZER_FILES', 'weight_files', 'source_files', 'ImportConfig', 'write_model_checkpoint',
-           'import_pretrained', 'import_step']
+__all__ = ['MODEL_FILES', 'TOKENIZER_FILES', 'pretrained_kind', 'weight_files', 'source_files', 'ImportConfig',
+           'write_model_checkpoint', 'read_source', 'import_pretrained', 'fetch_hub_model', 'import_step',
+           'as_training_output', 'resolve_checkpoint']
 
 # %% ../../nbs/26_import.ipynb #6fd7caca
 MODEL_FILES = ("config.json", "generation_config.json")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
+
+
+def pretrained_kind(source: str) -> str:
+    "'checkpoint' (a lab training output), 'hf' (a Hugging Face folder), 'gguf' (a GGUF file) or 'hub' (a hub id)."
+    s = str(source)
+    if s.endswith(".gguf"):
+        if storage.exists(s):
+            return "gguf"
+        raise FileNotFoundError(f"{s}: no such GGUF file")
+    if storage.exists(storage.join(s, "checkpoints")):
+        return "checkpoint"
+    if storage.exists(storage.join(s, "config.json")):
+        return "hf"
+    if looks_like_repo_id(s):
+        return "hub"
+    raise FileNotFoundError(
+        f"{s}: not a training output (no checkpoints/), a Hugging Face model folder (no config.json),"
+        " a .gguf file or a hub id (ORG/NAME)"
+    )
 
 
 def weight_files(source: str) -> list[str]:
@@ -30,9 +51,11 @@ def weight_files(source: str) -> list[str]:
 
 
 def source_files(source: str) -> dict[str, str]:
-    "File name -> checksum of every file of `source` that the imported checkpoint depends on."
+    "File name -> checksum of every file of `source` (a folder or a GGUF file) that the imported checkpoint depends on."
+    if str(source).endswith(".gguf") and storage.exists(source):
+        return {str(source).rstrip("/").rsplit("/", 1)[-1]: storage.file_checksum(source)}
     if not storage.exists(storage.join(source, "config.json")):
-        raise FileNotFoundError(f"{source}: no config.json; import takes a Hugging Face model folder")
+        raise FileNotFoundError(f"{source}: no config.json; import takes a Hugging Face model folder or a .gguf file")
     names = [f for f in MODEL_FILES + TOKENIZER_FILES if storage.exists(storage.join(source, f))]
     return {f: storage.file_checksum(storage.join(source, f)) for f in sorted(names + weight_files(source))}
 
@@ -41,11 +64,11 @@ def source_files(source: str) -> dict[str, str]:
 class ImportConfig(Config):
     "A published checkpoint brought into the lab; its identity is the checksums of its files."
 
-    source: str = ""  # a Hugging Face folder: a local path or any fsspec URL
+    source: str = ""  # a Hugging Face folder (a local path or any fsspec URL) or a GGUF file
     files: tuple[tuple[str, str], ...] = versioned(())  # (file name, checksum) of everything the model is made of
 
     def validate(self):
-        check(bool(self.source), "source", "name a Hugging Face model folder (a path or an fsspec URL)")
+        check(bool(self.source), "source", "name a Hugging Face model folder (a path or an fsspec URL) or a .gguf file")
         check(bool(self.files), "files", "build the config with import_step(source), which checksums the source")
 
 
@@ -58,13 +81,26 @@ def write_model_checkpoint(output_path: str, model, meta: dict, step: int = 0) -
     return d
 
 # %% ../../nbs/26_import.ipynb #bdd6c7ea
+def read_source(source: str):
+    "(model, config.json dict, {tokenizer or config file name: bytes}) of a Hugging Face folder or a GGUF file."
+    if pretrained_kind(source) == "gguf":
+        from marin.models.gguf import read_gguf
+
+        ck = read_gguf(source)
+        files = dict(ck.tokenizer_files, **{"config.json": json.dumps(ck.config, indent=1).encode()})
+        return model_from_hf(ck.config, ck.tensors), ck.config, files
+    model, d = import_hf(source)
+    names = [f for f in TOKENIZER_FILES + ("config.json",) if storage.exists(storage.join(source, f))]
+    return model, d, {f: storage.read_bytes(storage.join(source, f)) for f in names}
+
+
 def import_pretrained(cfg: ImportConfig, output_path: str) -> dict:
     "Executor step: the model of `cfg.source` as a lab checkpoint, with the source's tokenizer files beside it."
     found = source_files(cfg.source)
     if tuple(sorted(found.items())) != cfg.files:
         changed = sorted(set(found.items()) ^ set(cfg.files))
         raise ValueError(f"{cfg.source} changed since the step was made ({changed[:4]}); build import_step again")
-    model, hf_config = import_hf(cfg.source)
+    model, hf_config, files = read_source(cfg.source)
     meta = {
         "model_config": canonical(model.cfg),
         "model_config_versioned": canonical(model.cfg, versioned_only=True),
@@ -73,14 +109,44 @@ def import_pretrained(cfg: ImportConfig, output_path: str) -> dict:
         "files": dict(cfg.files),
     }
     write_model_checkpoint(output_path, model, meta)
-    for f in TOKENIZER_FILES + ("config.json",):
-        if f in found:
-            storage.write_bytes(storage.join(output_path, f), storage.read_bytes(storage.join(cfg.source, f)))
+    for f, data in files.items():
+        storage.write_bytes(storage.join(output_path, f), data)
     return {"n_params": int(sum(x.size for x in jax.tree.leaves(eqx.filter(model, eqx.is_array)))), **meta}
+
+# %% ../../nbs/26_import.ipynb #b8b321bc
+def fetch_hub_model(repo_id: str, prefix: str | None = None) -> str:
+    "The local folder holding hub model `repo_id` (`ORG/NAME[@revision]`), downloaded there first if needed."
+    from marin.core.settings import settings
+
+    folder = storage.join(prefix or settings().prefix, "downloads", repo_id.replace("/", "--"))
+    download_model(repo_id, folder)
+    return folder
 
 
 def import_step(source: str, name: str = "") -> Step:
-    "The step that imports the Hugging Face folder `source`; named after the folder unless `name` is given."
+    "The step that imports `source` (a Hugging Face folder or URL, a GGUF file, a hub id); named after it."
+    kind = pretrained_kind(source)
+    if kind == "checkpoint":
+        raise ValueError(f"{source} is already a training output (it has checkpoints/); use it as it is")
+    if kind == "hub":
+        source = fetch_hub_model(source)
     files = tuple(sorted(source_files(source).items()))
-    label = name or source.rstrip("/").rsplit("/", 1)[-1]
-    return Step(f"import/{label}", import_pretrained, ImportConfig(source=source, files=files))
+    label = name or str(source).rstrip("/").rsplit("/", 1)[-1].removesuffix(".gguf")
+    return Step(f"import/{label}", import_pretrained, ImportConfig(source=str(source), files=files))
+
+# %% ../../nbs/26_import.ipynb #c6b618b6
+def as_training_output(x: StepOrPath) -> StepOrPath:
+    "A Step or training output as it is; a Hugging Face folder, GGUF file or hub id as the step that imports it."
+    if not isinstance(x, (str, os.PathLike)) or pretrained_kind(str(x)) == "checkpoint":
+        return x
+    return import_step(str(x))
+
+
+def resolve_checkpoint(source: str, prefix: str | None = None) -> str:
+    "A training output path for `source`: itself, or the output of its import step (run now, or found cached)."
+    from marin.core.executor import Executor
+
+    st = as_training_output(str(source))
+    if not isinstance(st, Step):
+        return str(source)
+    return Executor(prefix).run([st])[st]

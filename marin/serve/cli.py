@@ -55,7 +55,7 @@ def download_cmd(
     include: list[str] = typer.Option(None, help="file patterns to fetch (default: what serving needs)"),
 ):
     "Download a model (resumable, checksums verified)."
-    from marin.serve.download import download_model
+    from marin.models.download import download_model
 
     m = download_model(model, output, revision=revision, token=token, allow_patterns=include or None)
     total = sum(e["size"] for e in m["files"].values())

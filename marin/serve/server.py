@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 from fastcore.basics import patch
 from ..core import storage
+from ..models.download import looks_like_repo_id
+from ..models.pretrained import resolve_checkpoint
 from .engine import Engine, SamplingParams, TOP_N
 
 # %% auto #0
@@ -30,11 +32,9 @@ def _as_list(x) -> list[int]:
     return [int(i) for i in (x if isinstance(x, (list, tuple)) else [x])]
 
 
-def _load_hf(path: str) -> tuple:
-    "(model, end-of-text ids, tokenizer or None, chat template or None, special tokens) of an HF-layout folder."
-    from marin.models.hf import import_hf
-
-    model, hfc = import_hf(path)
+def _folder_tokenizer(path: str) -> tuple:
+    "(end-of-text ids, tokenizer or None, chat template or None, special tokens) from a folder's HF tokenizer files."
+    hfc = storage.read_json(storage.join(path, "config.json"), {}) or {}
     gen = storage.read_json(storage.join(path, "generation_config.json"), {}) or {}
     eos = _as_list(gen.get("eos_token_id", hfc.get("eos_token_id")))
     tok = None
@@ -46,24 +46,35 @@ def _load_hf(path: str) -> tuple:
     template = tc.get("chat_template")
     if isinstance(template, list):
         template = next((t["template"] for t in template if t.get("name") == "default"), None)
+    if template is None and storage.exists(storage.join(path, "chat_template.jinja")):
+        template = storage.read_text(storage.join(path, "chat_template.jinja"))
     special = {
         k: (v.get("content") if isinstance(v, dict) else v) for k, v in tc.items() if k in ("bos_token", "eos_token")
     }
-    return model, eos, tok, template, special
+    return eos, tok, template, special
+
+
+def _load_hf(path: str) -> tuple:
+    "(model, end-of-text ids, tokenizer or None, chat template or None, special tokens) of an HF-layout folder."
+    from marin.models.hf import import_hf
+
+    return (import_hf(path)[0], *_folder_tokenizer(path))
 
 # %% ../../nbs/64_server.ipynb #99ed0e54
 def _load_training_output(path: str) -> tuple:
-    "(model, tokenizer or None) of a marin training output: the newest checkpoint and the `vocab.json` characters."
+    "(model, end-of-text ids, tokenizer or None, chat template or None, special tokens) of a marin training output."
     from marin.models.io import load_model
     from marin.serve.hf import char_level_tokenizer_json
 
     model, _ = load_model(path)
+    if storage.exists(storage.join(path, "tokenizer.json")):
+        return (model, *_folder_tokenizer(path))
     tok = None
     if storage.exists(storage.join(path, "vocab.json")):
         from tokenizers import Tokenizer
 
         tok = Tokenizer.from_str(char_level_tokenizer_json(storage.read_json(storage.join(path, "vocab.json"))))
-    return model, tok
+    return model, [], tok, None, {}
 
 # %% ../../nbs/64_server.ipynb #352ad384
 @dataclasses.dataclass
@@ -93,23 +104,31 @@ class ServedModel:
     ) -> "ServedModel":
         from marin.serve.quantize import quantize_model
 
-        path = str(path).rstrip("/")
-        special, eos, template, tok = {}, [], None, None
-        if storage.exists(storage.join(path, "config.json")):
+        given = path = str(path).rstrip("/")
+        if path.endswith(".gguf") or looks_like_repo_id(path):  # imported once, through the cached step
+            path = resolve_checkpoint(path)
+        if storage.exists(storage.join(path, "checkpoints")):  # a training output (imported ones have config.json too)
+            model, eos, tok, template, special = _load_training_output(path)
+        elif storage.exists(storage.join(path, "config.json")):
             model, eos, tok, template, special = _load_hf(path)
-        elif storage.exists(storage.join(path, "checkpoints")):
-            model, tok = _load_training_output(path)
         else:
             raise FileNotFoundError(
-                f"--model {path}: neither a Hugging Face model folder (config.json) nor a marin training output "
-                "(checkpoints/); export one (`marin export`) or download one (`marin download`)"
+                f"--model {path}: neither a Hugging Face model folder (config.json), a GGUF file nor a marin training "
+                "output (checkpoints/); export one (`marin export`) or download one (`marin download`)"
             )
         model = quantize_model(model, quantize, group_size=group_size)
         decode = (lambda ids: tok.decode(ids, skip_special_tokens=False)) if tok is not None else None
         engine = Engine(
             model, max_batch=max_batch, eos_ids=eos, decode_text=decode, dtype=dtype, max_seq_len=max_seq_len
         )
-        return cls(name or os.path.basename(path), engine, tok, template or DEFAULT_CHAT_TEMPLATE, special, quantize)
+        return cls(
+            name or os.path.basename(given).removesuffix(".gguf"),
+            engine,
+            tok,
+            template or DEFAULT_CHAT_TEMPLATE,
+            special,
+            quantize,
+        )
 
 # %% ../../nbs/64_server.ipynb #caaedae0
 @patch

@@ -278,6 +278,11 @@ LAYER_COMMANDS: dict[str, tuple[str, bool, str]] = {
         False,
         "Export a training checkpoint to the Hugging Face layout (config, safetensors, tokenizer, model card).",
     ),
+    "import": (
+        "marin.serve.cli",
+        False,
+        "Import a published checkpoint as a lab training output (cached by its files' checksums).",
+    ),
     "download": ("marin.serve.cli", False, "Download a model (resumable, checksums verified)."),
     "serve": ("marin.serve.cli", False, "Serve a model over an OpenAI-compatible HTTP API."),
     "cluster": ("marin.cluster.cli", True, "Start a local Ray cluster or inspect the one the lab is configured for."),

@@ -58,11 +58,15 @@ def _eval_config(checkpoint: str, suite: list[str], *, tokenizer: str, max_token
     "The EvalConfig for the command's options, checked (checkpoints, steps, task files) before any model loads."
     from marin.eval.results import EvalConfig, checkpoint_steps
     from marin.eval.tasks import load_items
+    from marin.models.pretrained import resolve_checkpoint
 
-    if not storage.exists(storage.join(checkpoint, "checkpoints")):
+    try:  # a Hugging Face folder, GGUF file or hub id is imported first (cached)
+        checkpoint = resolve_checkpoint(checkpoint)
+    except FileNotFoundError as e:
         raise FileNotFoundError(
-            f"--checkpoint {checkpoint}: no checkpoints/ folder; give a training output (train, SFT or DPO)"
-        )
+            f"--checkpoint {checkpoint}: no checkpoints/ folder; give a training output (train, SFT or DPO), a"
+            f" Hugging Face folder or a .gguf file ({e})"
+        ) from None
     # exact byte counts for bits per byte need the tokenizer: the given one, else the run's own tokenizer.json
     byte_tok = tokenizer or (
         os.path.abspath(checkpoint) if storage.exists(storage.join(checkpoint, "tokenizer.json")) else ""
@@ -96,7 +100,9 @@ def _print_results(output: str, df, json_out: bool) -> None:
 # %% ../../nbs/59_eval_cli.ipynb #5cdd044c
 @app.command("eval")
 def eval_cmd(
-    checkpoint: str = typer.Option(..., "--checkpoint", "-c", help="training output folder (holds checkpoints/)"),
+    checkpoint: str = typer.Option(
+        ..., "--checkpoint", "-c", help="a training output, a Hugging Face folder, a .gguf file or a hub id"
+    ),
     suite: list[str] = typer.Option(
         ..., "--suite", "-s", help="task name, task YAML, suite YAML, or NAME=TOKENS (repeatable)"
     ),

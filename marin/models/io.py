@@ -167,6 +167,11 @@ def load_model(output_path: str, step: int | None = None):
     "(model, checkpoint meta) from a training output directory's newest (or given) checkpoint, in either format."
     cks = dict(list_checkpoints(storage.join(output_path, "checkpoints")))
     if not cks:
+        if storage.exists(storage.join(output_path, "config.json")) or str(output_path).endswith(".gguf"):
+            raise FileNotFoundError(
+                f"{output_path} is a published checkpoint, not a training output: import it first"
+                " (`marin import`, or marin.models.pretrained.resolve_checkpoint / import_step)"
+            )
         raise FileNotFoundError(f"no committed checkpoint under {output_path}/checkpoints; train first")
     path = cks[step if step is not None else max(cks)]
     meta = storage.read_json(storage.join(path, META_FILE))

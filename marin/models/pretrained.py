@@ -137,9 +137,13 @@ def import_step(source: str, name: str = "") -> Step:
 # %% ../../nbs/26_import.ipynb #c6b618b6
 def as_training_output(x: StepOrPath) -> StepOrPath:
     "A Step or training output as it is; a Hugging Face folder, GGUF file or hub id as the step that imports it."
-    if not isinstance(x, (str, os.PathLike)) or pretrained_kind(str(x)) == "checkpoint":
+    if not isinstance(x, (str, os.PathLike)):
         return x
-    return import_step(str(x))
+    try:
+        kind = pretrained_kind(str(x))
+    except FileNotFoundError:
+        return x  # not there yet: the stage that reads it says so when it runs
+    return x if kind == "checkpoint" else import_step(str(x))
 
 
 def resolve_checkpoint(source: str, prefix: str | None = None) -> str:

@@ -344,4 +344,8 @@ def run_dpo(cfg: DPOConfig, output_path: str) -> dict:
 
 # %% ../../nbs/56_dpo.ipynb #b197fe4a
 def dpo_step(cfg: DPOConfig, name: str = "dpo") -> Step:
+    "The DPO step; a `base` that is a Hugging Face folder, GGUF file or hub id becomes its import step (run first)."
+    from marin.models.pretrained import as_training_output
+
+    cfg = cfg.replace(base=as_training_output(cfg.base))
     return Step(name, run_dpo, cfg, description=f"DPO (beta={cfg.beta}) for {cfg.num_train_steps} steps")

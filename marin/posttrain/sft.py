@@ -370,4 +370,8 @@ class _Prebuilt:
 
 # %% ../../nbs/55_sft.ipynb #e002e823
 def sft_step(cfg: SFTConfig, name: str = "sft") -> Step:
+    "The SFT step; a `base` that is a Hugging Face folder, GGUF file or hub id becomes its import step (run first)."
+    from marin.models.pretrained import as_training_output
+
+    cfg = cfg.replace(base=as_training_output(cfg.base))
     return Step(name, run_sft, cfg, description=f"SFT for {cfg.num_train_steps} steps")

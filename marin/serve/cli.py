@@ -14,12 +14,12 @@ def _gb(n: int) -> str:
     return f"{n / 2**30:.3f} GiB" if n >= 2**27 else f"{n / 2**20:.2f} MiB"
 
 # %% auto #0
-__all__ = ['app', 'export_cmd', 'download_cmd', 'serve_cmd']
+__all__ = ['app', 'export_cmd', 'download_cmd', 'import_cmd', 'serve_cmd']
 
 # %% ../../nbs/65_serve_cli.ipynb #3c692424
 @app.command("export")
 def export_cmd(
-    checkpoint: str = typer.Option(..., help="a training output directory (holds checkpoints/)"),
+    checkpoint: str = typer.Option(..., help="a training output, a Hugging Face folder or a .gguf file"),
     output: str = typer.Option(..., help="folder (or fsspec URL) to write the Hugging Face checkpoint to"),
     step: int = typer.Option(-1, help="checkpoint step (-1: newest)"),
     dtype: str = typer.Option("float32", help="float32 | bfloat16 | float16"),
@@ -28,11 +28,18 @@ def export_cmd(
     max_shard_gb: float = typer.Option(5.0, help="split weights into shards of at most this size"),
 ):
     "Export a training checkpoint to the Hugging Face layout (config, safetensors, tokenizer, model card)."
+    from marin.core import storage
+    from marin.models.pretrained import resolve_checkpoint
     from marin.serve.hf import export_checkpoint
 
+    run = resolve_checkpoint(checkpoint)
     template = open(chat_template).read() if chat_template else None
+    if storage.exists(storage.join(run, "tokenizer.json")):  # an imported model: its own tokenizer and template
+        from marin.serve.server import folder_tokenizer
+
+        tokenizer, template = tokenizer or run, template or folder_tokenizer(run)[2]
     s = export_checkpoint(
-        checkpoint,
+        run,
         output,
         step=None if step < 0 else step,
         tokenizer=tokenizer or None,
@@ -63,6 +70,23 @@ def download_cmd(
         f"{len(m['files'])} files ({_gb(total)}) verified in {output}"
         + (f"; {m['skipped']} already there" if m.get("skipped") else "")
     )
+
+# %% ../../nbs/65_serve_cli.ipynb #39b09bfd
+@app.command("import")
+def import_cmd(
+    source: str = typer.Argument(
+        ..., help="a Hugging Face model folder or fsspec URL, a .gguf file, or a hub ORG/NAME"
+    ),
+    name: str = typer.Option("", help="the step's name (default: the folder or file name)"),
+    prefix: str = typer.Option("", help="where step outputs live (default: the lab's settings)"),
+):
+    "Import a published checkpoint as a lab training output (cached by its files' checksums)."
+    from marin.models.pretrained import import_step
+    from marin.core.executor import Executor
+
+    st = import_step(source, name=name)
+    out = Executor(prefix or None).run([st])[st]
+    typer.echo(out)
 
 # %% ../../nbs/65_serve_cli.ipynb #2a1a5ba9
 def _dry_run(model: str, quantize: str, group_size: int, max_batch: int) -> None:

@@ -16,8 +16,8 @@ from ..models.pretrained import resolve_checkpoint
 from .engine import Engine, SamplingParams, TOP_N
 
 # %% auto #0
-__all__ = ['DEFAULT_CHAT_TEMPLATE', 'MAX_BODY', 'ServedModel', 'ApiError', 'sampling_params', 'Handler', 'Server',
-           'inspect_model']
+__all__ = ['DEFAULT_CHAT_TEMPLATE', 'MAX_BODY', 'folder_tokenizer', 'ServedModel', 'ApiError', 'sampling_params', 'Handler',
+           'Server', 'inspect_model']
 
 # %% ../../nbs/64_server.ipynb #bb861ecd
 DEFAULT_CHAT_TEMPLATE = (
@@ -32,7 +32,7 @@ def _as_list(x) -> list[int]:
     return [int(i) for i in (x if isinstance(x, (list, tuple)) else [x])]
 
 
-def _folder_tokenizer(path: str) -> tuple:
+def folder_tokenizer(path: str) -> tuple:
     "(end-of-text ids, tokenizer or None, chat template or None, special tokens) from a folder's HF tokenizer files."
     hfc = storage.read_json(storage.join(path, "config.json"), {}) or {}
     gen = storage.read_json(storage.join(path, "generation_config.json"), {}) or {}
@@ -58,7 +58,7 @@ def _load_hf(path: str) -> tuple:
     "(model, end-of-text ids, tokenizer or None, chat template or None, special tokens) of an HF-layout folder."
     from marin.models.hf import import_hf
 
-    return (import_hf(path)[0], *_folder_tokenizer(path))
+    return (import_hf(path)[0], *folder_tokenizer(path))
 
 # %% ../../nbs/64_server.ipynb #99ed0e54
 def _load_training_output(path: str) -> tuple:
@@ -68,7 +68,7 @@ def _load_training_output(path: str) -> tuple:
 
     model, _ = load_model(path)
     if storage.exists(storage.join(path, "tokenizer.json")):
-        return (model, *_folder_tokenizer(path))
+        return (model, *folder_tokenizer(path))
     tok = None
     if storage.exists(storage.join(path, "vocab.json")):
         from tokenizers import Tokenizer

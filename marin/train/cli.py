@@ -400,8 +400,8 @@ def _prompt_ids(prompt: str, vocab: list[str] | None) -> list[int]:
 
 @app.command("sample")
 def sample_cmd(
-    run: str = typer.Argument(..., help="a training output directory (holds checkpoints/)"),
-    prompt: str = typer.Option("", help="text (character models) or space-separated token ids"),
+    run: str = typer.Argument(..., help="a training output, a Hugging Face folder, a .gguf file or a hub id"),
+    prompt: str = typer.Option("", help="text (models with a tokenizer or a vocabulary) or space-separated token ids"),
     max_tokens: int = typer.Option(200, help="tokens to generate"),
     temperature: float = typer.Option(0.8, help="0 = greedy"),
     top_k: int = typer.Option(0, help="sample among the k most likely tokens (0 = all)"),
@@ -412,12 +412,21 @@ def sample_cmd(
     import jax
     from marin.models.transformer import generate
     from marin.models.io import load_model
+    from marin.models.pretrained import resolve_checkpoint
 
     try:
+        run = resolve_checkpoint(run)  # a published checkpoint is imported first (cached)
         model, meta = load_model(run, None if step < 0 else step)
     except FileNotFoundError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2)
+    if storage.exists(storage.join(run, "tokenizer.json")):  # text through the model's own tokenizer
+        from marin.data.tokenizers import load_tokenizer
+
+        tok = load_tokenizer(run)
+        ids = [int(t) for t in tok.encode(prompt)]
+        out = generate(model, ids, max_tokens, key=jax.random.PRNGKey(seed), temperature=temperature, top_k=top_k)
+        return typer.echo(prompt + tok.decode(out))
     vocab_path = storage.join(run, "vocab.json")
     vocab = storage.read_json(vocab_path) if storage.exists(vocab_path) else None
     ids = _prompt_ids(prompt, vocab)

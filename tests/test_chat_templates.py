@@ -360,3 +360,20 @@ def test_template_from_a_saved_tokenizer_folder(bpe, tmp_path):
         load_hf_chat_template(str(d)).encode(bpe, CONVERSATIONS[1])[0],
         bpe.encode(hf.apply_chat_template(CONVERSATIONS[1], tokenize=False)),
     )
+
+
+def test_messages_and_globals_as_transformers(bpe):
+    "None values dropped, reasoning under both names, strftime_now, tojson without HTML escapes, loop controls."
+    import transformers
+
+    src = (
+        "{% for m in messages %}{% if loop.index > 2 %}{% break %}{% endif %}{{ m.role }}|{{ m.reasoning_content }}|"
+        "{{ m.thinking }}|{{ 'content' in m }}|{{ m | tojson(indent=1) }}\n{% endfor %}{{ strftime_now('%Y-%m-%d') }}"
+        "{{ bos_token }}{{ tools is none }}{{ documents is none }}"
+    )
+    msgs = [{"role": "user", "content": "<a & 'b'> é"}, {"role": "assistant", "content": None, "reasoning": "hmm"}, U1]
+    hf = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe.tok, chat_template=src, bos_token="<bos>")
+    from marin.posttrain.chat_template import JinjaChatTemplate
+
+    ours = JinjaChatTemplate(src, (("bos_token", "<bos>"),)).render(msgs)
+    assert ours == hf.apply_chat_template(msgs, tokenize=False) and "hmm|hmm|False" in ours and "é" in ours

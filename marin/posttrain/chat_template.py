@@ -117,6 +117,16 @@ def compile_chat_template(source: str, origin: str = "chat template"):
 SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 
 
+_REASONING = ("reasoning_content", "thinking", "reasoning")
+
+
+def _plain_message(m: dict) -> dict:
+    "A message as `transformers` hands it to the template: no `None` values, reasoning under both names it uses."
+    m = {k: v for k, v in dict(m).items() if v is not None}
+    r = next((m[k] for k in _REASONING if m.get(k) is not None), None)
+    return m if r is None else {"thinking": r, **m, "reasoning_content": r}
+
+
 @dataclasses.dataclass(frozen=True)
 class JinjaChatTemplate(Config):
     "A Hugging Face chat template: its Jinja `source` and the `special_tokens` ((name, token) pairs) it can print."
@@ -134,7 +144,7 @@ class JinjaChatTemplate(Config):
         return re.search(r"\{\%-?\s*generation\s*-?\%\}", self.source) is not None
 
     def _context(self, messages, add_generation_prompt: bool, kwargs: dict) -> dict:
-        msgs = [{k: v for k, v in dict(m).items() if v is not None} for m in messages]
+        msgs = [_plain_message(m) for m in messages]
         return dict(
             dict(self.special_tokens),
             **kwargs,

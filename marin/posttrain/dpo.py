@@ -18,6 +18,7 @@ from marin.posttrain.sft import (
     resolve_chat_template,
     resolve_tokenizer,
     save_chat_template,
+    template_value,
 )
 
 # %% auto #0
@@ -152,6 +153,10 @@ class PreferenceDataConfig(Config):
     batch_size: int = versioned(4)  # pairs per step
     seed: int = versioned(0)
     limit: int = versioned(0)
+
+    def __post_init__(self):
+        object.__setattr__(self, "template", template_value(self.template))  # a dict from `from_dict`
+        super().__post_init__()
 
     def validate(self):
         check(

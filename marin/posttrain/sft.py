@@ -16,10 +16,10 @@ from .chat_template import JinjaChatTemplate, hf_special_tokens, load_hf_chat_te
 from ..train.optim import OptimizerConfig
 
 # %% auto #0
-__all__ = ['ROLES', 'CHAT_TEMPLATE_FILE', 'FROM_TOKENIZER', 'ChatTemplate', 'load_chat_template', 'resolve_chat_template',
-           'save_chat_template', 'load_conversations', 'encode_conversation', 'pack_conversations', 'sft_loss_mask',
-           'pad_conversations', 'resolve_tokenizer', 'SFTDataConfig', 'SFTLoader', 'SFTConfig', 'sft_train_config',
-           'seed_from_base', 'run_sft', 'sft_step']
+__all__ = ['ROLES', 'CHAT_TEMPLATE_FILE', 'FROM_TOKENIZER', 'ChatTemplate', 'load_chat_template', 'template_value',
+           'resolve_chat_template', 'save_chat_template', 'load_conversations', 'encode_conversation',
+           'pack_conversations', 'sft_loss_mask', 'pad_conversations', 'resolve_tokenizer', 'SFTDataConfig',
+           'SFTLoader', 'SFTConfig', 'sft_train_config', 'seed_from_base', 'run_sft', 'sft_step']
 
 # %% ../../nbs/55_sft.ipynb #84b2ea92
 ROLES = ("system", "user", "assistant")
@@ -92,6 +92,13 @@ def load_chat_template(folder: str) -> ChatTemplate | JinjaChatTemplate:
     if d.get("kind") == "jinja":
         return JinjaChatTemplate(d["jinja"], tuple(d.get("special_tokens", {}).items()), origin=f)
     return ChatTemplate(**d["template"])
+
+
+def template_value(v):
+    "A template field's value: a dict (as `Config.from_dict` leaves a union of two configs) made a template again."
+    if isinstance(v, dict):
+        return (JinjaChatTemplate if "source" in v else ChatTemplate).from_dict(v)
+    return v
 
 
 def resolve_chat_template(template, tokenizer: str = "") -> ChatTemplate | JinjaChatTemplate:
@@ -241,6 +248,10 @@ class SFTDataConfig(Config):
     seed: int = versioned(0)
     limit: int = versioned(0)  # first N conversations (0 = all)
     packing: bool = added(True, versioned=True)  # False: one conversation per row, padded
+
+    def __post_init__(self):
+        object.__setattr__(self, "template", template_value(self.template))
+        super().__post_init__()
 
     def validate(self):
         check(self.seq_len >= 2 and self.batch_size >= 1, "seq_len/batch_size", "seq_len >= 2 and batch_size >= 1")

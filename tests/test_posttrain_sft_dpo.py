@@ -110,13 +110,16 @@ CHATML = (
 
 
 def test_padded_sft_loss_equals_transformers(tmp_path):
-    """An imported Hugging Face model with its own chat template (template="from_tokenizer"), padded SFT rows: the lab's
+    """A Hugging Face model imported by the import step, trained on its own chat template (template="from_tokenizer",
+    read from the files the import copies), padded SFT rows: the lab's
     per-token loss on one batch equals `transformers`' with labels = -100 where the loss mask is 0."""
     import equinox as eqx, jax.numpy as jnp, torch
     from conftest import tiny_transformers_model
     from marin.core.settings import shared_data_dir
     from marin.data.tokenizers import EOS, PAD, train_bpe
     from marin.models.hf import import_hf
+    from marin.models.io import load_model
+    from marin.models.pretrained import import_pretrained, import_step
     from marin.models.transformer import forward, next_token_loss
     from marin.posttrain.chat_template import JinjaChatTemplate
     from marin.posttrain.sft import SFTDataConfig, load_conversations
@@ -132,9 +135,12 @@ def test_padded_sft_loss_equals_transformers(tmp_path):
     tok.save(str(d))
     (d / "chat_template.jinja").write_text(CHATML)
     (d / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>", "pad_token": PAD}))
-    model, _ = import_hf(str(d))
+    lab = str(tmp_path / "imported")  # the import step's output: a lab checkpoint with the tokenizer files beside it
+    import_pretrained(import_step(str(d)).config, lab)
+    model, _ = load_model(lab)
+    assert model.cfg == import_hf(str(d))[0].cfg
     data = SFTDataConfig(
-        str(tmp_path / "chat.jsonl"), str(d), template="from_tokenizer", seq_len=128, batch_size=4, packing=False
+        str(tmp_path / "chat.jsonl"), lab, template="from_tokenizer", seq_len=128, batch_size=4, packing=False
     )
     loader = data.build()
     assert isinstance(loader.template, JinjaChatTemplate) and loader.template.source == CHATML

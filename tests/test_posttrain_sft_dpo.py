@@ -110,9 +110,9 @@ CHATML = (
 
 
 def test_padded_sft_loss_equals_transformers(tmp_path):
-    """A Hugging Face model imported by the import step, trained on its own chat template (template="from_tokenizer",
-    read from the files the import copies), padded SFT rows: the lab's
-    per-token loss on one batch equals `transformers`' with labels = -100 where the loss mask is 0."""
+    """A Hugging Face model imported by the import step, on its own chat template (template="from_tokenizer", read
+    from the files the import copies), padded SFT rows: the lab's per-token loss on one batch equals `transformers`'
+    with labels = -100 where the loss mask is 0."""
     import equinox as eqx, jax.numpy as jnp, torch
     from conftest import tiny_transformers_model
     from marin.core.settings import shared_data_dir

@@ -98,6 +98,10 @@ def compile_chat_template(source: str, origin: str = "chat template"):
     import jinja2, jinja2.ext
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+    if tuple(int(x) for x in re.findall(r"\d+", jinja2.__version__)[:3]) < (3, 1, 6):
+        raise ImportError(
+            f"chat templates need jinja2>=3.1.6 (older ones have sandbox escapes), not {jinja2.__version__}"
+        )
     generation, namespace = _extensions()
     env = ImmutableSandboxedEnvironment(
         trim_blocks=True, lstrip_blocks=True, extensions=[generation, jinja2.ext.loopcontrols]

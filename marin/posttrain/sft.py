@@ -12,7 +12,12 @@ from ..core import storage
 from ..core.config import Config, added, check, versioned
 from ..core.executor import Step, StepOrPath
 from ..data.tokenizers import checkpoint_tokenizer
-from .chat_template import JinjaChatTemplate, hf_special_tokens, load_hf_chat_template
+from marin.posttrain.chat_template import (
+    JinjaChatTemplate,
+    compile_chat_template,
+    hf_special_tokens,
+    load_hf_chat_template,
+)
 from ..train.optim import OptimizerConfig
 
 # %% auto #0
@@ -284,17 +289,18 @@ def resolved_template(self: SFTDataConfig) -> ChatTemplate | JinjaChatTemplate:
 
 @patch
 def problems(self: SFTDataConfig) -> list[str]:
-    "What is wrong before any model is loaded: a missing chat file, a template spec that finds nothing."
+    "What is wrong before any model is loaded: a missing chat file, a template that is not found or not Jinja."
     out = (
         []
         if storage.exists(self.resolved_path)
         else [f"data.path: {self.resolved_path} does not exist; point it at a chat JSONL"]
     )
-    if isinstance(self.template, str):
-        try:
-            self.resolved_template().render([{"role": "user", "content": "hi"}], add_generation_prompt=True)
-        except (OSError, ValueError) as e:
-            out.append(f"data.template {self.template!r}: {e}")
+    try:  # the template is found and compiles (a syntax error names its file)
+        t = self.resolved_template()
+        if isinstance(t, JinjaChatTemplate):
+            compile_chat_template(t.source, t.origin or "data.template")
+    except (OSError, ValueError) as e:
+        out.append(f"data.template {self.template!r:.60}: {e}")
     return out
 
 

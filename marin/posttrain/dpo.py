@@ -11,7 +11,15 @@ from ..core import storage
 from ..core.config import Config, check, versioned
 from ..core.executor import Step, StepOrPath
 from ..train.optim import OptimizerConfig
-from .sft import ChatTemplate, load_conversations, resolve_tokenizer, save_chat_template
+from .chat_template import ChatTemplateError, JinjaChatTemplate, token_offsets
+from marin.posttrain.sft import (
+    ChatTemplate,
+    load_conversations,
+    resolve_chat_template,
+    resolve_tokenizer,
+    save_chat_template,
+    template_value,
+)
 
 # %% auto #0
 __all__ = ['DPO_REWARDS', 'load_pairs', 'pairs_from_conversations', 'encode_preference', 'preference_rows', 'sequence_logps',
@@ -60,16 +68,33 @@ def pairs_from_conversations(convs: Sequence[list[dict]], seed: int = 0) -> list
     return out
 
 # %% ../../nbs/56_dpo.ipynb #f5cb7e5f
-def encode_preference(tok, template: ChatTemplate, pair: dict, seq_len: int) -> tuple[list[int], list[int], list[int]]:
+def _jinja_prompt_response(tok, template: JinjaChatTemplate, msgs: list[dict], reply: str):
+    "(prompt ids, response ids) cut from one encoding of the conversation that ends with `reply`."
+    prompt = template.render(msgs, add_generation_prompt=True)
+    full = template.render(list(msgs) + [{"role": "assistant", "content": reply}])
+    if not full.startswith(prompt):
+        raise ChatTemplateError(
+            f"{template.origin or 'chat template'}: the conversation with the reply does not start with the prompt "
+            "the template renders for it, so the reply's tokens cannot be found"
+        )
+    ids, offsets = token_offsets(tok, full[: len(full.rstrip())])
+    k = next((j for j, (_, b) in enumerate(offsets) if b > len(prompt)), len(ids))
+    return [int(t) for t in ids[:k]], [int(t) for t in ids[k:]]
+
+
+def encode_preference(tok, template, pair: dict, seq_len: int) -> tuple[list[int], list[int], list[int]]:
     """(prompt ids, chosen ids, rejected ids): prompt rendered with the template's generation prompt, responses with its
     end marker."""
     msgs = [{"role": "user", "content": pair["prompt"]}] if isinstance(pair["prompt"], str) else pair["prompt"]
+    if isinstance(template, JinjaChatTemplate):
+        p, c = _jinja_prompt_response(tok, template, msgs, pair["chosen"])
+        return p, c, _jinja_prompt_response(tok, template, msgs, pair["rejected"])[1]
     p = [int(t) for t in tok.encode(template.render(msgs, add_generation_prompt=True))]
     c = [int(t) for t in tok.encode(pair["chosen"] + template.assistant_end)]
     r = [int(t) for t in tok.encode(pair["rejected"] + template.assistant_end)]
     return p, c, r
 
-
+# %% ../../nbs/56_dpo.ipynb #6ae0e8b6
 def preference_rows(encoded: Sequence[tuple], seq_len: int, pad_id: int = 0) -> dict[str, np.ndarray]:
     "Rows `[2N, S]`: chosen sequences then rejected ones; `response_mask[i]` = token i+1 is a response token."
     n = len(encoded)
@@ -122,12 +147,16 @@ class PreferenceDataConfig(Config):
 
     path: str = versioned("")  # "" = the shared dolly chat file (with from_chat)
     tokenizer: str = versioned("")
-    template: ChatTemplate = versioned(default_factory=ChatTemplate)
+    template: ChatTemplate | JinjaChatTemplate | str = versioned(default_factory=ChatTemplate)  # or a spec (SFT's)
     from_chat: bool = versioned(False)
     seq_len: int = versioned(256)
     batch_size: int = versioned(4)  # pairs per step
     seed: int = versioned(0)
     limit: int = versioned(0)
+
+    def __post_init__(self):
+        object.__setattr__(self, "template", template_value(self.template))  # a dict from `from_dict`
+        super().__post_init__()
 
     def validate(self):
         check(
@@ -163,7 +192,8 @@ class PreferenceLoader:
         )
         if not pairs:
             raise ValueError(f"{cfg.resolved_path}: no preference pairs")
-        self.encoded = [encode_preference(self.tokenizer, cfg.template, p, cfg.seq_len) for p in pairs]
+        self.template = resolve_chat_template(cfg.template, cfg.tokenizer)  # a spec: "from_tokenizer", a folder, .jinja
+        self.encoded = [encode_preference(self.tokenizer, self.template, p, cfg.seq_len) for p in pairs]
         self.n_pairs, self.batch_size, self.seq_len, self.vocab_size = (
             len(pairs),
             cfg.batch_size,

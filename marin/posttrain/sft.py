@@ -9,14 +9,21 @@ from typing import Any, Sequence
 import numpy as np
 from fastcore.basics import patch
 from ..core import storage
-from ..core.config import Config, check, versioned
+from ..core.config import Config, added, check, versioned
 from ..core.executor import Step, StepOrPath
 from ..data.tokenizers import checkpoint_tokenizer
+from marin.posttrain.chat_template import (
+    JinjaChatTemplate,
+    compile_chat_template,
+    hf_special_tokens,
+    load_hf_chat_template,
+)
 from ..train.optim import OptimizerConfig
 
 # %% auto #0
-__all__ = ['ROLES', 'CHAT_TEMPLATE_FILE', 'ChatTemplate', 'save_chat_template', 'load_chat_template', 'load_conversations',
-           'encode_conversation', 'pack_conversations', 'sft_loss_mask', 'resolve_tokenizer', 'SFTDataConfig',
+__all__ = ['ROLES', 'CHAT_TEMPLATE_FILE', 'FROM_TOKENIZER', 'ChatTemplate', 'load_chat_template', 'template_value',
+           'resolve_chat_template', 'save_chat_template', 'load_conversations', 'encode_conversation',
+           'pack_conversations', 'sft_loss_mask', 'pad_conversations', 'resolve_tokenizer', 'SFTDataConfig',
            'SFTLoader', 'SFTConfig', 'sft_train_config', 'seed_from_base', 'run_sft', 'sft_step']
 
 # %% ../../nbs/55_sft.ipynb #84b2ea92
@@ -72,22 +79,65 @@ def jinja(self: ChatTemplate) -> str:
     return "{% for m in messages %}" + "".join(parts) + "{% endif %}{% endfor %}" + gen
 
 # %% ../../nbs/55_sft.ipynb #5849bd95
-def save_chat_template(folder: str, template: ChatTemplate, tokenizer=None) -> str:
-    "Store the template (and optionally the tokenizer's tokenizer.json) in `folder`; returns the template file."
+FROM_TOKENIZER = "from_tokenizer"
+
+
+def load_chat_template(folder: str) -> ChatTemplate | JinjaChatTemplate:
+    "The template saved in `folder` (chat_template.json), else its Hugging Face tokenizer files' template."
+    f = storage.join(folder, CHAT_TEMPLATE_FILE)
+    if not storage.exists(f):
+        try:
+            return load_hf_chat_template(folder)
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                f"{folder}: no {CHAT_TEMPLATE_FILE} and no Hugging Face chat template; save one with "
+                "save_chat_template (SFT outputs have one) or give a template"
+            ) from None
+    d = storage.read_json(f)
+    if d.get("kind") == "jinja":
+        return JinjaChatTemplate(d["jinja"], tuple(d.get("special_tokens", {}).items()), origin=f)
+    return ChatTemplate(**d["template"])
+
+
+def template_value(v):
+    "A template field's value: a dict (as `Config.from_dict` leaves a union of two configs) made a template again."
+    if isinstance(v, dict):
+        return (JinjaChatTemplate if "source" in v else ChatTemplate).from_dict(v)
+    return v
+
+
+def resolve_chat_template(template, tokenizer: str = "") -> ChatTemplate | JinjaChatTemplate:
+    "A template value as is; a spec: 'from_tokenizer' (the `tokenizer` folder's), a folder, or a .jinja file."
+    if not isinstance(template, str):
+        return template
+    if template == FROM_TOKENIZER:
+        if not tokenizer:
+            raise ValueError("template='from_tokenizer' needs the tokenizer's folder (data.tokenizer)")
+        return load_chat_template(tokenizer)
+    if template.endswith(".jinja"):
+        if not storage.exists(template):
+            raise FileNotFoundError(f"template {template!r}: no such file")
+        return JinjaChatTemplate(
+            storage.read_text(template), hf_special_tokens(os.path.dirname(template)), origin=template
+        )
+    return load_chat_template(template)
+
+# %% ../../nbs/55_sft.ipynb #49e10fe9
+def save_chat_template(folder: str, template, tokenizer=None) -> str:
+    """Store the template (and optionally the tokenizer's tokenizer.json) in `folder`; returns the template file. A
+    spec is resolved against the tokenizer's folder (`tokenizer.source`, set by `resolve_tokenizer`)."""
+    template = resolve_chat_template(template, getattr(tokenizer, "source", ""))
     if tokenizer is not None and hasattr(tokenizer, "to_json"):
         tokenizer.save(folder)
     f = storage.join(folder, CHAT_TEMPLATE_FILE)
+    if isinstance(template, JinjaChatTemplate):
+        storage.write_text(storage.join(folder, "chat_template.jinja"), template.source)
+        storage.write_json(
+            f, {"kind": "jinja", "jinja": template.source, "special_tokens": dict(template.special_tokens)}
+        )
+        return f
     storage.write_json(f, {"template": dataclasses.asdict(template), "jinja": template.jinja()})
     return f
-
-
-def load_chat_template(folder: str) -> ChatTemplate:
-    f = storage.join(folder, CHAT_TEMPLATE_FILE)
-    if not storage.exists(f):
-        raise FileNotFoundError(
-            f"{folder}: no {CHAT_TEMPLATE_FILE}; save one with save_chat_template (SFT outputs have one)"
-        )
-    return ChatTemplate(**storage.read_json(f)["template"])
 
 # %% ../../nbs/55_sft.ipynb #10be2fb8
 def load_conversations(path: str, limit: int = 0) -> list[list[dict]]:
@@ -116,8 +166,12 @@ def load_conversations(path: str, limit: int = 0) -> list[list[dict]]:
     return out
 
 # %% ../../nbs/55_sft.ipynb #bef77156
-def encode_conversation(tok, template: ChatTemplate, messages: Sequence[dict]) -> tuple[np.ndarray, np.ndarray]:
+def encode_conversation(
+    tok, template: ChatTemplate | JinjaChatTemplate, messages: Sequence[dict]
+) -> tuple[np.ndarray, np.ndarray]:
     "(token ids, 1 where the token is an assistant target) of one conversation."
+    if isinstance(template, JinjaChatTemplate):
+        return template.encode(tok, messages)  # one piece, as `transformers` encodes it; targets by offsets
     ids, tgt = [], []
     for text, is_target in template.pieces(messages):
         if not text:
@@ -155,26 +209,54 @@ def sft_loss_mask(segment_ids: np.ndarray, targets: np.ndarray) -> np.ndarray:
     m[..., :-1] = (same & (targets[..., 1:] == 1)).astype(np.float32)
     return m
 
+# %% ../../nbs/55_sft.ipynb #6ccf1448
+def pad_conversations(encoded: Sequence[tuple[np.ndarray, np.ndarray]], seq_len: int, pad_id: int = 0, length=None):
+    """One conversation per row, right-padded to `length` (default `seq_len`; "longest": the longest row): (tokens,
+    segment ids, target flags) each `[rows, length]`, and how many were cut to `seq_len`."""
+    kept, cut = [], 0
+    for ids, tgt in encoded:
+        if len(ids) > seq_len:
+            ids, tgt, cut = ids[:seq_len], tgt[:seq_len], cut + 1
+        if tgt[1:].any():
+            kept.append((ids, tgt))
+    if not kept:
+        raise ValueError("no conversation left to train on (all empty after truncation?)")
+    n = max(len(i) for i, _ in kept) if length == "longest" else (length or seq_len)
+    T = np.full((len(kept), n), pad_id, np.int32)
+    S, G = np.zeros((len(kept), n), np.int32), np.zeros((len(kept), n), np.int8)
+    for r, (ids, tgt) in enumerate(kept):
+        T[r, : len(ids)], S[r, : len(ids)], G[r, : len(ids)] = ids, 1, tgt
+    return T, S, G, cut
+
 # %% ../../nbs/55_sft.ipynb #f44ff563
 def resolve_tokenizer(spec: str):
     "A tokenizer from a spec, or from a folder holding tokenizer.json / vocab.json (e.g. a training output)."
+    tok = None
     for f in ("tokenizer.json", "vocab.json"):
         if spec and storage.exists(storage.join(spec, f)):
-            return checkpoint_tokenizer(spec)
-    return checkpoint_tokenizer(spec=spec)
+            tok = checkpoint_tokenizer(spec)
+            break
+    tok = tok or checkpoint_tokenizer(spec=spec)
+    tok.source = spec  # where a template spec ("from_tokenizer") is looked up
+    return tok
 
 
 @dataclasses.dataclass(frozen=True)
 class SFTDataConfig(Config):
-    "Chat JSONL packed for SFT."
+    "Chat JSONL packed (or padded) for SFT."
 
     path: str = versioned("")  # "" = the shared dolly 1k messages
     tokenizer: str = versioned("")  # required: a spec or a folder with tokenizer.json
-    template: ChatTemplate = versioned(default_factory=ChatTemplate)
+    template: ChatTemplate | JinjaChatTemplate | str = versioned(default_factory=ChatTemplate)  # or a spec
     seq_len: int = versioned(512)
     batch_size: int = versioned(8)
     seed: int = versioned(0)
     limit: int = versioned(0)  # first N conversations (0 = all)
+    packing: bool = added(True, versioned=True)  # False: one conversation per row, padded
+
+    def __post_init__(self):
+        object.__setattr__(self, "template", template_value(self.template))
+        super().__post_init__()
 
     def validate(self):
         check(self.seq_len >= 2 and self.batch_size >= 1, "seq_len/batch_size", "seq_len >= 2 and batch_size >= 1")
@@ -183,37 +265,63 @@ class SFTDataConfig(Config):
             "tokenizer",
             "give the tokenizer (a spec or a folder with tokenizer.json)",
         )
-
-    @property
-    def resolved_path(self) -> str:
-        if self.path:
-            return self.path
-        from marin.core.settings import shared_data_dir
-
-        return str(shared_data_dir() / "chat" / "dolly_1k_messages.jsonl")
-
-    def problems(self) -> list[str]:
-        return (
-            []
-            if storage.exists(self.resolved_path)
-            else [f"data.path: {self.resolved_path} does not exist; point it at a chat JSONL"]
+        check(
+            not isinstance(self.template, str) or bool(self.template),
+            "template",
+            "a ChatTemplate, a JinjaChatTemplate, 'from_tokenizer', a folder or a .jinja file",
         )
 
-    def build(self) -> "SFTLoader":
-        return SFTLoader(self)
+# %% ../../nbs/55_sft.ipynb #04019f66
+@patch(as_prop=True)
+def resolved_path(self: SFTDataConfig) -> str:
+    if self.path:
+        return self.path
+    from marin.core.settings import shared_data_dir
+
+    return str(shared_data_dir() / "chat" / "dolly_1k_messages.jsonl")
+
+
+@patch
+def resolved_template(self: SFTDataConfig) -> ChatTemplate | JinjaChatTemplate:
+    "The template itself: the value, or what the spec names."
+    return resolve_chat_template(self.template, self.tokenizer)
+
+
+@patch
+def problems(self: SFTDataConfig) -> list[str]:
+    "What is wrong before any model is loaded: a missing chat file, a template that is not found or not Jinja."
+    out = (
+        []
+        if storage.exists(self.resolved_path)
+        else [f"data.path: {self.resolved_path} does not exist; point it at a chat JSONL"]
+    )
+    try:  # the template is found and compiles (a syntax error names its file)
+        t = self.resolved_template()
+        if isinstance(t, JinjaChatTemplate):
+            compile_chat_template(t.source, t.origin or "data.template")
+    except (OSError, ValueError) as e:
+        out.append(f"data.template {self.template!r:.60}: {e}")
+    return out
+
+
+@patch
+def build(self: SFTDataConfig) -> "SFTLoader":
+    return SFTLoader(self)
 
 # %% ../../nbs/55_sft.ipynb #fe3e7a0e
 class SFTLoader:
-    "Packed SFT rows by step: `batch(step) -> {tokens, segment_ids, loss_mask}` (a pure function of `step`)."
+    "SFT rows by step: `batch(step) -> {tokens, segment_ids, loss_mask}` (a pure function of `step`)."
 
     def __init__(self, cfg: SFTDataConfig, tokenizer=None):
         self.cfg = cfg
         self.tokenizer = tokenizer or resolve_tokenizer(cfg.tokenizer)
+        self.template = cfg.resolved_template()
         convs = load_conversations(cfg.resolved_path, cfg.limit)
         order = np.random.default_rng([cfg.seed, 0]).permutation(len(convs))
-        enc = [encode_conversation(self.tokenizer, cfg.template, convs[i]) for i in order]
+        enc = [encode_conversation(self.tokenizer, self.template, convs[i]) for i in order]
         pad = getattr(self.tokenizer, "pad_id", None)
-        self.tokens, self.segment_ids, self.targets, self.n_truncated = pack_conversations(
+        rows = pack_conversations if cfg.packing else pad_conversations
+        self.tokens, self.segment_ids, self.targets, self.n_truncated = rows(
             enc, cfg.seq_len, pad if pad is not None else 0
         )
         self.loss_mask = sft_loss_mask(self.segment_ids, self.targets)

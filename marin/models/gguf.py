@@ -284,7 +284,7 @@ def tensor_values(t, dtype: np.dtype) -> np.ndarray:
         return np.array(t.data)
     if kind == "BF16" and dtype.name == "bfloat16":
         return np.array(t.data).view(dtype)
-    if kind == "F32":
+    if kind in ("F32", "F16"):  # stored as typed values, not blocks
         return np.array(t.data, dtype=dtype)
     data = t.data.reshape(-1, t.data.shape[-1])  # rows of blocks: dequantized a few MB at a time
     shape = gguf.quant_shape_from_byte_shape(t.data.shape, t.tensor_type)

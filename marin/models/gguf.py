@@ -430,7 +430,7 @@ def sentencepiece_tokenizer(tokens: list[str], scores: list[float], gemma: bool,
     tok.decoder = decoders.Sequence(steps)
     return tok
 
-# %% ../../nbs/27_gguf.ipynb #c21dd1e5
+# %% ../../nbs/27_gguf.ipynb #f0c6140e
 def _post_processor(tok, bos: str | None, eos: str | None):
     from tokenizers import processors
 
@@ -474,7 +474,7 @@ def gguf_tokenizer_files(meta: dict, fields: dict) -> dict[str, bytes]:
         config["chat_template"] = meta["tokenizer.chat_template"]
     return {"tokenizer.json": tok.to_str().encode(), "tokenizer_config.json": json.dumps(config, indent=2).encode()}
 
-# %% ../../nbs/27_gguf.ipynb #d359c4fb
+# %% ../../nbs/27_gguf.ipynb #35792d59
 @dataclasses.dataclass
 class GGUFCheckpoint:
     "A GGUF file as a Hugging Face checkpoint in memory."
@@ -496,14 +496,17 @@ def read_gguf(path: str, dtype: str = "float32") -> GGUFCheckpoint:
     check_tensor_types(reader)
     names = {t.name: hf_tensor_name(t.name, family) for t in reader.tensors}
     fields = {k: reader.fields[k].contents() for k in TOKENIZER_ARRAYS if k in reader.fields}
+    reader.fields.clear()  # the parsed key-value table (~0.6 GB for a 262k vocabulary) is no longer needed
     tokens = fields.get("tokenizer.ggml.tokens")
     config = gguf_config(meta, list(names), len(tokens) if tokens else None, dtype)
+    tokenizer_files = gguf_tokenizer_files(meta, fields)  # before the tensors: its temporaries are gone by then
+    del fields
     tensors = {}
     for t in tqdm(reader.tensors, desc=f"read {os.path.basename(path)}", disable=len(reader.tensors) < 64):
         tensors[names[t.name]] = hf_tensor(t, family, config, dt)
-    return GGUFCheckpoint(config, tensors, gguf_tokenizer_files(meta, fields), meta)
+    return GGUFCheckpoint(config, tensors, tokenizer_files, meta)
 
-# %% ../../nbs/27_gguf.ipynb #fdb4d41f
+# %% ../../nbs/27_gguf.ipynb #1794de01
 def import_gguf(path: str):
     "(marin model, config.json dict) from a GGUF file."
     from marin.models.hf import ARCHITECTURES
@@ -520,7 +523,7 @@ def import_gguf(path: str):
     cfg = arch.from_config(ckpt.config)
     return arch.from_tensors(ckpt.tensors, cfg), ckpt.config
 
-# %% ../../nbs/27_gguf.ipynb #760a6042
+# %% ../../nbs/27_gguf.ipynb #1b30fb47
 WRITE_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")  # the types gguf.quants can quantize
 
 
@@ -552,7 +555,7 @@ def gguf_tensor(hf: str, w: np.ndarray, family: GGUFFamily, config: dict, qtype:
         kind = gguf.GGMLQuantizationType.F32  # as llama.cpp: norms, biases and odd widths stay F32
     return gguf.quants.quantize(np.ascontiguousarray(w), kind), kind
 
-# %% ../../nbs/27_gguf.ipynb #7edc4a54
+# %% ../../nbs/27_gguf.ipynb #72b9b345
 def _write_metadata(w, config: dict, family: GGUFFamily, qtype: str, name: str) -> None:
     import gguf
 
@@ -581,7 +584,7 @@ def _write_metadata(w, config: dict, family: GGUFFamily, qtype: str, name: str) 
     if family.gguf_name == "gemma3":
         w.add_uint32(f"{a}.attention.sliding_window", int(config.get("sliding_window") or 4096))
 
-# %% ../../nbs/27_gguf.ipynb #210db131
+# %% ../../nbs/27_gguf.ipynb #8dd8f165
 def _write_tokenizer(w, tokenizer_json: str, tc: dict, config: dict, pre: str) -> None:
     "A byte-level BPE `tokenizer.json` as llama.cpp's `gpt2` vocabulary."
     d = json.loads(tokenizer_json)
@@ -611,7 +614,7 @@ def _write_tokenizer(w, tokenizer_json: str, tc: dict, config: dict, pre: str) -
     if tc.get("chat_template"):
         w.add_chat_template(tc["chat_template"])
 
-# %% ../../nbs/27_gguf.ipynb #bb2ffaac
+# %% ../../nbs/27_gguf.ipynb #ab973ce8
 def write_gguf(source, path: str, qtype: str = "F32", *, tokenizer_pre: str = "default", name: str = "") -> str:
     "Write a marin model or a Hugging Face folder as a llama.cpp GGUF file with tensors in `qtype`; returns `path`."
     import gguf

@@ -150,7 +150,7 @@ def family_of_architecture(architecture: str) -> GGUFFamily:
 
 
 def hf_tensor_name(name: str, family: GGUFFamily) -> str:
-    "The Hugging Face name of the GGUF tensor `name` (`blk.0.attn_q.weight` -> `model.layers.0.self_attn.q_proj.weight`)."
+    "The Hugging Face name of a GGUF tensor: `blk.0.attn_q.weight` -> `model.layers.0.self_attn.q_proj.weight`."
     base, _, suffix = name.rpartition(".")
     if base in TOP_NAMES:
         return f"{TOP_NAMES[base]}.{suffix}"
@@ -166,7 +166,7 @@ def _key(meta: dict, arch: str, name: str, default=...):
     if k in meta:
         return meta[k]
     if default is ...:
-        raise ValueError(f"GGUF metadata lacks {k!r}; the file is incomplete (was it written by llama.cpp's converter?)")
+        raise ValueError(f"GGUF metadata lacks {k!r}; the file is incomplete (not written by llama.cpp's converter?)")
     return default
 
 
@@ -211,7 +211,9 @@ def gguf_config(meta: dict, tensor_names, n_vocab: int | None = None, dtype: str
         "rms_norm_eps": float(_key(meta, arch, "attention.layer_norm_rms_epsilon")),
         "rope_theta": rope["rope_theta"],
         "rope_parameters": rope,
-        "rope_scaling": None if rope["rope_type"] == "default" else {k: v for k, v in rope.items() if k != "rope_theta"},
+        "rope_scaling": None
+        if rope["rope_type"] == "default"
+        else {k: v for k, v in rope.items() if k != "rope_theta"},
         "tie_word_embeddings": "output.weight" not in set(tensor_names),
         "hidden_act": "silu",
         "attention_bias": False,
@@ -241,9 +243,7 @@ def _gemma3_config(d: dict, meta: dict, arch: str) -> dict:
         hidden_activation="gelu_pytorch_tanh",
         query_pre_attn_scalar=d["head_dim"],
         sliding_window=int(_key(meta, arch, "attention.sliding_window", 4096)),
-        layer_types=[
-            "full_attention" if (i + 1) % GEMMA3_GLOBAL_EVERY == 0 else "sliding_attention" for i in range(n)
-        ],
+        layer_types=["full_attention" if (i + 1) % GEMMA3_GLOBAL_EVERY == 0 else "sliding_attention" for i in range(n)],
         rope_local_base_freq=GEMMA3_LOCAL_ROPE_BASE,
         rope_parameters={"full_attention": d["rope_parameters"], "sliding_attention": local},
         final_logit_softcapping=_key(meta, arch, "final_logit_softcapping", None),
@@ -341,7 +341,7 @@ CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
 # %% ../../nbs/27_gguf.ipynb #ea4b9930
 def _bytes_to_unicode() -> dict[int, str]:
     "GPT-2's byte alphabet: a printable character for every byte (printable bytes stand for themselves)."
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
     cs = bs[:]
     for b in range(256):
         if b not in bs:
@@ -355,7 +355,8 @@ def byte_level_pre_tokenizer(pre: str):
     from tokenizers import Regex, pre_tokenizers
 
     if pre not in PRE_TOKENIZER_SPLITS:
-        raise ValueError(f"GGUF tokenizer.ggml.pre={pre!r} is not known to marin; known: {sorted(PRE_TOKENIZER_SPLITS)}")
+        known = sorted(PRE_TOKENIZER_SPLITS)
+        raise ValueError(f"GGUF tokenizer.ggml.pre={pre!r} is not known to marin (known: {known})")
     split = PRE_TOKENIZER_SPLITS[pre]
     if split is None:
         return pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -372,7 +373,9 @@ def spm_merges(tokens: list[str], scores: list[float]) -> list[tuple[str, str]]:
     vocab = {t: i for i, t in enumerate(tokens)}
     merges = []
     for token, score in dict(zip(tokens, scores)).items():
-        pairs = [(token[:i], token[i:], score) for i in range(1, len(token)) if token[:i] in vocab and token[i:] in vocab]
+        pairs = [
+            (token[:i], token[i:], score) for i in range(1, len(token)) if token[:i] in vocab and token[i:] in vocab
+        ]
         merges += sorted(pairs, key=lambda m: (vocab[m[0]], vocab[m[1]]))
     merges.sort(key=lambda m: (m[2], len(m[0]), len(m[1])), reverse=True)
     return [(a, b) for a, b, _ in merges]
@@ -408,7 +411,9 @@ def byte_level_tokenizer(tokens: list[str], merges: list[str], pre: str):
     return tok
 
 
-def sentencepiece_tokenizer(tokens: list[str], scores: list[float], gemma: bool, add_space_prefix: bool, unk: str | None):
+def sentencepiece_tokenizer(
+    tokens: list[str], scores: list[float], gemma: bool, add_space_prefix: bool, unk: str | None
+):
     "A SentencePiece-style BPE `tokenizers.Tokenizer` with byte fallback (`tokenizer.ggml.model = llama`)."
     from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers
     from tokenizers.models import BPE
@@ -450,7 +455,9 @@ def gguf_tokenizer_files(meta: dict, fields: dict) -> dict[str, bytes]:
              ("pad_token", "padding_token_id"))}  # fmt: skip
     types = fields.get("tokenizer.ggml.token_type")
     if kind == "gpt2":
-        tok = byte_level_tokenizer(tokens, fields.get("tokenizer.ggml.merges") or [], meta.get("tokenizer.ggml.pre", "default"))
+        tok = byte_level_tokenizer(
+            tokens, fields.get("tokenizer.ggml.merges") or [], meta.get("tokenizer.ggml.pre", "default")
+        )
     elif kind == "llama":
         gemma = str(meta.get("general.architecture", "")).startswith("gemma")
         scores = fields.get("tokenizer.ggml.scores") or [0.0] * len(tokens)
@@ -462,7 +469,9 @@ def gguf_tokenizer_files(meta: dict, fields: dict) -> dict[str, bytes]:
     add_bos = bool(meta.get("tokenizer.ggml.add_bos_token", kind == "llama"))
     add_eos = bool(meta.get("tokenizer.ggml.add_eos_token", False))
     if (add_bos and name["bos_token"]) or (add_eos and name["eos_token"]):
-        tok.post_processor = _post_processor(tok, name["bos_token"] if add_bos else None, name["eos_token"] if add_eos else None)
+        tok.post_processor = _post_processor(
+            tok, name["bos_token"] if add_bos else None, name["eos_token"] if add_eos else None
+        )
     config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "clean_up_tokenization_spaces": False,
@@ -516,9 +525,10 @@ def import_gguf(path: str):
     arch = ARCHITECTURES.get(name)
     if arch is None or arch.unsupported:
         why = f": {arch.unsupported}" if arch is not None else ""
+        supported = sorted(k for k, a in ARCHITECTURES.items() if not a.unsupported)
         raise ValueError(
             f"{path}: architecture {name!r} (GGUF general.architecture={ckpt.metadata['general.architecture']!r}) "
-            f"is not in marin's model table{why}; marin builds {sorted(k for k, a in ARCHITECTURES.items() if not a.unsupported)}"
+            f"is not in marin's model table{why}; marin builds {supported}"
         )
     cfg = arch.from_config(ckpt.config)
     return arch.from_tensors(ckpt.tensors, cfg), ckpt.config

@@ -97,6 +97,27 @@ def test_tiny_models_in_llama_cpp_layout_read_back_to_transformers_logits(tmp_pa
             assert 0 < np.abs(ours - ours_f32).max() < (0.05 if qtype == "F16" else np.inf)
 
 
+def test_llama3_rope_scaling_travels_as_rope_freqs(tmp_path, byte_bpe):
+    "llama.cpp stores llama3 RoPE scaling as per-frequency factors; the parameters come back from them, exactly."
+    import jax.numpy as jnp
+    from marin.models.transformer import forward
+
+    rope = dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0)
+    hf = tiny_transformers_model(
+        "Llama", vocab_size=byte_bpe.get_vocab_size(), rope_parameters=dict(rope, original_max_position_embeddings=16)
+    )
+    path = tmp_path / "llama3.gguf"
+    write_gguf(hf_folder(tmp_path / "hf", hf, byte_bpe), str(path), "F32")
+    reader = gguf.GGUFReader(str(path))
+    assert "rope_freqs.weight" in [t.name for t in reader.tensors]
+    ckpt = read_gguf(str(path))
+    assert ckpt.config["rope_parameters"] == dict(rope, original_max_position_embeddings=16)
+    assert "rope_freqs.weight" not in ckpt.tensors
+    toks = np.random.default_rng(2).integers(0, byte_bpe.get_vocab_size(), (1, 40))
+    model, _ = import_gguf(str(path))
+    np.testing.assert_allclose(np.asarray(forward(model, jnp.asarray(toks))), logits(hf, toks), atol=1e-4, rtol=1e-4)
+
+
 def test_tiny_gemma3_norms_window_and_config_match_transformers(tmp_path, byte_bpe):
     "Gemma 3's 1 + w norms, four norms per block, QK-norm, sliding window and two RoPE bases, through a GGUF file."
     torch.manual_seed(0)

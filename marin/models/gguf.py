@@ -13,10 +13,11 @@ from ..core import storage
 __all__ = ['TOKENIZER_ARRAYS', 'TOP_NAMES', 'BLOCK_NAMES', 'LLAMA_NORMS', 'GEMMA3_NORMS', 'GGUF_FAMILIES', 'MISTRAL',
            'GEMMA3_GLOBAL_EVERY', 'GEMMA3_LOCAL_ROPE_BASE', 'SUPPORTED_TYPES', 'DTYPES', 'PRE_TOKENIZER_SPLITS',
            'CONTROL', 'USER_DEFINED', 'WRITE_TYPES', 'assemble_parts', 'package_parts', 'open_gguf', 'read_metadata',
-           'GGUFFamily', 'gguf_family', 'family_of_architecture', 'hf_tensor_name', 'gguf_config', 'check_tensor_types',
-           'tensor_values', 'permute_qk', 'unpermute_qk', 'hf_tensor', 'byte_level_pre_tokenizer', 'spm_merges',
-           'byte_level_tokenizer', 'sentencepiece_tokenizer', 'gguf_tokenizer_files', 'GGUFCheckpoint', 'read_gguf',
-           'import_gguf', 'gguf_tensor_name', 'gguf_tensor', 'write_gguf']
+           'GGUFFamily', 'gguf_family', 'family_of_architecture', 'hf_tensor_name', 'llama3_rope_factors',
+           'llama3_rope', 'gguf_config', 'check_tensor_types', 'tensor_values', 'permute_qk', 'unpermute_qk',
+           'hf_tensor', 'byte_level_pre_tokenizer', 'spm_merges', 'byte_level_tokenizer', 'sentencepiece_tokenizer',
+           'gguf_tokenizer_files', 'GGUFCheckpoint', 'read_gguf', 'import_gguf', 'gguf_tensor_name', 'gguf_tensor',
+           'write_gguf']
 
 # %% ../../nbs/27_gguf.ipynb #3924d8ca
 def assemble_parts(paths: Iterable[str], out: str) -> str:
@@ -157,8 +158,7 @@ def hf_tensor_name(name: str, family: GGUFFamily) -> str:
     parts = base.split(".")
     if len(parts) == 3 and parts[0] == "blk" and parts[2] in family.block_names:
         return f"model.layers.{parts[1]}.{family.block_names[parts[2]]}.{suffix}"
-    why = " (llama3 RoPE scaling stored as frequency factors is not read yet)" if base == "rope_freqs" else ""
-    raise ValueError(f"GGUF tensor {name!r} has no place in a {family.architecture} checkpoint{why}")
+    raise ValueError(f"GGUF tensor {name!r} has no place in a {family.architecture} checkpoint")
 
 # %% ../../nbs/27_gguf.ipynb #a8a8453f
 def _key(meta: dict, arch: str, name: str, default=...):
@@ -170,12 +170,12 @@ def _key(meta: dict, arch: str, name: str, default=...):
     return default
 
 
-def _rope(meta: dict, arch: str, tensor_names) -> dict:
-    if "rope_freqs.weight" in tensor_names:
-        raise ValueError("GGUF tensor 'rope_freqs.weight' (llama3 RoPE scaling as frequency factors) is not read yet")
+def _rope(meta: dict, arch: str, head_dim: int, rope_freqs: np.ndarray | None) -> dict:
     rope = {"rope_type": "default", "rope_theta": float(_key(meta, arch, "rope.freq_base", 10000.0))}
     kind = _key(meta, arch, "rope.scaling.type", "none")
-    if kind == "linear":
+    if rope_freqs is not None:
+        rope = llama3_rope(rope_freqs, rope["rope_theta"], head_dim)
+    elif kind == "linear":
         rope.update(rope_type="linear", factor=float(_key(meta, arch, "rope.scaling.factor")))
     elif kind != "none":
         raise ValueError(f"GGUF {arch}.rope.scaling.type={kind!r} is not supported (none, linear)")
@@ -190,13 +190,48 @@ def _kv_heads(meta: dict, arch: str, n_heads: int) -> int:
         n = n[0]
     return int(n)
 
-# %% ../../nbs/27_gguf.ipynb #b615e5b6
-def gguf_config(meta: dict, tensor_names, n_vocab: int | None = None, dtype: str = "float32") -> dict:
-    "A Hugging Face `config.json` dict from a GGUF file's metadata and tensor names."
+# %% ../../nbs/27_gguf.ipynb #85585618
+def llama3_rope_factors(theta: float, head_dim: int, factor: float, original: int, low=1.0, high=4.0) -> np.ndarray:
+    "llama.cpp's `rope_freqs` for llama3 RoPE scaling: the divisor of each inverse frequency."
+    freqs = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim)
+    wavelen = 2 * np.pi / freqs
+    smooth = (original / wavelen - low) / (high - low)
+    mid = 1 / ((1 - smooth) / factor + smooth)
+    out = np.where(wavelen < original / high, 1.0, np.where(wavelen > original / low, factor, mid))
+    return out.astype(np.float32)
+
+
+def llama3_rope(rope_freqs: np.ndarray, theta: float, head_dim: int) -> dict:
+    "The llama3 `rope_parameters` whose factors are the stored `rope_freqs`."
+    f = np.asarray(rope_freqs, np.float64)
+    factor = float(f.max())
+    if factor == 1.0:
+        return {"rope_type": "default", "rope_theta": theta}
+    wavelen = 2 * np.pi * theta ** (np.arange(0, head_dim, 2) / head_dim)
+    between = (f > 1) & (f < factor)
+    smooth = (1 / f[between] - 1 / factor) / (1 - 1 / factor)
+    for original in [8192, *np.round(wavelen[between] * (1 + 3 * smooth)).astype(int).tolist()]:
+        if np.allclose(llama3_rope_factors(theta, head_dim, factor, original), f, rtol=1e-5, atol=0):
+            return dict(
+                rope_type="llama3",
+                rope_theta=theta,
+                factor=factor,
+                low_freq_factor=1.0,
+                high_freq_factor=4.0,
+                original_max_position_embeddings=int(original),
+            )
+    raise ValueError(f"GGUF rope_freqs.weight {f.tolist()} is not llama3 RoPE scaling (low 1, high 4); not supported")
+
+# %% ../../nbs/27_gguf.ipynb #f03379d0
+def gguf_config(
+    meta: dict, tensor_names, n_vocab: int | None = None, dtype: str = "float32", rope_freqs: np.ndarray | None = None
+) -> dict:
+    "A Hugging Face `config.json` dict from a GGUF file's metadata, tensor names and RoPE factors (if any)."
     family, arch = gguf_family(meta), meta["general.architecture"]
     n_heads, d_model = int(_key(meta, arch, "attention.head_count")), int(_key(meta, arch, "embedding_length"))
     head_dim = int(_key(meta, arch, "attention.key_length", _key(meta, arch, "rope.dimension_count", 0) or 0))
-    rope = _rope(meta, arch, tensor_names)
+    head_dim = head_dim or d_model // n_heads
+    rope = _rope(meta, arch, head_dim, rope_freqs)
     d = {
         "architectures": [family.architecture],
         "model_type": family.model_type,
@@ -206,7 +241,7 @@ def gguf_config(meta: dict, tensor_names, n_vocab: int | None = None, dtype: str
         "num_hidden_layers": int(_key(meta, arch, "block_count")),
         "num_attention_heads": n_heads,
         "num_key_value_heads": _kv_heads(meta, arch, n_heads),
-        "head_dim": head_dim or d_model // n_heads,
+        "head_dim": head_dim,
         "max_position_embeddings": int(_key(meta, arch, "context_length", 2048)),
         "rms_norm_eps": float(_key(meta, arch, "attention.layer_norm_rms_epsilon")),
         "rope_theta": rope["rope_theta"],
@@ -229,7 +264,7 @@ def gguf_config(meta: dict, tensor_names, n_vocab: int | None = None, dtype: str
         d = _gemma3_config(d, meta, arch)
     return d
 
-# %% ../../nbs/27_gguf.ipynb #051322be
+# %% ../../nbs/27_gguf.ipynb #8cd1e8ef
 GEMMA3_GLOBAL_EVERY = 6  # llama.cpp: every 6th Gemma 3 layer attends globally, the others in a sliding window
 GEMMA3_LOCAL_ROPE_BASE = 10000.0  # llama.cpp: the sliding layers' RoPE base (not in the file)
 
@@ -252,7 +287,7 @@ def _gemma3_config(d: dict, meta: dict, arch: str) -> dict:
     )
     return d
 
-# %% ../../nbs/27_gguf.ipynb #f05d4e08
+# %% ../../nbs/27_gguf.ipynb #719601bd
 SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -294,7 +329,7 @@ def tensor_values(t, dtype: np.dtype) -> np.ndarray:
         out[i : i + step] = gguf.quants.dequantize(data[i : i + step], t.tensor_type)
     return out.reshape(shape)
 
-# %% ../../nbs/27_gguf.ipynb #ad7e304d
+# %% ../../nbs/27_gguf.ipynb #b80f38f0
 def permute_qk(w: np.ndarray, n_heads: int) -> np.ndarray:
     "llama.cpp's row permutation of a q or k projection (HF layout -> llama.cpp layout)."
     return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
@@ -316,7 +351,7 @@ def hf_tensor(t, family: GGUFFamily, config: dict, dtype: np.dtype) -> np.ndarra
         w = unpermute_qk(w, heads)
     return w
 
-# %% ../../nbs/27_gguf.ipynb #64ad7032
+# %% ../../nbs/27_gguf.ipynb #a46fba7e
 _LLAMA3_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -338,7 +373,7 @@ PRE_TOKENIZER_SPLITS = {  # tokenizer.ggml.pre -> split regex (None: GPT-2's own
 }
 CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
 
-# %% ../../nbs/27_gguf.ipynb #ea4b9930
+# %% ../../nbs/27_gguf.ipynb #e19f0dae
 def _bytes_to_unicode() -> dict[int, str]:
     "GPT-2's byte alphabet: a printable character for every byte (printable bytes stand for themselves)."
     bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
@@ -367,7 +402,7 @@ def byte_level_pre_tokenizer(pre: str):
         ]
     )
 
-# %% ../../nbs/27_gguf.ipynb #820b5d53
+# %% ../../nbs/27_gguf.ipynb #4f3857c8
 def spm_merges(tokens: list[str], scores: list[float]) -> list[tuple[str, str]]:
     "BPE merges of a SentencePiece vocabulary: each split of a token into two tokens, best-scored tokens first."
     vocab = {t: i for i, t in enumerate(tokens)}
@@ -393,7 +428,7 @@ def _added_tokens(tok, tokens: list[str], types: list[int] | None, byte_level: b
     user = [t for t, k in zip(tokens, types) if k == USER_DEFINED and t in vocab]
     tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in user])
 
-# %% ../../nbs/27_gguf.ipynb #c8102a8d
+# %% ../../nbs/27_gguf.ipynb #5eb30c25
 def byte_level_tokenizer(tokens: list[str], merges: list[str], pre: str):
     "A byte-level BPE `tokenizers.Tokenizer` (`tokenizer.ggml.model = gpt2`)."
     from tokenizers import Tokenizer, decoders
@@ -435,7 +470,7 @@ def sentencepiece_tokenizer(
     tok.decoder = decoders.Sequence(steps)
     return tok
 
-# %% ../../nbs/27_gguf.ipynb #f0c6140e
+# %% ../../nbs/27_gguf.ipynb #4e4142d1
 def _post_processor(tok, bos: str | None, eos: str | None):
     from tokenizers import processors
 
@@ -483,7 +518,7 @@ def gguf_tokenizer_files(meta: dict, fields: dict) -> dict[str, bytes]:
         config["chat_template"] = meta["tokenizer.chat_template"]
     return {"tokenizer.json": tok.to_str().encode(), "tokenizer_config.json": json.dumps(config, indent=2).encode()}
 
-# %% ../../nbs/27_gguf.ipynb #35792d59
+# %% ../../nbs/27_gguf.ipynb #94573e24
 @dataclasses.dataclass
 class GGUFCheckpoint:
     "A GGUF file as a Hugging Face checkpoint in memory."
@@ -503,19 +538,21 @@ def read_gguf(path: str, dtype: str = "float32") -> GGUFCheckpoint:
     meta = read_metadata(reader)
     family = gguf_family(meta)
     check_tensor_types(reader)
-    names = {t.name: hf_tensor_name(t.name, family) for t in reader.tensors}
+    names = {t.name: hf_tensor_name(t.name, family) for t in reader.tensors if t.name != "rope_freqs.weight"}
+    freqs = [tensor_values(t, np.dtype(np.float32)) for t in reader.tensors if t.name == "rope_freqs.weight"]
     fields = {k: reader.fields[k].contents() for k in TOKENIZER_ARRAYS if k in reader.fields}
     reader.fields.clear()  # the parsed key-value table (~0.6 GB for a 262k vocabulary) is no longer needed
     tokens = fields.get("tokenizer.ggml.tokens")
-    config = gguf_config(meta, list(names), len(tokens) if tokens else None, dtype)
+    config = gguf_config(meta, list(names), len(tokens) if tokens else None, dtype, freqs[0] if freqs else None)
     tokenizer_files = gguf_tokenizer_files(meta, fields)  # before the tensors: its temporaries are gone by then
     del fields
     tensors = {}
     for t in tqdm(reader.tensors, desc=f"read {os.path.basename(path)}", disable=len(reader.tensors) < 64):
-        tensors[names[t.name]] = hf_tensor(t, family, config, dt)
+        if t.name in names:
+            tensors[names[t.name]] = hf_tensor(t, family, config, dt)
     return GGUFCheckpoint(config, tensors, tokenizer_files, meta)
 
-# %% ../../nbs/27_gguf.ipynb #1794de01
+# %% ../../nbs/27_gguf.ipynb #164f4072
 def import_gguf(path: str):
     "(marin model, config.json dict) from a GGUF file."
     from marin.models.hf import ARCHITECTURES
@@ -533,7 +570,7 @@ def import_gguf(path: str):
     cfg = arch.from_config(ckpt.config)
     return arch.from_tensors(ckpt.tensors, cfg), ckpt.config
 
-# %% ../../nbs/27_gguf.ipynb #1b30fb47
+# %% ../../nbs/27_gguf.ipynb #661145c0
 WRITE_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")  # the types gguf.quants can quantize
 
 
@@ -565,7 +602,7 @@ def gguf_tensor(hf: str, w: np.ndarray, family: GGUFFamily, config: dict, qtype:
         kind = gguf.GGMLQuantizationType.F32  # as llama.cpp: norms, biases and odd widths stay F32
     return gguf.quants.quantize(np.ascontiguousarray(w), kind), kind
 
-# %% ../../nbs/27_gguf.ipynb #72b9b345
+# %% ../../nbs/27_gguf.ipynb #c5b79d6d
 def _write_metadata(w, config: dict, family: GGUFFamily, qtype: str, name: str) -> None:
     import gguf
 
@@ -591,10 +628,25 @@ def _write_metadata(w, config: dict, family: GGUFFamily, qtype: str, name: str) 
     rope = config.get("rope_parameters") or {}
     rope = rope.get("full_attention", rope)
     w.add_float32(f"{a}.rope.freq_base", float(rope.get("rope_theta", config.get("rope_theta", 10000.0))))
+    if rope.get("rope_type") == "linear":
+        w.add_string(f"{a}.rope.scaling.type", "linear")
+        w.add_float32(f"{a}.rope.scaling.factor", float(rope["factor"]))
     if family.gguf_name == "gemma3":
         w.add_uint32(f"{a}.attention.sliding_window", int(config.get("sliding_window") or 4096))
 
-# %% ../../nbs/27_gguf.ipynb #8dd8f165
+
+def _rope_freqs(config: dict) -> np.ndarray | None:
+    "llama.cpp's `rope_freqs.weight` of a llama3-scaled config (None: no such scaling)."
+    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    if rope.get("rope_type", rope.get("type")) != "llama3":
+        return None
+    if (rope.get("low_freq_factor", 1.0), rope.get("high_freq_factor", 4.0)) != (1.0, 4.0):
+        raise ValueError("write_gguf: llama3 RoPE with low/high frequency factors other than 1/4 is not written")
+    theta = float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    return llama3_rope_factors(theta, head_dim, float(rope["factor"]), int(rope["original_max_position_embeddings"]))
+
+# %% ../../nbs/27_gguf.ipynb #3880ef7b
 def _write_tokenizer(w, tokenizer_json: str, tc: dict, config: dict, pre: str) -> None:
     "A byte-level BPE `tokenizer.json` as llama.cpp's `gpt2` vocabulary."
     d = json.loads(tokenizer_json)
@@ -624,7 +676,7 @@ def _write_tokenizer(w, tokenizer_json: str, tc: dict, config: dict, pre: str) -
     if tc.get("chat_template"):
         w.add_chat_template(tc["chat_template"])
 
-# %% ../../nbs/27_gguf.ipynb #ab973ce8
+# %% ../../nbs/27_gguf.ipynb #d99b466d
 def write_gguf(source, path: str, qtype: str = "F32", *, tokenizer_pre: str = "default", name: str = "") -> str:
     "Write a marin model or a Hugging Face folder as a llama.cpp GGUF file with tensors in `qtype`; returns `path`."
     import gguf
@@ -648,6 +700,8 @@ def write_gguf(source, path: str, qtype: str = "F32", *, tokenizer_pre: str = "d
     _write_metadata(w, config, family, qtype, name)
     if tokenizer_json is not None:
         _write_tokenizer(w, tokenizer_json, tc, config, tokenizer_pre)
+    if (freqs := _rope_freqs(config)) is not None:
+        w.add_tensor("rope_freqs.weight", freqs)
     for hf, value in tensors.items():
         data, kind = gguf_tensor(hf, value, family, config, qtype)
         w.add_tensor(gguf_tensor_name(hf, family), data, raw_dtype=kind)

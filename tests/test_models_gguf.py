@@ -252,6 +252,11 @@ def test_kept_dtypes_and_refusals(tmp_path, byte_bpe):
         t = read_gguf(write_gguf(folder, path, qtype), dtype=dtype).tensors
         w = t["model.layers.0.mlp.up_proj.weight"]
         assert w.dtype == np_dtype and np.array_equal(w, sd["model.layers.0.mlp.up_proj.weight"].astype(np_dtype))
+    q8 = write_gguf(folder, str(tmp_path / "q8.gguf"), "Q8_0")  # quantized -> bfloat16: dequantized, then cast
+    f32, b16 = read_gguf(q8).tensors, read_gguf(q8, dtype="bfloat16").tensors
+    assert all(
+        b16[k].dtype == ml_dtypes.bfloat16 and np.array_equal(b16[k], f32[k].astype(ml_dtypes.bfloat16)) for k in f32
+    )
     with pytest.raises(ValueError, match="dtype 'int8'"):
         read_gguf(path, dtype="int8")
     bad = tmp_path / "iq4.gguf"  # a type marin does not dequantize

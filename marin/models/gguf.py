@@ -264,7 +264,7 @@ def gguf_config(
         d = _gemma3_config(d, meta, arch)
     return d
 
-# %% ../../nbs/27_gguf.ipynb #8cd1e8ef
+# %% ../../nbs/27_gguf.ipynb #8d014535
 GEMMA3_GLOBAL_EVERY = 6  # llama.cpp: every 6th Gemma 3 layer attends globally, the others in a sliding window
 GEMMA3_LOCAL_ROPE_BASE = 10000.0  # llama.cpp: the sliding layers' RoPE base (not in the file)
 
@@ -287,7 +287,7 @@ def _gemma3_config(d: dict, meta: dict, arch: str) -> dict:
     )
     return d
 
-# %% ../../nbs/27_gguf.ipynb #719601bd
+# %% ../../nbs/27_gguf.ipynb #c33fb6df
 SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -329,7 +329,7 @@ def tensor_values(t, dtype: np.dtype) -> np.ndarray:
         out[i : i + step] = gguf.quants.dequantize(data[i : i + step], t.tensor_type)
     return out.reshape(shape)
 
-# %% ../../nbs/27_gguf.ipynb #b80f38f0
+# %% ../../nbs/27_gguf.ipynb #96aa03ff
 def permute_qk(w: np.ndarray, n_heads: int) -> np.ndarray:
     "llama.cpp's row permutation of a q or k projection (HF layout -> llama.cpp layout)."
     return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
@@ -351,7 +351,7 @@ def hf_tensor(t, family: GGUFFamily, config: dict, dtype: np.dtype) -> np.ndarra
         w = unpermute_qk(w, heads)
     return w
 
-# %% ../../nbs/27_gguf.ipynb #a46fba7e
+# %% ../../nbs/27_gguf.ipynb #e1bb4e21
 _LLAMA3_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -373,7 +373,7 @@ PRE_TOKENIZER_SPLITS = {  # tokenizer.ggml.pre -> split regex (None: GPT-2's own
 }
 CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
 
-# %% ../../nbs/27_gguf.ipynb #e19f0dae
+# %% ../../nbs/27_gguf.ipynb #ce22fa7e
 def _bytes_to_unicode() -> dict[int, str]:
     "GPT-2's byte alphabet: a printable character for every byte (printable bytes stand for themselves)."
     bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
@@ -402,7 +402,7 @@ def byte_level_pre_tokenizer(pre: str):
         ]
     )
 
-# %% ../../nbs/27_gguf.ipynb #4f3857c8
+# %% ../../nbs/27_gguf.ipynb #ec92ed02
 def spm_merges(tokens: list[str], scores: list[float]) -> list[tuple[str, str]]:
     "BPE merges of a SentencePiece vocabulary: each split of a token into two tokens, best-scored tokens first."
     vocab = {t: i for i, t in enumerate(tokens)}
@@ -428,7 +428,7 @@ def _added_tokens(tok, tokens: list[str], types: list[int] | None, byte_level: b
     user = [t for t, k in zip(tokens, types) if k == USER_DEFINED and t in vocab]
     tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in user])
 
-# %% ../../nbs/27_gguf.ipynb #5eb30c25
+# %% ../../nbs/27_gguf.ipynb #6acbb1ab
 def byte_level_tokenizer(tokens: list[str], merges: list[str], pre: str):
     "A byte-level BPE `tokenizers.Tokenizer` (`tokenizer.ggml.model = gpt2`)."
     from tokenizers import Tokenizer, decoders
@@ -470,7 +470,7 @@ def sentencepiece_tokenizer(
     tok.decoder = decoders.Sequence(steps)
     return tok
 
-# %% ../../nbs/27_gguf.ipynb #4e4142d1
+# %% ../../nbs/27_gguf.ipynb #d35f2b9c
 def _post_processor(tok, bos: str | None, eos: str | None):
     from tokenizers import processors
 
@@ -518,7 +518,7 @@ def gguf_tokenizer_files(meta: dict, fields: dict) -> dict[str, bytes]:
         config["chat_template"] = meta["tokenizer.chat_template"]
     return {"tokenizer.json": tok.to_str().encode(), "tokenizer_config.json": json.dumps(config, indent=2).encode()}
 
-# %% ../../nbs/27_gguf.ipynb #94573e24
+# %% ../../nbs/27_gguf.ipynb #edc0ba0c
 @dataclasses.dataclass
 class GGUFCheckpoint:
     "A GGUF file as a Hugging Face checkpoint in memory."
@@ -552,7 +552,7 @@ def read_gguf(path: str, dtype: str = "float32") -> GGUFCheckpoint:
             tensors[names[t.name]] = hf_tensor(t, family, config, dt)
     return GGUFCheckpoint(config, tensors, tokenizer_files, meta)
 
-# %% ../../nbs/27_gguf.ipynb #164f4072
+# %% ../../nbs/27_gguf.ipynb #e19e579f
 def import_gguf(path: str):
     "(marin model, config.json dict) from a GGUF file."
     from marin.models.hf import ARCHITECTURES
@@ -570,7 +570,7 @@ def import_gguf(path: str):
     cfg = arch.from_config(ckpt.config)
     return arch.from_tensors(ckpt.tensors, cfg), ckpt.config
 
-# %% ../../nbs/27_gguf.ipynb #661145c0
+# %% ../../nbs/27_gguf.ipynb #2af2fb69
 WRITE_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")  # the types gguf.quants can quantize
 
 
@@ -602,7 +602,7 @@ def gguf_tensor(hf: str, w: np.ndarray, family: GGUFFamily, config: dict, qtype:
         kind = gguf.GGMLQuantizationType.F32  # as llama.cpp: norms, biases and odd widths stay F32
     return gguf.quants.quantize(np.ascontiguousarray(w), kind), kind
 
-# %% ../../nbs/27_gguf.ipynb #c5b79d6d
+# %% ../../nbs/27_gguf.ipynb #ca8b950b
 def _write_metadata(w, config: dict, family: GGUFFamily, qtype: str, name: str) -> None:
     import gguf
 
@@ -646,7 +646,7 @@ def _rope_freqs(config: dict) -> np.ndarray | None:
     head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
     return llama3_rope_factors(theta, head_dim, float(rope["factor"]), int(rope["original_max_position_embeddings"]))
 
-# %% ../../nbs/27_gguf.ipynb #3880ef7b
+# %% ../../nbs/27_gguf.ipynb #852594db
 def _write_tokenizer(w, tokenizer_json: str, tc: dict, config: dict, pre: str) -> None:
     "A byte-level BPE `tokenizer.json` as llama.cpp's `gpt2` vocabulary."
     d = json.loads(tokenizer_json)
@@ -676,7 +676,7 @@ def _write_tokenizer(w, tokenizer_json: str, tc: dict, config: dict, pre: str) -
     if tc.get("chat_template"):
         w.add_chat_template(tc["chat_template"])
 
-# %% ../../nbs/27_gguf.ipynb #d99b466d
+# %% ../../nbs/27_gguf.ipynb #9eac8334
 def write_gguf(source, path: str, qtype: str = "F32", *, tokenizer_pre: str = "default", name: str = "") -> str:
     "Write a marin model or a Hugging Face folder as a llama.cpp GGUF file with tensors in `qtype`; returns `path`."
     import gguf

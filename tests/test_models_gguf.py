@@ -316,3 +316,26 @@ def test_real_gemma3_270m_q4_k_m_matches_transformers(tmp_path):
         assert tok.encode(text).ids == ref_tok(text).input_ids
     tc = json.loads(ckpt.tokenizer_files["tokenizer_config.json"])
     assert (tc["bos_token"], tc["eos_token"], tc["add_bos_token"]) == ("<bos>", "<eos>", True)
+
+
+def test_gguf_file_imports_as_a_cached_lab_checkpoint(tmp_path, byte_bpe):
+    "A GGUF file is a source like a folder: the import step writes the checkpoint and the tokenizer it carries."
+    import jax.numpy as jnp
+    from tokenizers import Tokenizer
+    from marin.models.io import load_model
+    from marin.models.pretrained import resolve_checkpoint
+    from marin.models.transformer import forward
+
+    V = byte_bpe.get_vocab_size()
+    folder = hf_folder(tmp_path / "hf", tiny_transformers_model("Llama", vocab_size=V), byte_bpe)
+    path = write_gguf(folder, str(tmp_path / "tiny.gguf"), "Q8_0")
+    out = resolve_checkpoint(path, prefix=str(tmp_path / "store"))
+    assert resolve_checkpoint(path, prefix=str(tmp_path / "store")) == out  # cached by the file's checksum
+    model, meta = load_model(out)
+    direct, _ = import_gguf(path)
+    toks = jnp.asarray(np.random.default_rng(1).integers(0, V, (1, 16)))
+    assert meta["architecture"] == "LlamaForCausalLM" and meta["imported_from"] == path
+    assert float(jnp.abs(forward(model, toks) - forward(direct, toks)).max()) == 0.0
+    tok = Tokenizer.from_file(f"{out}/tokenizer.json")
+    assert tok.encode(prose(300), add_special_tokens=False).ids == byte_bpe.encode(prose(300)).ids
+    assert json.loads(open(f"{out}/config.json").read())["architectures"] == ["LlamaForCausalLM"]

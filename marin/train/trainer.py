@@ -277,7 +277,7 @@ def state_shardings(cfg: TrainConfig, mesh, opt) -> TrainState:
     )
     return TrainState(step=rep, params=pshard, opt_state=oshard, key=rep)
 
-
+# %% ../../nbs/33_trainer.ipynb #3325f274
 def init_state(cfg: TrainConfig, mesh, opt) -> TrainState:
     "A fresh, sharded training state (parameters, or the LoRA adapter, initialised directly in their shards)."
     shard = state_shardings(cfg, mesh, opt)

@@ -8,7 +8,7 @@ import dataclasses, json, os
 from typing import Any
 import numpy as np
 from ..core import storage
-from ..core.config import Config, check, versioned
+from ..core.config import Config, added, check, versioned
 from ..core.executor import Step, StepOrPath
 from marin.models.hf import (  # the mapping and the reader live in models/; re-exported for existing importers
     ARCHITECTURES,
@@ -461,6 +461,7 @@ class ExportConfig(Config):
     tokenizer: str = versioned("")  # "" = the run's vocab.json if any; else a load_tokenizer spec
     chat_template: str = versioned("")
     max_shard_gb: float = 5.0
+    lora_adapter: bool = added(False, versioned=True)  # a LoRA run: its PEFT adapter, the base in `base/` (else merged)
 
     def validate(self):
         check(self.dtype in EXPORT_DTYPES, "dtype", f"{self.dtype!r}: use one of {EXPORT_DTYPES}")
@@ -468,6 +469,15 @@ class ExportConfig(Config):
 
 
 def run_export(cfg: ExportConfig, output_path: str) -> dict:
+    if cfg.lora_adapter:
+        s = export_lora_adapter(
+            str(cfg.checkpoint),
+            output_path,
+            step=None if cfg.step < 0 else cfg.step,
+            base_dir=storage.join(output_path, "base"),
+            dtype=cfg.dtype,
+        )
+        return {"export/n_params": s["n_params"], "export/bytes": s["bytes"], "export/shards": 1}
     s = export_checkpoint(
         str(cfg.checkpoint),
         output_path,

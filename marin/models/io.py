@@ -10,12 +10,14 @@ import jax
 import numpy as np
 from ..core import storage
 from .transformer import LlamaConfig, init, upgrade_state_keys
+from .lora import LoraConfig, abstract_adapter, merge
 
 # %% auto #0
 __all__ = ['COMMIT_FILE', 'STATE_FILE', 'META_FILE', 'ORBAX_DIR', 'PARAMS_PREFIX', 'CheckpointMismatch', 'step_dir',
            'list_checkpoints', 'latest_checkpoint', 'unflatten_state', 'orbax_dir', 'is_orbax', 'dotted_key',
            'orbax_metadata', 'write_committed_state', 'read_arrays', 'model_config_from_dict', 'abstract_model',
-           'read_params', 'load_model']
+           'read_params', 'checkpoint_path', 'load_model', 'init_base_model', 'lora_base_meta', 'load_lora_base',
+           'read_lora']
 
 # %% ../../nbs/24_model_io.ipynb #7aa3f324
 COMMIT_FILE, STATE_FILE, META_FILE, ORBAX_DIR = "COMMITTED", "state.safetensors", "meta.json", "state.orbax"
@@ -163,8 +165,8 @@ def read_params(path: str, pshapes):
     return unflatten_state(arrays, pshapes)
 
 
-def load_model(output_path: str, step: int | None = None):
-    "(model, checkpoint meta) from a training output directory's newest (or given) checkpoint, in either format."
+def checkpoint_path(output_path: str, step: int | None = None) -> str:
+    "The newest (or the given step's) committed checkpoint directory of a training output."
     cks = dict(list_checkpoints(storage.join(output_path, "checkpoints")))
     if not cks:
         if storage.exists(storage.join(output_path, "config.json")) or str(output_path).endswith(".gguf"):
@@ -173,7 +175,49 @@ def load_model(output_path: str, step: int | None = None):
                 " (`marin import`, or marin.models.pretrained.resolve_checkpoint / import_step)"
             )
         raise FileNotFoundError(f"no committed checkpoint under {output_path}/checkpoints; train first")
-    path = cks[step if step is not None else max(cks)]
+    if step is not None and step not in cks:
+        raise FileNotFoundError(f"{output_path}: no committed checkpoint of step {step} (there are {sorted(cks)})")
+    return cks[step if step is not None else max(cks)]
+
+
+def load_model(output_path: str, step: int | None = None):
+    """(model, checkpoint meta) from a training output directory's newest (or given) checkpoint, in either format.
+    A LoRA run's checkpoint (its meta has `lora`) loads as its base model with the adapter merged in."""
+    path = checkpoint_path(output_path, step)
     meta = storage.read_json(storage.join(path, META_FILE))
+    if "lora" in meta:
+        base, adapter, lora = read_lora(path, meta)
+        return merge(base, adapter, lora), meta
     pshapes, static = abstract_model(model_config_from_dict(meta["model_config"]))
     return eqx.combine(read_params(path, pshapes), static), meta
+
+# %% ../../nbs/24_model_io.ipynb #9bdc8a59
+def init_base_model(cfg: LlamaConfig, seed: int):
+    "The model the trainer initialises for `seed` (its model key: the first half of `PRNGKey(seed)` split in two)."
+    return init(cfg, key=jax.random.split(jax.random.PRNGKey(seed))[0])
+
+
+def lora_base_meta(checkpoint: str | None = None, step: int | None = None, seed: int = 0) -> dict:
+    "`meta['lora_base']`: a training output and its step, or (no checkpoint) the seed of a fresh initialisation."
+    return {"checkpoint": checkpoint, "step": int(step)} if checkpoint else {"init_seed": int(seed)}
+
+
+def load_lora_base(meta: dict):
+    "The base model a LoRA checkpoint's meta names (`lora_base`), refused if its config is not the run's."
+    b, cfg = meta["lora_base"], model_config_from_dict(meta["model_config"])
+    if not b.get("checkpoint"):
+        return init_base_model(cfg, b["init_seed"])
+    base, bmeta = load_model(b["checkpoint"], b["step"])
+    if base.cfg.replace(attention=cfg.attention, layer_loop=cfg.layer_loop) != cfg:
+        raise CheckpointMismatch(f"the LoRA base {b['checkpoint']} (step {b['step']}) is not the model this run adapts")
+    return base
+
+
+def read_lora(path: str, meta: dict | None = None):
+    "(base model, adapter, LoraConfig) of the LoRA checkpoint at `path`."
+    meta = meta or storage.read_json(storage.join(path, META_FILE))
+    if "lora" not in meta:
+        raise ValueError(f"{path} is not a LoRA checkpoint (its meta.json has no 'lora'); it holds a whole model")
+    lora = LoraConfig.from_dict(meta["lora"])
+    base = load_lora_base(meta)
+    return base, read_params(path, abstract_adapter(lora, base.cfg)), lora

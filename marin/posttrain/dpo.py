@@ -8,7 +8,8 @@ import dataclasses, json, math, os, time
 from typing import Any, Sequence
 import numpy as np
 from ..core import storage
-from ..core.config import Config, check, versioned
+from ..core.config import Config, added, check, versioned
+from ..models.lora import LoraConfig
 from ..core.executor import Step, StepOrPath
 from ..train.optim import OptimizerConfig
 from .chat_template import ChatTemplateError, JinjaChatTemplate, token_offsets
@@ -226,6 +227,7 @@ class DPOConfig(Config):
     checkpoint_every: int = 0  # 0 = only at the end
     tracker: str = ""
     progress: bool = True
+    lora: LoraConfig | None = added(None, versioned=True)  # train adapters; the reference is the base, adapter off
 
     def validate(self):
         check(self.beta > 0, "beta", "must be > 0 (typical 0.1)")
@@ -247,19 +249,32 @@ def _dpo_start(cfg: DPOConfig, reference, params, opt, output_path: str):
     )
     ckpt.clean_uncommitted()
     if (latest := latest_checkpoint(ckpt.root)) is not None:
+        if ("lora" in ckpt.read_meta(latest[1])) != (cfg.lora is not None):
+            raise ValueError(
+                f"{latest[1]}: LoRA and full DPO checkpoints do not mix; train into a new output directory"
+            )
         state, _ = ckpt.restore(latest[1], state, model_config=reference.cfg)
     return state, ckpt
 
-
-def dpo_step_fn(opt, schedule, static, beta: float):
-    "The jitted update `(state, reference params, batch) -> (state, metrics)`: DPO loss, gradient, optimizer step."
+# %% ../../nbs/56_dpo.ipynb #f360755c
+def dpo_step_fn(opt, schedule, static, beta: float, lora: LoraConfig | None = None):
+    """The jitted update `(state, reference params, batch) -> (state, metrics)`: DPO loss, gradient, optimizer step.
+    With `lora`, `state.params` is the adapter and the policy is the reference with it merged in (adapter off = the
+    reference), so the one base copy serves both."""
     import jax, equinox as eqx, optax
+    from marin.models.lora import merge
     from marin.train.trainer import TrainState
+
+    def policy(p, ref_params, state):
+        if lora is None:
+            return eqx.combine(p, static)
+        key = jax.random.fold_in(state.key, state.step) if lora.dropout > 0 else None
+        return merge(eqx.combine(ref_params, static), p, lora, key=key)
 
     @jax.jit
     def step_fn(state, ref_params, batch):
         def f(p):
-            return dpo_loss(eqx.combine(p, static), eqx.combine(ref_params, static), batch, beta)
+            return dpo_loss(policy(p, ref_params, state), eqx.combine(ref_params, static), batch, beta)
 
         (loss, m), g = jax.value_and_grad(f, has_aux=True)(state.params)
         updates, opt_state = opt.update(g, state.opt_state, state.params)
@@ -297,16 +312,21 @@ def dpo_summary(rows: list[dict], first: dict | None, wall_s: float) -> dict:
     }
 
 # %% ../../nbs/56_dpo.ipynb #dbcbeb97
-def _dpo_meta(cfg: DPOConfig, reference) -> dict:
-    "What every DPO checkpoint records: the model config (for `load_model`) and where the weights came from."
+def _dpo_meta(cfg: DPOConfig, reference, base_step: int | None = None) -> dict:
+    """What every DPO checkpoint records: the model config (for `load_model`) and where the weights came from; with
+    LoRA also the adapter's config and its base (`lora_base`, the base at `base_step`), which `load_model` merges."""
     from marin.core.config import canonical
+    from marin.models.io import lora_base_meta
 
-    return {
+    meta = {
         "model_config": canonical(reference.cfg),
         "model_config_versioned": canonical(reference.cfg, versioned_only=True),
         "base_checkpoint": str(cfg.base),
         "posttrain": "dpo",
     }
+    if cfg.lora is not None:
+        meta.update(lora=canonical(cfg.lora), lora_base=lora_base_meta(str(cfg.base), base_step))
+    return meta
 
 
 def _dpo_loop(cfg: DPOConfig, loader, step_fn, state, ref_params, ckpt, run, meta: dict, rows: list[dict]) -> None:
@@ -332,10 +352,12 @@ def _dpo_loop(cfg: DPOConfig, loader, step_fn, state, ref_params, ckpt, run, met
 
 # %% ../../nbs/56_dpo.ipynb #9f2afd0f
 def run_dpo(cfg: DPOConfig, output_path: str) -> dict:
-    "Executor step: DPO-train a copy of the base model against the frozen base; checkpoints in the trainer's format."
-    import equinox as eqx
+    """Executor step: DPO-train a copy of the base model against the frozen base (with LoRA: an adapter on it, the base
+    itself the reference, one copy of the weights); checkpoints in the trainer's format."""
+    import jax, equinox as eqx
     from marin.core.tracking import start_tracking
     from marin.models.io import load_model
+    from marin.models.lora import init_adapter
     from marin.train.trainer import plain_config
     from marin.train.optim import build_optimizer
 
@@ -346,14 +368,18 @@ def run_dpo(cfg: DPOConfig, output_path: str) -> dict:
             f"data.tokenizer has {loader.vocab_size} tokens but the base model's vocab_size is "
             f"{reference.cfg.vocab_size}; use the base model's tokenizer"
         )
-    params, static = eqx.partition(reference, eqx.is_array)
+    ref_params, static = eqx.partition(reference, eqx.is_array)
+    params = ref_params  # the policy starts as the reference
+    if cfg.lora is not None:  # ... or as the reference with a fresh adapter (B = 0: the same model)
+        cfg.lora.check_model(reference.cfg)
+        params = init_adapter(cfg.lora, reference.cfg, key=jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1))
     opt, schedule = build_optimizer(
         cfg.optimizer or OptimizerConfig(learning_rate=1e-4, warmup=0.1, weight_decay=0.0), cfg.num_train_steps
     )
     state, ckpt = _dpo_start(cfg, reference, params, opt, output_path)
     save_chat_template(output_path, cfg.data.template, loader.tokenizer)
     storage.write_json(storage.join(output_path, "train_config.json"), plain_config(cfg))
-    step_fn = dpo_step_fn(opt, schedule, static, cfg.beta)
+    step_fn = dpo_step_fn(opt, schedule, static, cfg.beta, cfg.lora)
     run = start_tracking(
         os.path.basename(output_path.rstrip("/")) or "dpo",
         config=plain_config(cfg),
@@ -363,7 +389,8 @@ def run_dpo(cfg: DPOConfig, output_path: str) -> dict:
     hist_path = storage.join(output_path, "history.jsonl")
     rows, t0 = [], time.perf_counter()
     try:
-        _dpo_loop(cfg, loader, step_fn, state, params, ckpt, run, _dpo_meta(cfg, reference), rows)
+        meta_out = _dpo_meta(cfg, reference, int(meta["step"]))
+        _dpo_loop(cfg, loader, step_fn, state, ref_params, ckpt, run, meta_out, rows)
     finally:
         prev = storage.read_text(hist_path) if storage.exists(hist_path) else ""
         storage.write_text(hist_path, prev + "".join(json.dumps(r) + "\n" for r in rows))

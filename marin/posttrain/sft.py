@@ -353,9 +353,13 @@ class SFTLoader:
         }
 
 # %% ../../nbs/55_sft.ipynb #037c482a
+from ..core.config import added
+from ..models.lora import LoraConfig
+
+
 @dataclasses.dataclass(frozen=True)
 class SFTConfig(Config):
-    "Fine-tune a pretrained training output on chat data with the ordinary trainer."
+    "Fine-tune a pretrained training output on chat data with the ordinary trainer (all weights, or LoRA adapters)."
 
     base: StepOrPath = versioned()  # a training output (train Step or path)
     data: SFTDataConfig = versioned()
@@ -369,9 +373,11 @@ class SFTConfig(Config):
     log_every: int = 10
     tracker: str = ""
     progress: bool = True
+    lora: LoraConfig | None = added(None, versioned=True)  # train adapters on the frozen base (marin.models.lora)
 
     def validate(self):
         check(self.num_train_steps >= 1, "num_train_steps", "must be >= 1")
+        check(self.lora is None or isinstance(self.lora, LoraConfig), "lora", "must be a LoraConfig or None")
 
 # %% ../../nbs/55_sft.ipynb #c0910e30
 def sft_train_config(cfg: SFTConfig, model_cfg) -> "TrainConfig":
@@ -393,38 +399,39 @@ def sft_train_config(cfg: SFTConfig, model_cfg) -> "TrainConfig":
         progress=cfg.progress,
         divergence_factor=0.0,
         checkpoint=CheckpointConfig(every=0, async_write=False),
+        lora=cfg.lora,
     )
 
 # %% ../../nbs/55_sft.ipynb #96773776
-def seed_from_base(tc, base_params, output_path: str, base: str) -> None:
-    "Write a step-0 checkpoint of `tc` holding `base_params` and a fresh optimizer state (the trainer resumes from it)."
+def seed_from_base(tc, base_params, output_path: str, base: str, base_step: int | None = None) -> None:
+    """Write a step-0 checkpoint of `tc` holding `base_params` and a fresh optimizer state (the trainer resumes from
+    it). With `tc.lora` it holds a fresh adapter and its optimizer state instead, and its meta names the base
+    (`base` at `base_step`) for the trainer and `load_model` to rebuild it: the base weights are not copied."""
     import jax, equinox as eqx
-    from marin.core.config import canonical, config_hash
-    from marin.train.trainer import init_state, state_shardings, plain_config
+    from marin.models.io import lora_base_meta
+    from marin.train.trainer import checkpoint_meta, init_state, state_shardings
     from marin.train.sharding import make_mesh
     from marin.train.optim import build_optimizer
     from marin.train.checkpoint import CheckpointManager
 
     mesh = make_mesh(tc.mesh)
     opt, _ = build_optimizer(tc.optimizer, tc.num_train_steps)
-    shard = state_shardings(tc, mesh, opt)
-    params = jax.device_put(base_params, shard.params)
-    state = init_state(tc, mesh, opt)
-    state = eqx.tree_at(lambda s: (s.params, s.opt_state), state, (params, opt.init(params)))
-    meta = {
-        "model_config": canonical(tc.model),
-        "model_config_versioned": canonical(tc.model, versioned_only=True),
-        "train_config_hash": config_hash(plain_config(tc)),
-        "base_checkpoint": base,
-    }
+    state = init_state(tc, mesh, opt)  # with LoRA: the adapter as PEFT initialises it, and its optimizer state
+    if tc.lora is None:
+        params = jax.device_put(base_params, state_shardings(tc, mesh, opt).params)
+        state = eqx.tree_at(lambda s: (s.params, s.opt_state), state, (params, opt.init(params)))
+    if tc.lora is not None and base_step is None:
+        raise ValueError("seed_from_base: a LoRA run needs base_step (the base's checkpoint step it adapts)")
+    lora_base = lora_base_meta(base, base_step) if tc.lora is not None else None
+    meta = dict(checkpoint_meta(tc, lora_base), base_checkpoint=base)
     mgr = CheckpointManager(storage.join(output_path, "checkpoints"), tc.checkpoint)
     mgr.save(0, state, meta)
     mgr.wait()
 
 # %% ../../nbs/55_sft.ipynb #38ec9da1
 def run_sft(cfg: SFTConfig, output_path: str) -> dict:
-    """Executor step: seed `output_path` with the base weights (first run only), then train; returns the trainer's
-    summary."""
+    """Executor step: seed `output_path` with the base weights (or, with LoRA, a fresh adapter naming the base; first
+    run only), then train; returns the trainer's summary."""
     import equinox as eqx
     from marin.models.io import latest_checkpoint, load_model, model_config_from_dict
     from marin.train.trainer import train
@@ -441,7 +448,8 @@ def run_sft(cfg: SFTConfig, output_path: str) -> dict:
             f"{tc.model.vocab_size}; use the base model's tokenizer"
         )
     if latest_checkpoint(storage.join(output_path, "checkpoints")) is None:
-        seed_from_base(tc, eqx.filter(model, eqx.is_array), output_path, base)
+        seed_from_base(tc, eqx.filter(model, eqx.is_array), output_path, base, int(meta["step"]))
+    del model  # the trainer reads the base itself (LoRA: from the checkpoint's meta); no second copy meanwhile
     save_chat_template(output_path, cfg.data.template, loader.tokenizer)
     if hasattr(loader.tokenizer, "vocab") and not hasattr(loader.tokenizer, "to_json"):
         storage.write_json(storage.join(output_path, "vocab.json"), list(loader.tokenizer.vocab))

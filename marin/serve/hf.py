@@ -8,7 +8,7 @@ import dataclasses, json, os
 from typing import Any
 import numpy as np
 from ..core import storage
-from ..core.config import Config, check, versioned
+from ..core.config import Config, added, check, versioned
 from ..core.executor import Step, StepOrPath
 from marin.models.hf import (  # the mapping and the reader live in models/; re-exported for existing importers
     ARCHITECTURES,
@@ -59,8 +59,9 @@ from marin.models.hf import (  # the mapping and the reader live in models/; re-
 )
 
 # %% auto #0
-__all__ = ['char_level_tokenizer_json', 'tokenizer_json_of', 'tokenizer_config', 'training_provenance', 'model_card', 'export_hf',
-           'export_checkpoint', 'ExportConfig', 'run_export', 'export_step']
+__all__ = ['ADAPTER_CONFIG_FILE', 'ADAPTER_WEIGHTS_FILE', 'char_level_tokenizer_json', 'tokenizer_json_of', 'tokenizer_config',
+           'training_provenance', 'model_card', 'export_hf', 'export_checkpoint', 'export_lora_adapter', 'ExportConfig',
+           'run_export', 'export_step']
 
 # %% ../../nbs/60_hf.ipynb #462d06b6
 def char_level_tokenizer_json(vocab: list[str], unk: str | None = None) -> str:
@@ -410,6 +411,45 @@ def export_checkpoint(
     )
     return dict(summary, step=prov.get("step"), run_id=prov.get("run_id", ""))
 
+# %% ../../nbs/60_hf.ipynb #9703ee3f
+ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE = "adapter_config.json", "adapter_model.safetensors"
+
+
+def export_lora_adapter(
+    train_output: str,
+    output_dir: str,
+    *,
+    step: int | None = None,
+    base_dir: str = "",
+    tokenizer: Any = None,
+    dtype: str = "float32",
+) -> dict:
+    """The LoRA adapter of a training output's checkpoint in PEFT's layout under `output_dir`; with `base_dir`, its
+    base model exported there as a Hugging Face folder (what PEFT loads the adapter onto)."""
+    from safetensors.numpy import save
+    from marin.models.io import META_FILE, checkpoint_path, read_lora
+    from marin.models.lora import adapter_size, peft_adapter_config, peft_tensors
+
+    path = checkpoint_path(train_output, step)
+    meta = storage.read_json(storage.join(path, META_FILE))
+    if "lora" not in meta:
+        raise ValueError(f"{train_output}: not a LoRA run (its checkpoint holds a whole model); use export_checkpoint")
+    base, adapter, lora = read_lora(path, meta)
+    architecture_for(base)  # refuses a model the Hugging Face layout cannot hold, before anything is written
+    if base_dir:
+        export_hf(base, base_dir, tokenizer=tokenizer, dtype=dtype, name="LoRA base")
+    where = base_dir or meta["lora_base"].get("checkpoint") or ""
+    tensors = peft_tensors(adapter, lora, _np_dtype(dtype))
+    storage.write_bytes(storage.join(output_dir, ADAPTER_WEIGHTS_FILE), save(tensors, metadata={"format": "pt"}))
+    _write_json(output_dir, ADAPTER_CONFIG_FILE, peft_adapter_config(lora, where))
+    return {
+        "files": [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE],
+        "n_params": adapter_size(adapter),
+        "bytes": int(sum(a.nbytes for a in tensors.values())),
+        "step": int(meta["step"]),
+        "base": where,
+    }
+
 # %% ../../nbs/60_hf.ipynb #626f9a1c
 @dataclasses.dataclass(frozen=True)
 class ExportConfig(Config):
@@ -421,6 +461,7 @@ class ExportConfig(Config):
     tokenizer: str = versioned("")  # "" = the run's vocab.json if any; else a load_tokenizer spec
     chat_template: str = versioned("")
     max_shard_gb: float = 5.0
+    lora_adapter: bool = added(False, versioned=True)  # a LoRA run: its PEFT adapter, the base in `base/` (else merged)
 
     def validate(self):
         check(self.dtype in EXPORT_DTYPES, "dtype", f"{self.dtype!r}: use one of {EXPORT_DTYPES}")
@@ -428,6 +469,15 @@ class ExportConfig(Config):
 
 
 def run_export(cfg: ExportConfig, output_path: str) -> dict:
+    if cfg.lora_adapter:
+        s = export_lora_adapter(
+            str(cfg.checkpoint),
+            output_path,
+            step=None if cfg.step < 0 else cfg.step,
+            base_dir=storage.join(output_path, "base"),
+            dtype=cfg.dtype,
+        )
+        return {"export/n_params": s["n_params"], "export/bytes": s["bytes"], "export/shards": 1}
     s = export_checkpoint(
         str(cfg.checkpoint),
         output_path,

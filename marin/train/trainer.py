@@ -14,12 +14,13 @@ import optax
 from jax.sharding import Mesh
 from jaxtyping import Array, Int
 from ..core import storage
-from ..core.config import Config, canonical, check, config_hash, versioned
+from ..core.config import Config, added, canonical, check, config_hash, versioned
 from ..core.devices import memory_in_use_gb, peak_flops_per_device
 from ..core.executor import Step
 from ..core.settings import shared_data_dir
 from ..data.mixture import DataConfig, Loader
-from ..models.io import abstract_model, latest_checkpoint
+from ..models.io import CheckpointMismatch, abstract_model, init_base_model, latest_checkpoint, load_lora_base
+from ..models.lora import LoraConfig, abstract_adapter, init_adapter, merge
 from marin.models.transformer import (
     LlamaConfig,
     init,
@@ -40,8 +41,8 @@ from .checkpoint import CheckpointConfig, CheckpointManager
 
 # %% auto #0
 __all__ = ['SUMMARY_FILE', 'ArrayLoader', 'CharDataConfig', 'SyntheticLoader', 'SyntheticDataConfig', 'build_loader',
-           'data_problems', 'TrainConfig', 'TrainState', 'state_shardings', 'init_state', 'make_loss_fn',
-           'accumulate_gradients', 'make_train_step', 'make_eval_step', 'device_batch', 'TrainingSetup',
+           'data_problems', 'TrainConfig', 'TrainState', 'base_shardings', 'state_shardings', 'init_state',
+           'make_loss_fn', 'accumulate_gradients', 'make_train_step', 'make_eval_step', 'device_batch', 'TrainingSetup',
            'setup_training', 'check_batch', 'Throughput', 'TrainingFailed', 'Preempted', 'plain_config', 'check_loader',
            'write_run_files', 'History', 'DivergenceCheck', 'train_metrics', 'MetricsLogger', 'Evaluator',
            'checkpoint_meta', 'Checkpointer', 'restore_or_init', 'start_run_tracking', 'progress_bar', 'run_summary',
@@ -203,6 +204,7 @@ class TrainConfig(Config):
     tracker: str = ""  # offline | online | disabled ("" = settings)
     progress: bool = True
     peak_flops: float = 0.0  # per device; 0 = device table, or a measured matmul on CPU
+    lora: LoraConfig | None = added(None, versioned=True)  # train low-rank adapters on a frozen base (models.lora)
 
     def validate(self):
         check(self.num_train_steps >= 1, "num_train_steps", "must be >= 1")
@@ -218,6 +220,9 @@ class TrainConfig(Config):
             f"{self.remat!r}: use one of {REMAT_POLICIES} or a name in jax.checkpoint_policies",
         )
         check(self.z_loss >= 0, "z_loss", "must be >= 0")
+        if self.lora is not None:
+            check(isinstance(self.lora, LoraConfig), "lora", "must be a LoraConfig (marin.models.lora) or None")
+            self.lora.check_model(self.model)
         check(self.log_every >= 1 and self.eval_batches >= 1, "log_every", "log_every and eval_batches must be >= 1")
         bs = getattr(self.data, "batch_size", None)
         if bs is not None:
@@ -241,18 +246,27 @@ class TrainConfig(Config):
 # %% ../../nbs/33_trainer.ipynb #2baa92d7
 class TrainState(eqx.Module):
     step: Int[Array, ""]
-    params: Any
+    params: Any  # what is trained: the model's arrays, or (LoRA) the adapter's
     opt_state: Any
     key: Array
+
+
+def base_shardings(cfg: TrainConfig, mesh):
+    "Shardings of the model's arrays (from the logical rules)."
+    pshapes, static = abstract_model(cfg.model)
+    return param_shardings(eqx.combine(pshapes, static), mesh, cfg.mesh.rules)
 
 
 def state_shardings(cfg: TrainConfig, mesh, opt) -> TrainState:
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    pshapes, static = abstract_model(cfg.model)
-    pshard = param_shardings(eqx.combine(pshapes, static), mesh, cfg.mesh.rules)
-    opt_shapes = jax.eval_shape(opt.init, pshapes)
     rep = NamedSharding(mesh, P())
+    if cfg.lora is None:
+        pshapes, pshard = abstract_model(cfg.model)[0], base_shardings(cfg, mesh)
+    else:  # the adapter is small next to the model: replicated, like its optimizer moments
+        pshapes = abstract_adapter(cfg.lora, cfg.model)
+        pshard = jax.tree.map(lambda _: rep, pshapes)
+    opt_shapes = jax.eval_shape(opt.init, pshapes)
     oshard = optax.tree_map_params(
         opt,
         lambda _, s: s,
@@ -263,27 +277,35 @@ def state_shardings(cfg: TrainConfig, mesh, opt) -> TrainState:
     )
     return TrainState(step=rep, params=pshard, opt_state=oshard, key=rep)
 
-
+# %% ../../nbs/33_trainer.ipynb #3325f274
 def init_state(cfg: TrainConfig, mesh, opt) -> TrainState:
-    "A fresh, sharded training state (parameters are initialised directly in their shards)."
+    "A fresh, sharded training state (parameters, or the LoRA adapter, initialised directly in their shards)."
     shard = state_shardings(cfg, mesh, opt)
 
     def make(key):
         k_model, k_run = jax.random.split(key)
-        params = eqx.filter(init(cfg.model, key=k_model), eqx.is_array)
+        if cfg.lora is None:
+            params = eqx.filter(init(cfg.model, key=k_model), eqx.is_array)
+        else:
+            params = init_adapter(cfg.lora, cfg.model, key=jax.random.fold_in(k_model, 1))
         return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=opt.init(params), key=k_run)
 
     return jax.jit(make, out_shardings=shard)(jax.random.PRNGKey(cfg.seed))
 
 # %% ../../nbs/33_trainer.ipynb #37271926
 def make_loss_fn(cfg: TrainConfig, mesh) -> Callable:
-    "`(params, microbatch, total targets) -> (loss, aux)`, both weighted by the microbatch's share of the targets."
+    """`(params, microbatch, total targets, frozen, key) -> (loss, aux)`, both weighted by the microbatch's share of
+    the targets. With `cfg.lora`, `params` is the adapter, `frozen` the base model's arrays and `key` the dropout key;
+    the adapter is merged into the base inside the loss (`marin.models.lora.merge`), so only it gets a gradient."""
     _, static = abstract_model(cfg.model)
     dtype = jnp.dtype(cfg.compute_dtype)
     sharding = activation_sharding_for(mesh, cfg.mesh.rules)
 
-    def loss_fn(params, mb, total_tokens):
-        model = eqx.combine(params, static)
+    def loss_fn(params, mb, total_tokens, frozen=None, key=None):
+        if cfg.lora is None:
+            model = eqx.combine(params, static)
+        else:
+            model = merge(eqx.combine(frozen, static), params, cfg.lora, key=key)
         kw = dict(compute_dtype=dtype, remat=cfg.remat, z_loss_weight=cfg.z_loss, sharding=sharding)
         loss, aux = next_token_loss(model, mb, **kw)
         w = aux["n_tokens"] / total_tokens  # this microbatch's share of the targets
@@ -292,37 +314,45 @@ def make_loss_fn(cfg: TrainConfig, mesh) -> Callable:
     return loss_fn
 
 
-def accumulate_gradients(loss_fn: Callable, params, batch: dict, total, grad_accum: int):
+def accumulate_gradients(loss_fn: Callable, params, batch: dict, total, grad_accum: int, frozen=None, key=None):
     "`((loss, aux), grads)` of the whole batch: the sum over its `[grad_accum, ...]` microbatches."
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+    key_of = lambda i: None if key is None else jax.random.fold_in(key, i)  # each microbatch its own dropout
 
-    def micro(acc, mb):
-        (loss, aux), g = grad_fn(params, mb, total)
+    def micro(acc, mb_i):
+        mb, i = mb_i
+        (loss, aux), g = grad_fn(params, mb, total, frozen, key_of(i))
         return jax.tree.map(jnp.add, acc, (g, loss, aux)), None
 
     if grad_accum == 1:  # no accumulator: saves a zeroed gradient tree and an add per parameter
-        return grad_fn(params, jax.tree.map(lambda a: a[0], batch), total)
-    aux_shapes = jax.eval_shape(lambda p, mb: loss_fn(p, mb, total)[1], params, jax.tree.map(lambda a: a[0], batch))
+        return grad_fn(params, jax.tree.map(lambda a: a[0], batch), total, frozen, key_of(0))
+    first = jax.tree.map(lambda a: a[0], batch)
+    aux_shapes = jax.eval_shape(lambda p, mb: loss_fn(p, mb, total, frozen, key_of(0))[1], params, first)
     zeros = (
         jax.tree.map(jnp.zeros_like, params),
         jnp.zeros(()),
         jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), aux_shapes),
     )
-    (grads, loss, aux), _ = jax.lax.scan(micro, zeros, batch)
+    (grads, loss, aux), _ = jax.lax.scan(micro, zeros, (batch, jnp.arange(grad_accum)))
     return (loss, aux), grads
 
 # %% ../../nbs/33_trainer.ipynb #397f469b
 def make_train_step(cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState) -> Callable:
-    "The jitted `(state, batch) -> (state, metrics)`; the batch arrays are `[grad_accum, B/grad_accum, S]`."
+    """The jitted `(state, batch, frozen) -> (state, metrics)`; the batch arrays are `[grad_accum, B/grad_accum, S]`;
+    `frozen`: the base model's arrays of a LoRA run (not donated: every step reads them), None otherwise."""
     loss_fn = make_loss_fn(cfg, mesh)
 
-    def step(state: TrainState, batch: dict):
+    def step(state: TrainState, batch: dict, frozen=None):
         mask = batch["loss_mask"].astype(jnp.float32).at[..., -1].set(0.0)
         total = jnp.maximum(mask.sum(), 1.0)
-        (loss, aux), grads = accumulate_gradients(loss_fn, state.params, batch, total, cfg.grad_accum)
+        dropout = cfg.lora is not None and cfg.lora.dropout > 0
+        key = jax.random.fold_in(state.key, state.step) if dropout else None  # a pure function of the step
+        (loss, aux), grads = accumulate_gradients(loss_fn, state.params, batch, total, cfg.grad_accum, frozen, key)
         grad_norm = optax.tree.norm(grads)
         updates, opt_state = opt.update(grads, state.opt_state, state.params)
-        params = post_step_update(optax.apply_updates(state.params, updates), aux)  # e.g. the MoE router bias
+        params = optax.apply_updates(state.params, updates)
+        if cfg.lora is None:  # e.g. the MoE router bias (a LoRA run's base, router included, is frozen)
+            params = post_step_update(params, aux)
         ok = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
         keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)  # a bad step changes nothing
         new = TrainState(
@@ -347,12 +377,15 @@ def make_train_step(cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState
 
 # %% ../../nbs/33_trainer.ipynb #c13ddab1
 def make_eval_step(cfg: TrainConfig, mesh) -> Callable:
-    "Jitted `(params, batch) -> (sum of target losses, number of targets)`."
+    "Jitted `(params, batch, frozen) -> (sum of target losses, number of targets)` (`frozen`: a LoRA run's base)."
     _, static = abstract_model(cfg.model)
     dtype, sharding = jnp.dtype(cfg.compute_dtype), activation_sharding_for(mesh, cfg.mesh.rules)
 
-    def ev(params, batch):
-        _, aux = next_token_loss(eqx.combine(params, static), batch, compute_dtype=dtype, sharding=sharding)
+    def ev(params, batch, frozen=None):
+        model = (
+            eqx.combine(params, static) if cfg.lora is None else merge(eqx.combine(frozen, static), params, cfg.lora)
+        )
+        _, aux = next_token_loss(model, batch, compute_dtype=dtype, sharding=sharding)
         return aux["ce"] * aux["n_tokens"], aux["n_tokens"]
 
     return jax.jit(ev)
@@ -373,7 +406,8 @@ def device_batch(batch: dict, mesh, grad_accum: int, rules) -> dict:
 @dataclasses.dataclass
 class TrainingSetup:
     """What one config's training loop is built from, made in one place (`train`, the benches and the sharding tests
-    all use it): the mesh, the optimizer and its schedule, the state's shardings, the jitted step and the data."""
+    all use it): the mesh, the optimizer and its schedule, the state's shardings, the jitted step and the data.
+    A LoRA run also holds its frozen base (`frozen`, placed by `load_base`) and where it came from (`lora_base`)."""
 
     cfg: TrainConfig
     mesh: Mesh
@@ -382,6 +416,8 @@ class TrainingSetup:
     shardings: TrainState
     step: Callable
     loader: Loader
+    frozen: Any = None  # LoRA: the base model's arrays (read by every step, never trained or checkpointed)
+    lora_base: dict | None = None  # LoRA: `meta['lora_base']` of the run's checkpoints (see marin.models.io)
 
     def init_state(self) -> TrainState:
         "A freshly initialised state on the mesh (parameters from `cfg.seed`, fresh optimizer moments)."
@@ -390,6 +426,14 @@ class TrainingSetup:
     def batch(self, i: int) -> dict:
         "The loader's batch `i`, split for gradient accumulation and placed on the mesh."
         return device_batch(self.loader.batch(i), self.mesh, self.cfg.grad_accum, self.cfg.mesh.rules)
+
+    def load_base(self, meta: dict | None = None) -> None:
+        "LoRA: place the base on the mesh: the one a checkpoint's `meta` names, else the model `cfg.seed` initialises."
+        meta = meta or {"model_config": canonical(self.cfg.model), "lora_base": {"init_seed": self.cfg.seed}}
+        b = meta["lora_base"]
+        model = load_lora_base(meta) if b.get("checkpoint") else init_base_model(self.cfg.model, b["init_seed"])
+        self.frozen = jax.device_put(eqx.filter(model, eqx.is_array), base_shardings(self.cfg, self.mesh))
+        self.lora_base = meta["lora_base"]
 
 
 def setup_training(cfg: TrainConfig, loader: Any = None) -> TrainingSetup:
@@ -621,20 +665,24 @@ class Evaluator:
             self(done, params)
 
 # %% ../../nbs/33_trainer.ipynb #aca15343
-def checkpoint_meta(cfg: TrainConfig) -> dict:
-    "What every checkpoint's meta.json records besides the step: the model config and the training config's hash."
-    return {
+def checkpoint_meta(cfg: TrainConfig, lora_base: dict | None = None) -> dict:
+    """What every checkpoint's meta.json records besides the step: the model config and the training config's hash;
+    for a LoRA run also the `LoraConfig` and its base (`lora_base`), which `load_model` merges the adapter onto."""
+    meta = {
         "model_config": canonical(cfg.model),
         "model_config_versioned": canonical(cfg.model, versioned_only=True),
         "train_config_hash": config_hash(plain_config(cfg)),
     }
+    if cfg.lora is not None:
+        meta.update(lora=canonical(cfg.lora), lora_base=lora_base or {"init_seed": cfg.seed})
+    return meta
 
 
 class Checkpointer:
     "Saves the state (with `checkpoint_meta`) through a `CheckpointManager`, keeping the history in step."
 
-    def __init__(self, cfg: TrainConfig, ckpt: CheckpointManager, history: History):
-        self.cfg, self.ckpt, self.history, self.meta = cfg, ckpt, history, checkpoint_meta(cfg)
+    def __init__(self, cfg: TrainConfig, ckpt: CheckpointManager, history: History, lora_base: dict | None = None):
+        self.cfg, self.ckpt, self.history, self.meta = cfg, ckpt, history, checkpoint_meta(cfg, lora_base)
 
     def save(self, step: int, state: TrainState) -> None:
         self.ckpt.save(step, state, self.meta)
@@ -652,12 +700,30 @@ class Checkpointer:
         self.ckpt.wait()
 
 
+def _check_lora_checkpoint(cfg: TrainConfig, meta: dict, path: str) -> None:
+    "Refuse to resume a LoRA run from a whole-model checkpoint, a full run from an adapter, or another LoRA config."
+    if (cfg.lora is None) != ("lora" not in meta):
+        has, run = ("a LoRA adapter", "a full") if cfg.lora is None else ("a whole model", "a LoRA")
+        raise CheckpointMismatch(f"checkpoint {path} holds {has}, this is {run} run; train into a new output directory")
+    if cfg.lora is not None and LoraConfig.from_dict(meta["lora"]) != cfg.lora:
+        raise CheckpointMismatch(
+            f"checkpoint {path} was trained with lora={meta['lora']}, this run has {canonical(cfg.lora)}; "
+            "use the checkpoint's LoraConfig, or train into a new output directory"
+        )
+
+
 def restore_or_init(setup: TrainingSetup, ckpt: CheckpointManager) -> tuple[TrainState, int | None]:
-    "(the newest checkpoint's state, its step), or (a fresh state, None) when there is none."
+    """(the newest checkpoint's state, its step), or (a fresh state, None) when there is none. A LoRA run also
+    places its base: the one the checkpoint names (SFT and DPO seed step 0 with it), else `cfg.seed`'s init."""
     state = setup.init_state()
     if (latest := latest_checkpoint(ckpt.root)) is None:
+        if setup.cfg.lora is not None:
+            setup.load_base()
         return state, None
-    state, _ = ckpt.restore(latest[1], state, model_config=setup.cfg.model)
+    _check_lora_checkpoint(setup.cfg, ckpt.read_meta(latest[1]), latest[1])
+    state, meta = ckpt.restore(latest[1], state, model_config=setup.cfg.model)
+    if setup.cfg.lora is not None:
+        setup.load_base(meta)
     return state, latest[0]
 
 # %% ../../nbs/33_trainer.ipynb #f4e64c17
@@ -734,7 +800,7 @@ def run_steps(setup: TrainingSetup, state: TrainState, hooks: TrainHooks) -> Tra
             check_batch(host, cfg.model.vocab_size, step)
             batch = device_batch(host, setup.mesh, cfg.grad_accum, cfg.mesh.rules)
             t0 = time.perf_counter()
-            state, m = setup.step(state, batch)  # dispatched: the device works while the host
+            state, m = setup.step(state, batch, setup.frozen)  # dispatched: the device works while the host
             host = loader.batch(step + 1) if step + 1 < n else None  # reads the next batch
             m = {k: float(v) for k, v in jax.device_get(m).items()}  # one transfer; syncs: the step is done
             hooks.after_step(step, t0, m, state)
@@ -764,9 +830,11 @@ def train(cfg: TrainConfig, output_path: str) -> dict:
     run = start_run_tracking(cfg, output_path, primary)
     bar = progress_bar(cfg, int(state.step), primary)
     tp = Throughput()
-    evaluator = Evaluator(cfg, eval_loaders, make_eval_step(cfg, setup.mesh), run)
+    ev = make_eval_step(cfg, setup.mesh)
+    evaluator = Evaluator(cfg, eval_loaders, lambda p, b: ev(p, b, setup.frozen), run)
     logger = MetricsLogger(cfg, loader, run, tp, peak * setup.mesh.size)
-    hooks = TrainHooks(history, DivergenceCheck(cfg), tp, logger, evaluator, Checkpointer(cfg, ckpt, history), bar)
+    checkpoints = Checkpointer(cfg, ckpt, history, setup.lora_base)
+    hooks = TrainHooks(history, DivergenceCheck(cfg), tp, logger, evaluator, checkpoints, bar)
     start, status = int(state.step), "ok"
     try:
         state = run_steps(setup, state, hooks)

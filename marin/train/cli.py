@@ -343,6 +343,24 @@ def _cli_config(config: str, steps: int, devices: int) -> TrainConfig:
         raise typer.Exit(2)
     return cfg
 
+# %% ../../nbs/34_train_cli.ipynb #5c339a98
+def _continued_from(cfg: TrainConfig, source: str, prefix: str = "") -> TrainConfig:
+    "`cfg` continuing from `source` (imported first if it is a published checkpoint), with the source's model."
+    from marin.models.io import checkpoint_path, model_config_from_dict
+    from marin.models.pretrained import resolve_checkpoint
+
+    try:
+        run = resolve_checkpoint(source, prefix=prefix or None)
+        meta = storage.read_json(storage.join(checkpoint_path(run), META_FILE))
+    except (FileNotFoundError, ValueError) as e:
+        typer.echo(f"error: --init-from {source}: {e}", err=True)
+        raise typer.Exit(2)
+    model = model_config_from_dict(meta["model_config"])
+    model = model.replace(attention=cfg.model.attention, layer_loop=cfg.model.layer_loop)
+    if model != cfg.model:
+        typer.echo(f"--init-from: the model is {run}'s ({model.summary()}), not the config's", err=True)
+    return cfg.replace(model=model, init_from=run)
+
 # %% ../../nbs/34_train_cli.ipynb #72caa370
 def _run_train(ex, step, out: str, force: bool) -> None:
     "Run the training step and exit 0 when it succeeded (or was cached), else 1, printing its status."
@@ -366,9 +384,14 @@ def train_cmd(
     name: str = typer.Option("", help="step name (default train/<preset or file stem>)"),
     prefix: str = typer.Option("", help="storage prefix (default: settings)"),
     force: bool = typer.Option(False, help="rerun even if the step already succeeded"),
+    init_from: str = typer.Option(
+        "", "--init-from", help="continue from a training output, HF folder, .gguf or hub id (its model config)"
+    ),
 ):
     "Train a model (or with --dry-run: validate and estimate memory without compiling)."
     cfg = _cli_config(config, steps, devices)
+    if init_from:
+        cfg = _continued_from(cfg, init_from, prefix)
     from marin.core.executor import Executor
     from marin.train.trainer import train_step
 

@@ -16,7 +16,7 @@ from jaxtyping import Array, Int
 from ..core import storage
 from ..core.config import Config, added, canonical, check, config_hash, versioned
 from ..core.devices import memory_in_use_gb, peak_flops_per_device
-from ..core.executor import Step
+from ..core.executor import Step, StepOrPath
 from ..core.settings import shared_data_dir
 from ..data.mixture import DataConfig, Loader
 from ..models.io import CheckpointMismatch, abstract_model, init_base_model, latest_checkpoint, load_lora_base
@@ -44,7 +44,7 @@ __all__ = ['SUMMARY_FILE', 'ArrayLoader', 'CharDataConfig', 'SyntheticLoader', '
            'data_problems', 'TrainConfig', 'TrainState', 'base_shardings', 'state_shardings', 'init_state',
            'make_loss_fn', 'accumulate_gradients', 'make_train_step', 'make_eval_step', 'device_batch', 'TrainingSetup',
            'setup_training', 'check_batch', 'Throughput', 'TrainingFailed', 'Preempted', 'plain_config', 'check_loader',
-           'write_run_files', 'History', 'DivergenceCheck', 'train_metrics', 'MetricsLogger', 'Evaluator',
+           'write_run_files', 'History', 'DivergenceCheck', 'train_metrics', 'MetricsLogger', 'Evaluator', 'start_from',
            'checkpoint_meta', 'Checkpointer', 'restore_or_init', 'start_run_tracking', 'progress_bar', 'run_summary',
            'TrainHooks', 'run_steps', 'train', 'train_step', 'final_params_hash']
 
@@ -205,6 +205,8 @@ class TrainConfig(Config):
     progress: bool = True
     peak_flops: float = 0.0  # per device; 0 = device table, or a measured matmul on CPU
     lora: LoraConfig | None = added(None, versioned=True)  # train low-rank adapters on a frozen base (models.lora)
+    # continued pretraining: start from this training output's newest checkpoint (its weights; a fresh optimizer)
+    init_from: StepOrPath | None = added(None, versioned=True)
 
     def validate(self):
         check(self.num_train_steps >= 1, "num_train_steps", "must be >= 1")
@@ -664,6 +666,25 @@ class Evaluator:
         if self.cfg.eval_every and done % self.cfg.eval_every == 0 and done < self.cfg.num_train_steps:
             self(done, params)
 
+# %% ../../nbs/33_trainer.ipynb #cd9f0c48
+def start_from(setup: TrainingSetup, state: TrainState) -> TrainState:
+    """Continued pretraining: `state` with the weights of `cfg.init_from`'s newest checkpoint and fresh optimizer
+    moments; under LoRA that checkpoint becomes the frozen base and the adapter starts fresh."""
+    from marin.models.io import load_model, lora_base_meta
+
+    cfg, src = setup.cfg, str(setup.cfg.init_from)
+    model, meta = load_model(src)
+    if model.cfg.replace(attention=cfg.model.attention, layer_loop=cfg.model.layer_loop) != cfg.model:
+        raise CheckpointMismatch(
+            f"init_from {src}: its model ({model.cfg.summary()}) is not this run's ({cfg.model.summary()}); "
+            "set model to the checkpoint's config (`marin train --init-from` does)"
+        )
+    if cfg.lora is not None:
+        setup.load_base({"model_config": canonical(cfg.model), "lora_base": lora_base_meta(src, meta["step"])})
+        return state
+    params = jax.device_put(eqx.filter(model, eqx.is_array), setup.shardings.params)
+    return eqx.tree_at(lambda s: (s.params, s.opt_state), state, (params, setup.opt.init(params)))
+
 # %% ../../nbs/33_trainer.ipynb #aca15343
 def checkpoint_meta(cfg: TrainConfig, lora_base: dict | None = None) -> dict:
     """What every checkpoint's meta.json records besides the step: the model config and the training config's hash;
@@ -717,7 +738,9 @@ def restore_or_init(setup: TrainingSetup, ckpt: CheckpointManager) -> tuple[Trai
     places its base: the one the checkpoint names (SFT and DPO seed step 0 with it), else `cfg.seed`'s init."""
     state = setup.init_state()
     if (latest := latest_checkpoint(ckpt.root)) is None:
-        if setup.cfg.lora is not None:
+        if setup.cfg.init_from is not None:
+            state = start_from(setup, state)
+        elif setup.cfg.lora is not None:
             setup.load_base()
         return state, None
     _check_lora_checkpoint(setup.cfg, ckpt.read_meta(latest[1]), latest[1])
@@ -858,7 +881,12 @@ def train(cfg: TrainConfig, output_path: str) -> dict:
 
 # %% ../../nbs/33_trainer.ipynb #84e81255
 def train_step(cfg: TrainConfig, name: str = "train") -> Step:
-    "The executor step that trains `cfg`; its output directory holds checkpoints, history and tracking."
+    """The executor step that trains `cfg`; its output directory holds checkpoints, history and tracking. An
+    `init_from` that is a Hugging Face folder, GGUF file or hub id becomes its import step (run first)."""
+    from marin.models.pretrained import as_training_output
+
+    if cfg.init_from is not None:
+        cfg = cfg.replace(init_from=as_training_output(cfg.init_from))
     return Step(name, train, cfg, description=f"train {cfg.model.summary()} for {cfg.num_train_steps} steps")
 
 

@@ -67,6 +67,8 @@ def test_a_published_folder_goes_wherever_a_training_output_goes(llama_folder, m
         hf.generation_config.eos_token_id = None
         ref = hf.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False, pad_token_id=0)[0, len(ids) :]
     assert r.output.rstrip().endswith((prompt + tok.decode([int(t) for t in ref])).rstrip())  # transformers' text
+    r = CliRunner().invoke(app, ["train", "--config", "nano", "--init-from", folder, "--dry-run", "--steps", "2"])
+    assert "--init-from: the model is" in r.output and "cached" in r.output, (r.output, r.exception)  # import reused
     sc = SFTConfig(
         base=folder,
         data=SFTDataConfig(tokenizer=folder, seq_len=128, batch_size=2, limit=8),

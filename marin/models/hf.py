@@ -15,9 +15,10 @@ __all__ = ['BLOCK_TENSORS', 'MLP_TENSORS', 'LAYER_TENSORS', 'QKV_BIAS_TENSORS', 
            'MIXTRAL_WEIGHT_NAMES', 'MIXTRAL_FUSED_NAMES', 'ARCHITECTURES', 'safetensors_bytes', 'parse_safetensors',
            'read_safetensors', 'optional_tensors', 'block_tensor', 'dense_hf_tensors', 'dense_from_hf_tensors',
            'dense_hf_shapes', 'dense_hf_config', 'dense_config_from_hf', 'mixtral_problems', 'mixtral_config',
-           'mixtral_refusal', 'mixtral_unfused', 'mixtral_hf_tensors', 'mixtral_from_hf_tensors', 'mixtral_hf_config',
-           'mixtral_config_from_hf', 'mixtral_hf_shapes', 'HFArchitecture', 'register_architecture', 'architecture_for',
-           'hf_weight_files', 'read_hf_tensors', 'read_hf_config', 'import_hf']
+           'mixtral_refusal', 'mixtral_unfused', 'moe_hf_tensors', 'mixtral_hf_tensors', 'moe_from_hf_tensors',
+           'mixtral_from_hf_tensors', 'mixtral_hf_config', 'mixtral_config_from_hf', 'moe_hf_shapes',
+           'mixtral_hf_shapes', 'HFArchitecture', 'register_architecture', 'architecture_for', 'hf_weight_files',
+           'read_hf_tensors', 'read_hf_config', 'import_hf']
 
 # %% ../../nbs/25_hf_models.ipynb #62af4393
 def _st_dtypes() -> dict[str, np.dtype]:
@@ -165,7 +166,7 @@ def _assemble(tensors: dict[str, np.ndarray], cfg, table: dict, mlp: dict, what:
         mats = [get(f"model.layers.{i}.{hf}") for i in range(cfg.n_layers)]
         fields[field] = jnp.asarray(np.stack([m.T if transpose else m for m in mats]))
     dense_mlp = {k: fields.pop(k) for k in MLP_TENSORS if k in fields}
-    fields.update(mlp=DenseMLP(**dense_mlp) if dense_mlp else None, **mlp)
+    fields.update({"mlp": DenseMLP(**dense_mlp) if dense_mlp else None, **mlp})
     embed = jnp.asarray(get("model.embed_tokens.weight"))
     lm_head = None if cfg.tie_embeddings else jnp.asarray(get("lm_head.weight").T)
     model = Transformer(
@@ -200,17 +201,14 @@ def dense_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
 # %% ../../nbs/25_hf_models.ipynb #9fa3652e
 def dense_hf_shapes(cfg) -> dict[str, list[int]]:
     "Every tensor a dense checkpoint of `cfg` holds, with its HF shape (what `marin serve --dry-run` checks)."
-    D, F = cfg.d_model, cfg.d_ff
     out = _shared_hf_shapes(cfg)
     for i in range(cfg.n_layers):
-        out.update(
-            {
-                f"model.layers.{i}.mlp.gate_proj.weight": [F, D],
-                f"model.layers.{i}.mlp.up_proj.weight": [F, D],
-                f"model.layers.{i}.mlp.down_proj.weight": [D, F],
-            }
-        )
+        out.update({f"model.layers.{i}.{hf}": s for hf, s in _dense_mlp_shapes(cfg.d_model, cfg.d_ff).items()})
     return out
+
+
+def _dense_mlp_shapes(D: int, F: int) -> dict[str, list[int]]:
+    return {"mlp.gate_proj.weight": [F, D], "mlp.up_proj.weight": [F, D], "mlp.down_proj.weight": [D, F]}
 
 
 def _shared_hf_shapes(cfg) -> dict[str, list[int]]:
@@ -525,9 +523,9 @@ def _check_fused(k: str, v: np.ndarray, what: str, cfg=None) -> None:
         )
 
 # %% ../../nbs/25_hf_models.ipynb #e50ee8be
-def _fused_parts(k: str, v, l: int, what: str, cfg=None) -> list[tuple[str, np.ndarray]]:
-    "The per-expert `(name, view)` pairs of the fused tensor `k` (layer `l`), after checking its layout."
-    names = _mixtral_names()
+def _fused_parts(k: str, v, l: int, what: str, cfg=None, names=None) -> list[tuple[str, np.ndarray]]:
+    "The per-expert `(name, view)` pairs (in `names`, default Mixtral's) of the fused tensor `k` (layer `l`)."
+    names = names or _mixtral_names()
     if what == "gate.weight":
         return [(names["router"].format(l=l), v)]
     v = np.asarray(v)
@@ -542,8 +540,9 @@ def _fused_parts(k: str, v, l: int, what: str, cfg=None) -> list[tuple[str, np.n
     ]
 
 # %% ../../nbs/25_hf_models.ipynb #d1394f2e
-def mixtral_unfused(tensors: dict[str, np.ndarray], cfg=None) -> dict[str, np.ndarray]:
-    "Mixtral tensors in the per-expert layout (`MIXTRAL_WEIGHT_NAMES`): fused ones split into views per expert."
+def mixtral_unfused(tensors: dict[str, np.ndarray], cfg=None, names=None) -> dict[str, np.ndarray]:
+    """MoE tensors in the per-expert layout `names` (default `MIXTRAL_WEIGHT_NAMES`; Qwen3-MoE passes its own):
+    fused ones split into views per expert."""
     fused = re.compile(r"model\.layers\.(\d+)\.mlp\.(gate\.weight|experts\.gate_up_proj|experts\.down_proj)$")
     if not any(fused.match(k) for k in tensors):
         return tensors
@@ -552,7 +551,7 @@ def mixtral_unfused(tensors: dict[str, np.ndarray], cfg=None) -> dict[str, np.nd
         m = fused.match(k)
         if not m:
             continue
-        for name, part in _fused_parts(k, v, int(m[1]), m[2], cfg):
+        for name, part in _fused_parts(k, v, int(m[1]), m[2], cfg, names):
             if name in out:
                 raise ValueError(
                     f"checkpoint holds both {name!r} and the fused tensor it would be split from; which one is meant?"
@@ -561,56 +560,70 @@ def mixtral_unfused(tensors: dict[str, np.ndarray], cfg=None) -> dict[str, np.nd
     return out
 
 # %% ../../nbs/25_hf_models.ipynb #cb7ece9a
+def moe_hf_tensors(model, dtype: str, names: dict) -> dict[str, np.ndarray]:
+    "HF-named tensors of a marin MoE `Transformer`, experts in the per-expert layout `names`, dense MLPs elsewhere."
+    host, cfg = _host_fn(dtype), model.cfg
+    out = _shared_hf_tensors(model, BLOCK_TENSORS, host)
+    moe, ids = model.blocks.moe, cfg.moe.moe_layer_ids(cfg.n_layers)
+    router = host(moe.router)  # [G, D, E] over the MoE layers
+    experts = {k: host(getattr(moe, k)) for k in ("expert_gate", "expert_up", "expert_down")}  # [G, E, D, F] / [G, E, F, D]
+    for j, l in enumerate(ids):
+        out[names["router"].format(l=l)] = router[j].T  # [E, D]
+        for k, w in experts.items():
+            for e in range(cfg.moe.n_experts):
+                out[names[k].format(l=l, e=e)] = w[j, e].T
+    for field, (hf, _) in MLP_TENSORS.items():  # the dense layers' MLPs (none in a Mixtral)
+        dense_ids = [l for l in range(cfg.n_layers) if l not in ids]
+        for j, l in enumerate(dense_ids):
+            out[f"model.layers.{l}.{hf}"] = host(getattr(model.blocks.mlp, field)[j]).T
+    return {k: np.ascontiguousarray(v) for k, v in out.items()}
+
+
 def mixtral_hf_tensors(model, dtype: str = "float32") -> dict[str, np.ndarray]:
     "HF-named tensors of a marin MoE `Transformer` in the Mixtral layout (refuses what Mixtral cannot express)."
     _check_mixtral(model)
-    host, names, cfg = _host_fn(dtype), _mixtral_names(), model.cfg
-    out = _shared_hf_tensors(model, BLOCK_TENSORS, host)
-    moe = model.blocks.moe
-    router = host(moe.router)  # [L, D, E]
-    experts = {
-        k: host(getattr(moe, k)) for k in ("expert_gate", "expert_up", "expert_down")
-    }  # [L, E, D, F] / [L, E, F, D]
-    for l in range(cfg.n_layers):
-        out[names["router"].format(l=l)] = router[l].T  # [E, D]
-        for k, w in experts.items():
-            for e in range(cfg.moe.n_experts):
-                out[names[k].format(l=l, e=e)] = w[l, e].T
-    return {k: np.ascontiguousarray(v) for k, v in out.items()}
+    return moe_hf_tensors(model, dtype, _mixtral_names())
 
 # %% ../../nbs/25_hf_models.ipynb #9490f362
-def mixtral_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
-    "A marin MoE `Transformer` (float32, zero router bias) from Mixtral tensors, per expert or fused."
+def moe_from_hf_tensors(tensors: dict[str, np.ndarray], cfg, names: dict, what: str):
+    "A marin MoE `Transformer` (float32, zero router bias) from tensors with experts named by `names`, per expert or fused."
     import jax.numpy as jnp
+    from marin.models.layers import DenseMLP
     from marin.models.moe import MoEMLP
 
-    tensors = mixtral_unfused(tensors, cfg)
-    names, L, E = _mixtral_names(), cfg.n_layers, cfg.moe.n_experts
-    get = _getter(tensors, f"{L}-layer, {E}-expert Mixtral")
-    router = np.stack([get(names["router"].format(l=l)).T for l in range(L)])
+    tensors = mixtral_unfused(tensors, cfg, names)
+    L, E, ids = cfg.n_layers, cfg.moe.n_experts, cfg.moe.moe_layer_ids(cfg.n_layers)
+    dense_ids, G = [l for l in range(L) if l not in ids], len(ids)
+    get = _getter(tensors, what)
+    router = np.stack([get(names["router"].format(l=l)).T for l in ids])
     experts = {
-        k: np.stack([np.stack([get(names[k].format(l=l, e=e)).T for e in range(E)]) for l in range(L)])
+        k: np.stack([np.stack([get(names[k].format(l=l, e=e)).T for e in range(E)]) for l in ids])
         for k in ("expert_gate", "expert_up", "expert_down")
     }
-    D, F = cfg.d_model, cfg.moe.expert_width(cfg.d_ff)
-    want = {"router": (L, D, E), "expert_gate": (L, E, D, F), "expert_up": (L, E, D, F), "expert_down": (L, E, F, D)}
-    for k, a in dict(experts, router=router).items():
+    mlp = {
+        f: np.stack([get(f"model.layers.{l}.{hf}").T for l in dense_ids]) for f, (hf, _) in MLP_TENSORS.items()
+    } if dense_ids else {}
+    D, F, Fd = cfg.d_model, cfg.moe.expert_width(cfg.d_ff), cfg.d_ff
+    want = {"router": (G, D, E), "expert_gate": (G, E, D, F), "expert_up": (G, E, D, F), "expert_down": (G, E, F, D)}
+    want.update(w_gate=(len(dense_ids), D, Fd), w_up=(len(dense_ids), D, Fd), w_down=(len(dense_ids), Fd, D))
+    for k, a in dict(experts, router=router, **mlp).items():
         if a.shape != want[k]:
             raise ValueError(
                 f"tensor {k}: shape {a.shape} does not match config.json ({want[k]}); the config and weights disagree"
             )
     moe = MoEMLP(
         router=jnp.asarray(router),
-        router_bias=jnp.zeros((L, E), jnp.float32),
+        router_bias=jnp.zeros((G, E), jnp.float32),
         **{k: jnp.asarray(v) for k, v in experts.items()},
     )
-    return _assemble(
-        tensors,
-        cfg,
-        BLOCK_TENSORS,
-        dict(moe=moe),
-        f"{L}-layer, {E}-expert Mixtral",
-    )
+    dense = DenseMLP(**{k: jnp.asarray(v) for k, v in mlp.items()}) if dense_ids else None
+    return _assemble(tensors, cfg, BLOCK_TENSORS, dict(moe=moe, mlp=dense), what)
+
+
+def mixtral_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
+    "A marin MoE `Transformer` (float32, zero router bias) from Mixtral tensors, per expert or fused."
+    what = f"{cfg.n_layers}-layer, {cfg.moe.n_experts}-expert Mixtral"
+    return moe_from_hf_tensors(tensors, cfg, _mixtral_names(), what)
 
 # %% ../../nbs/25_hf_models.ipynb #78a0eb67
 def mixtral_hf_config(
@@ -671,11 +684,14 @@ def mixtral_config_from_hf(d: dict):
     return dataclasses.replace(base, moe=moe)
 
 # %% ../../nbs/25_hf_models.ipynb #4174e3c8
-def mixtral_hf_shapes(cfg) -> dict[str, list[int]]:
-    "Every tensor a Mixtral checkpoint of `cfg` holds, with its HF shape."
-    names, D, F, E = _mixtral_names(), cfg.d_model, cfg.moe.expert_width(cfg.d_ff), cfg.moe.n_experts
+def moe_hf_shapes(cfg, names: dict) -> dict[str, list[int]]:
+    "Every tensor an MoE checkpoint of `cfg` holds (experts per expert, in `names`), with its HF shape."
+    D, F, E, ids = cfg.d_model, cfg.moe.expert_width(cfg.d_ff), cfg.moe.n_experts, cfg.moe.moe_layer_ids(cfg.n_layers)
     out = _shared_hf_shapes(cfg)
     for l in range(cfg.n_layers):
+        if l not in ids:  # a dense layer
+            out.update({f"model.layers.{l}.{hf}": s for hf, s in _dense_mlp_shapes(D, cfg.d_ff).items()})
+            continue
         out[names["router"].format(l=l)] = [E, D]
         for e in range(E):
             out.update(
@@ -686,6 +702,11 @@ def mixtral_hf_shapes(cfg) -> dict[str, list[int]]:
                 }
             )
     return out
+
+
+def mixtral_hf_shapes(cfg) -> dict[str, list[int]]:
+    "Every tensor a Mixtral checkpoint of `cfg` holds, with its HF shape."
+    return moe_hf_shapes(cfg, _mixtral_names())
 
 # %% ../../nbs/25_hf_models.ipynb #de6ab1f9
 @dataclasses.dataclass(frozen=True)

@@ -128,7 +128,7 @@ HF_VARIANTS = {  # transformers classes built offline with random weights, and w
             mlp_only_layers=[0],
             norm_topk_prob=False,
         ),
-        {"qk_norm": True, "moe.renormalize": False, "moe.first_dense_layers": 1, "moe.d_expert": 24},
+        {"qk_norm": True, "moe.renormalize": False, "moe.every": 2, "moe.d_expert": 24},  # MoE in layer 1 only,
     ),
 }
 N_GREEDY = 64
@@ -240,6 +240,19 @@ def test_unsupported_checkpoints_are_refused_with_a_reason(tmp_path):
         import_hf(str(tmp_path))  # Mixtral: tests/test_serve_moe.py
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"]}))
     with pytest.raises(ValueError, match="not supported"):
+        import_hf(str(tmp_path))
+    gemma = dict(architectures=["Gemma3ForCausalLM"], vocab_size=80, hidden_size=32, intermediate_size=64)
+    gemma.update(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+    for bad, field in (
+        (dict(hidden_activation="gelu"), "hidden_activation"),
+        (dict(attention_bias=True), "attention_bias"),
+    ):
+        (tmp_path / "config.json").write_text(json.dumps(dict(gemma, **bad)))
+        with pytest.raises(ValueError, match=field):
+            import_hf(str(tmp_path))
+    q3 = dict(gemma, architectures=["Qwen3MoeForCausalLM"], num_experts=4, num_experts_per_tok=2, hidden_act="silu")
+    (tmp_path / "config.json").write_text(json.dumps(dict(q3, num_hidden_layers=3, mlp_only_layers=[1])))
+    with pytest.raises(ValueError, match="mlp_only_layers"):  # MoE in layers 0 and 2: no (first_dense, every)
         import_hf(str(tmp_path))
     with pytest.raises(FileNotFoundError, match="config.json"):
         import_hf(str(tmp_path / "nothing"))

@@ -138,7 +138,10 @@ def _shared_hf_tensors(model, table: dict, host: Callable) -> dict[str, np.ndarr
     if not cfg.tie_embeddings:
         out["lm_head.weight"] = host(model.lm_head).T
     for field, (hf, transpose) in dict(table, **optional_tensors(cfg)).items():
-        stacked = host(block_tensor(model.blocks, field))  # [L, ...]
+        w = block_tensor(model.blocks, field)
+        if w is None:
+            raise ValueError(f"cannot export: the config asks for {field} weights ({hf}) and the model has none")
+        stacked = host(w)  # [L, ...]
         for i in range(cfg.n_layers):
             out[f"model.layers.{i}.{hf}"] = stacked[i].T if transpose else stacked[i]
     return out

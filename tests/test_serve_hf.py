@@ -157,6 +157,9 @@ def test_transformers_variants_import_to_the_same_logits_and_greedy_tokens(tmp_p
     err = float(np.abs(ours - theirs).max())
     print(f"{variant}: max |logit diff| vs transformers {err:.2e} (max |logit| {np.abs(theirs).max():.1f})")
     assert err <= 1e-4 and np.abs(theirs).max() > 1.0
+    if arch in ("Gemma3", "Qwen3Moe"):  # per-layer windows and RoPE bases, dense and MoE layers: the scan agrees
+        scan = dataclasses.replace(model, cfg=model.cfg.replace(layer_loop="scan"))
+        assert np.abs(np.asarray(forward(scan, jnp.asarray(toks))) - ours).max() <= 1e-5
     if "sliding_window" in want:  # the window is what makes these logits agree: without it they do not
         wide = dataclasses.replace(model, cfg=model.cfg.replace(sliding_window=model.cfg.seq_len))
         assert np.abs(np.asarray(forward(wide, jnp.asarray(toks))) - theirs).max() > 1e-2

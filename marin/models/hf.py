@@ -811,7 +811,7 @@ def qwen3_moe_hf_config(cfg, architecture: str = "Qwen3MoeForCausalLM", **ids_an
     )
     return d
 
-
+# %% ../../nbs/25_hf_models.ipynb #4a0d42eb
 def qwen3_moe_config_from_hf(d: dict):
     "A marin `LlamaConfig` with `moe` from a Qwen3-MoE `config.json` (exact when the file was written by marin)."
     if "marin_config" in d:

@@ -188,7 +188,7 @@ def split_keys(key: PRNGKeyArray, n: int) -> PRNGKeyArray:
 
 # %% ../../nbs/20a_layers.ipynb #e3fafc9f
 ACTIVATIONS: dict[str, Callable] = {
-    "silu": jax.nn.silu,  # SwiGLU (Llama, Qwen, Mistral)
+    "silu": lambda x: jax.nn.silu(x),  # SwiGLU (Llama, Qwen, Mistral); looked up at call time
     "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True),  # GeGLU with tanh-approximated GELU (Gemma)
 }
 

@@ -97,7 +97,8 @@ def tiny_transformers_model(arch: str = "Llama", seed: int = 0, **config):
         rms_norm_eps=1e-6,
         tie_word_embeddings=False,
     )
-    hcfg = getattr(transformers, f"{arch}Config")(**{**shape, **config})
+    config_class = {"Gemma3": "Gemma3TextConfig"}.get(arch, f"{arch}Config")  # Gemma 3's text-only config
+    hcfg = getattr(transformers, config_class)(**{**shape, **config})
     hf = getattr(transformers, f"{arch}ForCausalLM")(hcfg).eval()
     with torch.no_grad():
         for p in hf.parameters():

@@ -171,7 +171,7 @@ def test_what_mixtral_cannot_express_is_refused_naming_the_field(tmp_path):
     bad = {
         "moe.router": dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, router="sigmoid")),
         "moe.n_shared_experts": dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, n_shared_experts=1)),
-        "qk_norm": dataclasses.replace(cfg, qk_norm=True),
+        "moe.renormalize": dataclasses.replace(cfg, moe=dataclasses.replace(cfg.moe, renormalize=False)),
     }
     for field, c in bad.items():  # the config alone decides: no need for matching weights
         with pytest.raises(ValueError, match=field.replace(".", r"\.")):
@@ -192,6 +192,14 @@ def test_what_mixtral_cannot_express_is_refused_naming_the_field(tmp_path):
         export_hf(mixed, str(tmp_path / "x"))
     assert not (tmp_path / "x").exists()
     assert export_hf(model, str(tmp_path / "ok"))["architecture"] == "MixtralForCausalLM"
+    qk = dataclasses.replace(model, cfg=dataclasses.replace(cfg, qk_norm=True))  # QK-norm: Qwen3-MoE, not Mixtral
+    with pytest.raises(ValueError, match=r"Qwen3MoeForCausalLM: qk_norm=False"):
+        from marin.models.hf import qwen3_moe_hf_tensors
+
+        qwen3_moe_hf_tensors(model)
+    assert not (tmp_path / "q").exists()
+    with pytest.raises(ValueError, match="q_norm"):  # a QK-norm config, but weights without the norms
+        export_hf(qk, str(tmp_path / "q"))
     # a Mixtral config.json without its expert counts
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "config.json").write_text(
@@ -262,3 +270,26 @@ def test_engine_serves_moe_in_only_some_layers_like_forward():
             steps = range(len(p) - 1, len(seq) - 1)
             assert [int(logp[i].argmax()) for i in steps] == c.tokens
             np.testing.assert_allclose(c.logprobs, [float(logp[i, seq[i + 1]]) for i in steps], atol=1e-4)
+
+
+def test_transformers5_fused_qwen3_moe_imports_like_the_per_expert_save(tmp_path):
+    "Qwen3-MoE's fused experts (save_original_format=False) import through Mixtral's unfusing to the same model."
+    import inspect
+
+    if "save_original_format" not in inspect.signature(transformers.PreTrainedModel.save_pretrained).parameters:
+        pytest.skip(f"transformers {transformers.__version__} has no fused expert layout")
+    from marin.serve.server import inspect_model
+
+    hf = tiny_transformers_model(
+        "Qwen3Moe", 2, head_dim=16, intermediate_size=40, moe_intermediate_size=24, num_experts=4, num_experts_per_tok=2
+    )
+    hf.save_pretrained(tmp_path / "fused", safe_serialization=True, save_original_format=False)
+    hf.save_pretrained(tmp_path / "per-expert", safe_serialization=True)
+    assert read_hf_tensors(str(tmp_path / "fused"))["model.layers.1.mlp.experts.gate_up_proj"].shape == (4, 48, 32)
+    model, _ = import_hf(str(tmp_path / "fused"))
+    legacy, _ = import_hf(str(tmp_path / "per-expert"))
+    assert model.cfg == legacy.cfg and model.cfg.moe.moe_layer_ids(2) == (0, 1)
+    assert all(bool((a == b).all()) for a, b in zip(jax.tree.leaves(model), jax.tree.leaves(legacy)))
+    rep = inspect_model(str(tmp_path / "fused"))  # the dry run reads the fused names too
+    assert rep["architecture"] == "Qwen3MoeForCausalLM"
+    assert rep["params"] == inspect_model(str(tmp_path / "per-expert"))["params"]

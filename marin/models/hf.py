@@ -13,12 +13,18 @@ from ..core.config import canonical, check
 
 # %% auto #0
 __all__ = ['BLOCK_TENSORS', 'MLP_TENSORS', 'LAYER_TENSORS', 'QKV_BIAS_TENSORS', 'QK_NORM_TENSORS', 'EXPORT_DTYPES',
-           'MIXTRAL_WEIGHT_NAMES', 'MIXTRAL_FUSED_NAMES', 'ARCHITECTURES', 'safetensors_bytes', 'parse_safetensors',
-           'read_safetensors', 'optional_tensors', 'block_tensor', 'dense_hf_tensors', 'dense_from_hf_tensors',
-           'dense_hf_shapes', 'dense_hf_config', 'dense_config_from_hf', 'mixtral_problems', 'mixtral_config',
-           'mixtral_refusal', 'mixtral_unfused', 'mixtral_hf_tensors', 'mixtral_from_hf_tensors', 'mixtral_hf_config',
-           'mixtral_config_from_hf', 'mixtral_hf_shapes', 'HFArchitecture', 'register_architecture', 'architecture_for',
-           'hf_weight_files', 'read_hf_config', 'HFTensors', 'read_hf_tensors', 'model_from_hf', 'import_hf']
+           'MIXTRAL_WEIGHT_NAMES', 'MIXTRAL_FUSED_NAMES', 'QWEN3_MOE_WEIGHT_NAMES', 'GEMMA3_LAYER_TENSORS',
+           'GEMMA3_FIELDS', 'GEMMA_ONLY_FIELDS', 'GEMMA3_DEFAULTS', 'ARCHITECTURES', 'safetensors_bytes',
+           'parse_safetensors', 'read_safetensors', 'optional_tensors', 'block_tensor', 'dense_hf_tensors',
+           'dense_from_hf_tensors', 'dense_hf_shapes', 'dense_hf_config', 'dense_config_from_hf', 'mixtral_problems',
+           'mixtral_config', 'mixtral_refusal', 'router_bias_refusal', 'mixtral_unfused', 'moe_hf_tensors',
+           'mixtral_hf_tensors', 'moe_from_hf_tensors', 'mixtral_from_hf_tensors', 'mixtral_hf_config',
+           'mixtral_config_from_hf', 'moe_hf_shapes', 'mixtral_hf_shapes', 'moe_layer_pattern', 'qwen3_moe_refusal',
+           'qwen3_moe_hf_tensors', 'qwen3_moe_from_hf_tensors', 'qwen3_moe_hf_shapes', 'qwen3_moe_unfused',
+           'qwen3_moe_hf_config', 'qwen3_moe_config_from_hf', 'gemma_fields', 'gemma3_refusal', 'gemma3_hf_tensors',
+           'gemma3_from_hf_tensors', 'gemma3_hf_shapes', 'gemma3_hf_config', 'gemma3_config_from_hf', 'HFArchitecture',
+           'register_architecture', 'architecture_for', 'hf_weight_files', 'read_hf_config', 'HFTensors',
+           'read_hf_tensors', 'model_from_hf', 'import_hf']
 
 # %% ../../nbs/25_hf_models.ipynb #62af4393
 def _st_dtypes() -> dict[str, np.dtype]:
@@ -121,7 +127,10 @@ def _shared_hf_tensors(model, table: dict, host: Callable) -> dict[str, np.ndarr
     if not cfg.tie_embeddings:
         out["lm_head.weight"] = host(model.lm_head).T
     for field, (hf, transpose) in dict(table, **optional_tensors(cfg)).items():
-        stacked = host(block_tensor(model.blocks, field))  # [L, ...]
+        w = block_tensor(model.blocks, field)
+        if w is None:
+            raise ValueError(f"cannot export: the config asks for {field} weights ({hf}) and the model has none")
+        stacked = host(w)  # [L, ...]
         for i in range(cfg.n_layers):
             out[f"model.layers.{i}.{hf}"] = stacked[i].T if transpose else stacked[i]
     return out
@@ -154,7 +163,7 @@ def _assemble(tensors: dict[str, np.ndarray], cfg, table: dict, mlp: dict, what:
         mats = [get(f"model.layers.{i}.{hf}") for i in range(cfg.n_layers)]
         fields[field] = jnp.asarray(np.stack([m.T if transpose else m for m in mats]))
     dense_mlp = {k: fields.pop(k) for k in MLP_TENSORS if k in fields}
-    fields.update(mlp=DenseMLP(**dense_mlp) if dense_mlp else None, **mlp)
+    fields.update({"mlp": DenseMLP(**dense_mlp) if dense_mlp else None, **mlp})
     embed = jnp.asarray(get("model.embed_tokens.weight"))
     lm_head = None if cfg.tie_embeddings else jnp.asarray(get("lm_head.weight").T)
     model = Transformer(
@@ -175,9 +184,11 @@ def _assemble(tensors: dict[str, np.ndarray], cfg, table: dict, mlp: dict, what:
     return model
 
 # %% ../../nbs/25_hf_models.ipynb #e5fdc393
-def dense_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
-    "A marin `Transformer` (float32) from HF-named tensors."
-    model = _assemble(tensors, cfg, LAYER_TENSORS, {}, f"{cfg.n_layers}-layer Llama-family")
+def dense_from_hf_tensors(
+    tensors: dict[str, np.ndarray], cfg, table: dict = LAYER_TENSORS, family: str = "Llama-family"
+):
+    "A marin `Transformer` (float32) from HF-named tensors (per-layer names in `table`)."
+    model = _assemble(tensors, cfg, table, {}, f"{cfg.n_layers}-layer {family}")
     want = (cfg.n_layers, cfg.d_model, cfg.d_ff)
     if tuple(model.blocks.mlp.w_gate.shape) != want:
         raise ValueError(
@@ -189,17 +200,14 @@ def dense_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
 # %% ../../nbs/25_hf_models.ipynb #9fa3652e
 def dense_hf_shapes(cfg) -> dict[str, list[int]]:
     "Every tensor a dense checkpoint of `cfg` holds, with its HF shape (what `marin serve --dry-run` checks)."
-    D, F = cfg.d_model, cfg.d_ff
     out = _shared_hf_shapes(cfg)
     for i in range(cfg.n_layers):
-        out.update(
-            {
-                f"model.layers.{i}.mlp.gate_proj.weight": [F, D],
-                f"model.layers.{i}.mlp.up_proj.weight": [F, D],
-                f"model.layers.{i}.mlp.down_proj.weight": [D, F],
-            }
-        )
+        out.update({f"model.layers.{i}.{hf}": s for hf, s in _dense_mlp_shapes(cfg.d_model, cfg.d_ff).items()})
     return out
+
+
+def _dense_mlp_shapes(D: int, F: int) -> dict[str, list[int]]:
+    return {"mlp.gate_proj.weight": [F, D], "mlp.up_proj.weight": [F, D], "mlp.down_proj.weight": [D, F]}
 
 
 def _shared_hf_shapes(cfg) -> dict[str, list[int]]:
@@ -290,7 +298,7 @@ def dense_hf_config(
         "pad_token_id": pad_id,
         "marin_config": canonical(cfg),
     }
-    if architecture in ("Qwen2ForCausalLM", "Qwen3ForCausalLM"):
+    if architecture in ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM"):
         d.update(use_sliding_window=False, sliding_window=None, max_window_layers=cfg.n_layers)
     if architecture == "MistralForCausalLM":
         d.update(sliding_window=cfg.sliding_window or None)
@@ -445,6 +453,11 @@ def mixtral_refusal(cfg, router_bias=None) -> str:
         )
     if cfg.qk_norm:
         return "qk_norm=True: Mixtral has no QK-norm; train with qk_norm=False to export as Mixtral"
+    if not getattr(m, "renormalize", True):
+        return (
+            "moe.renormalize=False: Mixtral renormalises the chosen experts' weights to sum to 1;"
+            " train with renormalize=True to export as Mixtral (or with qk_norm=True to export as Qwen3-MoE)"
+        )
     if hasattr(m, "all_layers_moe") and not m.all_layers_moe(cfg.n_layers):
         return (
             f"moe.every={m.every}, moe.first_dense_layers={m.first_dense_layers}: MoE MLPs in layers"
@@ -458,14 +471,21 @@ def mixtral_refusal(cfg, router_bias=None) -> str:
                 f"moe.router_bias has shape {b.shape}, expected [n_layers={cfg.n_layers}, n_experts]:"
                 " MoE in only some layers; Mixtral has an MoE MLP in every layer"
             )
-        if np.any(b != 0):
-            return (
-                f"moe.router_bias is non-zero (max |bias| {np.abs(b).max():.3g}, moe.balance={m.balance!r}):"
-                f" the {m.balance} balancing bias changes which experts a token is routed to, and Mixtral has no"
-                " router bias, so the exported model would compute a different function."
-                " Train with moe.balance='switch' or 'none' to export as Mixtral"
-            )
+        return router_bias_refusal(m, b, "Mixtral")
     return ""
+
+
+def router_bias_refusal(m, router_bias, arch: str) -> str:
+    "Why a non-zero router bias cannot be exported to `arch`, which has none (empty: the bias is zero)."
+    b = np.asarray(router_bias, dtype=np.float32)
+    if not np.any(b != 0):
+        return ""
+    return (
+        f"moe.router_bias is non-zero (max |bias| {np.abs(b).max():.3g}, moe.balance={m.balance!r}):"
+        f" the {m.balance} balancing bias changes which experts a token is routed to, and {arch} has no"
+        " router bias, so the exported model would compute a different function."
+        f" Train with moe.balance='switch' or 'none' to export as {arch}"
+    )
 
 # %% ../../nbs/25_hf_models.ipynb #c4ab1616
 def _check_mixtral(model):
@@ -514,9 +534,9 @@ def _check_fused(k: str, v: np.ndarray, what: str, cfg=None) -> None:
         )
 
 # %% ../../nbs/25_hf_models.ipynb #e50ee8be
-def _fused_parts(k: str, v, l: int, what: str, cfg=None) -> list[tuple[str, np.ndarray]]:
-    "The per-expert `(name, view)` pairs of the fused tensor `k` (layer `l`), after checking its layout."
-    names = _mixtral_names()
+def _fused_parts(k: str, v, l: int, what: str, cfg=None, names=None) -> list[tuple[str, np.ndarray]]:
+    "The per-expert `(name, view)` pairs (in `names`, default Mixtral's) of the fused tensor `k` (layer `l`)."
+    names = names or _mixtral_names()
     if what == "gate.weight":
         return [(names["router"].format(l=l), v)]
     v = np.asarray(v)
@@ -531,8 +551,9 @@ def _fused_parts(k: str, v, l: int, what: str, cfg=None) -> list[tuple[str, np.n
     ]
 
 # %% ../../nbs/25_hf_models.ipynb #d1394f2e
-def mixtral_unfused(tensors: dict[str, np.ndarray], cfg=None) -> dict[str, np.ndarray]:
-    "Mixtral tensors in the per-expert layout (`MIXTRAL_WEIGHT_NAMES`): fused ones split into views per expert."
+def mixtral_unfused(tensors: dict[str, np.ndarray], cfg=None, names=None) -> dict[str, np.ndarray]:
+    """MoE tensors in the per-expert layout `names` (default `MIXTRAL_WEIGHT_NAMES`; Qwen3-MoE passes its own):
+    fused ones split into views per expert."""
     fused = re.compile(r"model\.layers\.(\d+)\.mlp\.(gate\.weight|experts\.gate_up_proj|experts\.down_proj)$")
     if not any(fused.match(k) for k in tensors):
         return tensors
@@ -541,7 +562,7 @@ def mixtral_unfused(tensors: dict[str, np.ndarray], cfg=None) -> dict[str, np.nd
         m = fused.match(k)
         if not m:
             continue
-        for name, part in _fused_parts(k, v, int(m[1]), m[2], cfg):
+        for name, part in _fused_parts(k, v, int(m[1]), m[2], cfg, names):
             if name in out:
                 raise ValueError(
                     f"checkpoint holds both {name!r} and the fused tensor it would be split from; which one is meant?"
@@ -550,56 +571,74 @@ def mixtral_unfused(tensors: dict[str, np.ndarray], cfg=None) -> dict[str, np.nd
     return out
 
 # %% ../../nbs/25_hf_models.ipynb #cb7ece9a
+def moe_hf_tensors(model, dtype: str, names: dict) -> dict[str, np.ndarray]:
+    "HF-named tensors of a marin MoE `Transformer`, experts in the per-expert layout `names`, dense MLPs elsewhere."
+    host, cfg = _host_fn(dtype), model.cfg
+    out = _shared_hf_tensors(model, BLOCK_TENSORS, host)
+    moe, ids = model.blocks.moe, cfg.moe.moe_layer_ids(cfg.n_layers)
+    router = host(moe.router)  # [G, D, E] over the MoE layers
+    experts = {
+        k: host(getattr(moe, k)) for k in ("expert_gate", "expert_up", "expert_down")
+    }  # [G, E, D, F] / [G, E, F, D]
+    for j, l in enumerate(ids):
+        out[names["router"].format(l=l)] = router[j].T  # [E, D]
+        for k, w in experts.items():
+            for e in range(cfg.moe.n_experts):
+                out[names[k].format(l=l, e=e)] = w[j, e].T
+    for field, (hf, _) in MLP_TENSORS.items():  # the dense layers' MLPs (none in a Mixtral)
+        dense_ids = [l for l in range(cfg.n_layers) if l not in ids]
+        for j, l in enumerate(dense_ids):
+            out[f"model.layers.{l}.{hf}"] = host(getattr(model.blocks.mlp, field)[j]).T
+    return {k: np.ascontiguousarray(v) for k, v in out.items()}
+
+
 def mixtral_hf_tensors(model, dtype: str = "float32") -> dict[str, np.ndarray]:
     "HF-named tensors of a marin MoE `Transformer` in the Mixtral layout (refuses what Mixtral cannot express)."
     _check_mixtral(model)
-    host, names, cfg = _host_fn(dtype), _mixtral_names(), model.cfg
-    out = _shared_hf_tensors(model, BLOCK_TENSORS, host)
-    moe = model.blocks.moe
-    router = host(moe.router)  # [L, D, E]
-    experts = {
-        k: host(getattr(moe, k)) for k in ("expert_gate", "expert_up", "expert_down")
-    }  # [L, E, D, F] / [L, E, F, D]
-    for l in range(cfg.n_layers):
-        out[names["router"].format(l=l)] = router[l].T  # [E, D]
-        for k, w in experts.items():
-            for e in range(cfg.moe.n_experts):
-                out[names[k].format(l=l, e=e)] = w[l, e].T
-    return {k: np.ascontiguousarray(v) for k, v in out.items()}
+    return moe_hf_tensors(model, dtype, _mixtral_names())
 
 # %% ../../nbs/25_hf_models.ipynb #9490f362
-def mixtral_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
-    "A marin MoE `Transformer` (float32, zero router bias) from Mixtral tensors, per expert or fused."
+def moe_from_hf_tensors(tensors: dict[str, np.ndarray], cfg, names: dict, what: str):
+    "A marin MoE `Transformer` (float32, zero router bias) from tensors with experts named by `names`, per expert or fused."
     import jax.numpy as jnp
+    from marin.models.layers import DenseMLP
     from marin.models.moe import MoEMLP
 
-    tensors = mixtral_unfused(tensors, cfg)
-    names, L, E = _mixtral_names(), cfg.n_layers, cfg.moe.n_experts
-    get = _getter(tensors, f"{L}-layer, {E}-expert Mixtral")
-    router = np.stack([get(names["router"].format(l=l)).T for l in range(L)])
+    tensors = mixtral_unfused(tensors, cfg, names)
+    L, E, ids = cfg.n_layers, cfg.moe.n_experts, cfg.moe.moe_layer_ids(cfg.n_layers)
+    dense_ids, G = [l for l in range(L) if l not in ids], len(ids)
+    get = _getter(tensors, what)
+    router = np.stack([get(names["router"].format(l=l)).T for l in ids])
     experts = {
-        k: np.stack([np.stack([get(names[k].format(l=l, e=e)).T for e in range(E)]) for l in range(L)])
+        k: np.stack([np.stack([get(names[k].format(l=l, e=e)).T for e in range(E)]) for l in ids])
         for k in ("expert_gate", "expert_up", "expert_down")
     }
-    D, F = cfg.d_model, cfg.moe.expert_width(cfg.d_ff)
-    want = {"router": (L, D, E), "expert_gate": (L, E, D, F), "expert_up": (L, E, D, F), "expert_down": (L, E, F, D)}
-    for k, a in dict(experts, router=router).items():
+    mlp = (
+        {f: np.stack([get(f"model.layers.{l}.{hf}").T for l in dense_ids]) for f, (hf, _) in MLP_TENSORS.items()}
+        if dense_ids
+        else {}
+    )
+    D, F, Fd = cfg.d_model, cfg.moe.expert_width(cfg.d_ff), cfg.d_ff
+    want = {"router": (G, D, E), "expert_gate": (G, E, D, F), "expert_up": (G, E, D, F), "expert_down": (G, E, F, D)}
+    want.update(w_gate=(len(dense_ids), D, Fd), w_up=(len(dense_ids), D, Fd), w_down=(len(dense_ids), Fd, D))
+    for k, a in dict(experts, router=router, **mlp).items():
         if a.shape != want[k]:
             raise ValueError(
                 f"tensor {k}: shape {a.shape} does not match config.json ({want[k]}); the config and weights disagree"
             )
     moe = MoEMLP(
         router=jnp.asarray(router),
-        router_bias=jnp.zeros((L, E), jnp.float32),
+        router_bias=jnp.zeros((G, E), jnp.float32),
         **{k: jnp.asarray(v) for k, v in experts.items()},
     )
-    return _assemble(
-        tensors,
-        cfg,
-        BLOCK_TENSORS,
-        dict(moe=moe),
-        f"{L}-layer, {E}-expert Mixtral",
-    )
+    dense = DenseMLP(**{k: jnp.asarray(v) for k, v in mlp.items()}) if dense_ids else None
+    return _assemble(tensors, cfg, BLOCK_TENSORS, dict(moe=moe, mlp=dense), what)
+
+
+def mixtral_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
+    "A marin MoE `Transformer` (float32, zero router bias) from Mixtral tensors, per expert or fused."
+    what = f"{cfg.n_layers}-layer, {cfg.moe.n_experts}-expert Mixtral"
+    return moe_from_hf_tensors(tensors, cfg, _mixtral_names(), what)
 
 # %% ../../nbs/25_hf_models.ipynb #78a0eb67
 def mixtral_hf_config(
@@ -660,11 +699,14 @@ def mixtral_config_from_hf(d: dict):
     return dataclasses.replace(base, moe=moe)
 
 # %% ../../nbs/25_hf_models.ipynb #4174e3c8
-def mixtral_hf_shapes(cfg) -> dict[str, list[int]]:
-    "Every tensor a Mixtral checkpoint of `cfg` holds, with its HF shape."
-    names, D, F, E = _mixtral_names(), cfg.d_model, cfg.moe.expert_width(cfg.d_ff), cfg.moe.n_experts
+def moe_hf_shapes(cfg, names: dict) -> dict[str, list[int]]:
+    "Every tensor an MoE checkpoint of `cfg` holds (experts per expert, in `names`), with its HF shape."
+    D, F, E, ids = cfg.d_model, cfg.moe.expert_width(cfg.d_ff), cfg.moe.n_experts, cfg.moe.moe_layer_ids(cfg.n_layers)
     out = _shared_hf_shapes(cfg)
     for l in range(cfg.n_layers):
+        if l not in ids:  # a dense layer
+            out.update({f"model.layers.{l}.{hf}": s for hf, s in _dense_mlp_shapes(D, cfg.d_ff).items()})
+            continue
         out[names["router"].format(l=l)] = [E, D]
         for e in range(E):
             out.update(
@@ -675,6 +717,291 @@ def mixtral_hf_shapes(cfg) -> dict[str, list[int]]:
                 }
             )
     return out
+
+
+def mixtral_hf_shapes(cfg) -> dict[str, list[int]]:
+    "Every tensor a Mixtral checkpoint of `cfg` holds, with its HF shape."
+    return moe_hf_shapes(cfg, _mixtral_names())
+
+# %% ../../nbs/25_hf_models.ipynb #426165e6
+QWEN3_MOE_WEIGHT_NAMES = {
+    "router": "model.layers.{l}.mlp.gate.weight",  # [E, D]
+    "expert_gate": "model.layers.{l}.mlp.experts.{e}.gate_proj.weight",  # [F, D]
+    "expert_up": "model.layers.{l}.mlp.experts.{e}.up_proj.weight",
+    "expert_down": "model.layers.{l}.mlp.experts.{e}.down_proj.weight",  # [D, F]
+}
+
+
+def moe_layer_pattern(n_layers: int, moe_layers: set[int]) -> tuple[int, int] | None:
+    "`(first_dense_layers, every)` whose MoE layers are exactly `moe_layers` (None: no such pair)."
+    for f in range(n_layers):
+        for e in range(1, n_layers - f + 1):
+            if {l for l in range(f, n_layers) if (l - f + 1) % e == 0} == moe_layers:
+                return f, e
+    return None
+
+
+def qwen3_moe_refusal(cfg, router_bias=None) -> str:
+    "Why a marin model cannot be written as `Qwen3MoeForCausalLM` (empty: it can). Names the field and the fix."
+    m = cfg.moe
+    if m is None:
+        return "model.moe is None: a dense model with qk_norm exports as Qwen3ForCausalLM"
+    if m.router != "softmax":
+        return f"moe.router={m.router!r}: Qwen3-MoE routes with a softmax over the experts; train with router='softmax'"
+    if m.n_shared_experts:
+        return f"moe.n_shared_experts={m.n_shared_experts}: Qwen3-MoE has no shared experts; train with 0"
+    if not cfg.qk_norm:
+        return "qk_norm=False: Qwen3-MoE always normalises q and k; a model without QK-norm exports as Mixtral"
+    for f in ("qkv_bias", "sliding_window"):
+        if getattr(cfg, f):
+            return f"{f}={getattr(cfg, f)}: Qwen3-MoE has no {f}; train without it"
+    return "" if router_bias is None else router_bias_refusal(m, router_bias, "Qwen3-MoE")
+
+# %% ../../nbs/25_hf_models.ipynb #2688d006
+def qwen3_moe_hf_tensors(model, dtype: str = "float32") -> dict[str, np.ndarray]:
+    "HF-named tensors of a marin MoE `Transformer` with QK-norm, in Qwen3-MoE's per-expert layout."
+    why = qwen3_moe_refusal(model.cfg, None if model.blocks.moe is None else model.blocks.moe.router_bias)
+    if why:
+        raise ValueError(f"cannot export as Qwen3MoeForCausalLM: {why}")
+    return moe_hf_tensors(model, dtype, QWEN3_MOE_WEIGHT_NAMES)
+
+
+def qwen3_moe_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
+    "A marin MoE `Transformer` (float32, zero router bias) from Qwen3-MoE tensors, per expert or fused."
+    what = f"{cfg.n_layers}-layer, {cfg.moe.n_experts}-expert Qwen3-MoE"
+    return moe_from_hf_tensors(tensors, cfg, QWEN3_MOE_WEIGHT_NAMES, what)
+
+
+def qwen3_moe_hf_shapes(cfg) -> dict[str, list[int]]:
+    return moe_hf_shapes(cfg, QWEN3_MOE_WEIGHT_NAMES)
+
+
+def qwen3_moe_unfused(tensors: dict[str, np.ndarray], cfg=None) -> dict[str, np.ndarray]:
+    return mixtral_unfused(tensors, cfg, QWEN3_MOE_WEIGHT_NAMES)
+
+# %% ../../nbs/25_hf_models.ipynb #94288945
+def qwen3_moe_hf_config(cfg, architecture: str = "Qwen3MoeForCausalLM", **ids_and_dtype) -> dict:
+    "The `config.json` of a marin MoE model with QK-norm as Qwen3-MoE (the dense fields plus the MoE ones)."
+    why = qwen3_moe_refusal(cfg)
+    if why:
+        raise ValueError(f"cannot export as Qwen3MoeForCausalLM: {why}")
+    m, L = cfg.moe, cfg.n_layers
+    ids = m.moe_layer_ids(L)
+    d = dense_hf_config(cfg, architecture, **ids_and_dtype)
+    d.update(
+        num_local_experts=m.n_experts,
+        num_experts_per_tok=m.top_k,
+        moe_intermediate_size=m.expert_width(cfg.d_ff),
+        norm_topk_prob=m.renormalize,
+        decoder_sparse_step=m.every if m.first_dense_layers == 0 else 1,
+        mlp_only_layers=[] if m.first_dense_layers == 0 else [l for l in range(L) if l not in ids],
+        router_aux_loss_coef=m.aux_loss_coef if m.balance == "switch" else 0.0,
+        output_router_logits=False,
+    )
+    return d
+
+# %% ../../nbs/25_hf_models.ipynb #4a0d42eb
+def qwen3_moe_config_from_hf(d: dict):
+    "A marin `LlamaConfig` with `moe` from a Qwen3-MoE `config.json` (exact when the file was written by marin)."
+    if "marin_config" in d:
+        from marin.models.io import model_config_from_dict
+
+        return model_config_from_dict(d["marin_config"])
+    from marin.models.moe import MoEConfig
+
+    n_experts = d.get("num_experts") or d.get("num_local_experts")
+    for k, v in (("num_experts", n_experts), ("num_experts_per_tok", d.get("num_experts_per_tok"))):
+        if not v:
+            raise ValueError(f"config.json: Qwen3MoeForCausalLM without {k!r}; the checkpoint's config is incomplete")
+    L, step, only = d["num_hidden_layers"], int(d.get("decoder_sparse_step") or 1), d.get("mlp_only_layers") or []
+    pattern = moe_layer_pattern(L, {l for l in range(L) if l not in only and (l + 1) % step == 0})
+    if pattern is None:
+        raise ValueError(
+            f"config.json: mlp_only_layers={only} with decoder_sparse_step={step} puts MoE MLPs in layers marin cannot"
+            " place (it has MoE in the last of every `every` layers after `first_dense_layers` dense ones)"
+        )
+    base = dense_config_from_hf(dict(d, architectures=["Qwen3ForCausalLM"]))  # attention, norms, RoPE: Qwen3's
+    aux = float(d.get("router_aux_loss_coef", 0.0) or 0.0)
+    moe = MoEConfig(
+        n_experts=int(n_experts),
+        top_k=int(d["num_experts_per_tok"]),
+        d_expert=int(d.get("moe_intermediate_size") or d["intermediate_size"]),
+        router="softmax",
+        balance="switch" if aux > 0 else "none",
+        aux_loss_coef=aux,
+        dispatch="dropless",
+        first_dense_layers=pattern[0],
+        every=pattern[1],
+        renormalize=bool(d.get("norm_topk_prob", False)),
+    )
+    return dataclasses.replace(base, moe=moe)
+
+# %% ../../nbs/25_hf_models.ipynb #37555668
+GEMMA3_LAYER_TENSORS: dict[str, tuple[str, bool]] = {
+    **BLOCK_TENSORS,
+    "attn_post_norm": ("post_attention_layernorm.weight", False),  # on the attention output (not Llama's MLP norm)
+    "mlp_norm": ("pre_feedforward_layernorm.weight", False),
+    "mlp_post_norm": ("post_feedforward_layernorm.weight", False),
+    **MLP_TENSORS,
+}
+GEMMA3_FIELDS = dict(norm_offset=1.0, post_norms=True, scale_embeddings=True, activation="gelu_tanh", qk_norm=True)
+GEMMA_ONLY_FIELDS = (  # LlamaConfig fields no Llama-family architecture has
+    "norm_offset",
+    "post_norms",
+    "scale_embeddings",
+    "activation",
+    "query_pre_attn_scalar",
+    "attn_softcap",
+    "logit_softcap",
+    "global_layers",
+    "rope_local_theta",
+)
+
+
+def gemma_fields(cfg) -> list[str]:
+    "The Gemma-only fields `cfg` sets away from their Llama defaults."
+    defaults = {f.name: f.default for f in dataclasses.fields(cfg)}
+    return [f for f in GEMMA_ONLY_FIELDS if getattr(cfg, f, defaults.get(f)) != defaults.get(f)]
+
+
+def gemma3_refusal(cfg) -> str:
+    "Why a marin model cannot be written as `Gemma3ForCausalLM` (empty: it can). Names the field and the fix."
+    for f, v in GEMMA3_FIELDS.items():
+        if getattr(cfg, f) != v:
+            return f"{f}={getattr(cfg, f)!r}: Gemma 3 has {f}={v!r}; no Hugging Face architecture has this combination"
+    if cfg.moe is not None or cfg.qkv_bias:
+        return "moe / qkv_bias: Gemma 3 is a dense model without projection biases"
+    if cfg.attn_softcap:
+        return (
+            f"attn_softcap={cfg.attn_softcap}: transformers' Gemma3ForCausalLM does not soft-cap attention scores"
+            " (it ignores attn_logit_softcapping), so the exported model would compute a different function"
+        )
+    return ""
+
+# %% ../../nbs/25_hf_models.ipynb #795ebf5a
+def gemma3_hf_tensors(model, dtype: str = "float32") -> dict[str, np.ndarray]:
+    "HF-named tensors of a marin Gemma 3 `Transformer` (refuses what Gemma 3 cannot express)."
+    why = gemma3_refusal(model.cfg)
+    if why:
+        raise ValueError(f"cannot export as Gemma3ForCausalLM: {why}")
+    out = _shared_hf_tensors(model, GEMMA3_LAYER_TENSORS, _host_fn(dtype))
+    return {k: np.ascontiguousarray(v) for k, v in out.items()}
+
+
+def gemma3_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
+    "A marin Gemma 3 `Transformer` (float32) from HF-named tensors."
+    return dense_from_hf_tensors(tensors, cfg, GEMMA3_LAYER_TENSORS, "Gemma 3")
+
+
+def gemma3_hf_shapes(cfg) -> dict[str, list[int]]:
+    "Every tensor a Gemma 3 checkpoint of `cfg` holds, with its HF shape."
+    out = dense_hf_shapes(cfg)
+    for i in range(cfg.n_layers):
+        for n in ("pre_feedforward_layernorm", "post_feedforward_layernorm"):
+            out[f"model.layers.{i}.{n}.weight"] = [cfg.d_model]
+    return out
+
+# %% ../../nbs/25_hf_models.ipynb #68c6c712
+def gemma3_hf_config(
+    cfg,
+    architecture: str = "Gemma3ForCausalLM",
+    *,
+    bos_id: int | None = None,
+    eos_id: int | None = None,
+    pad_id: int | None = None,
+    dtype: str = "float32",
+) -> dict:
+    "The `config.json` (a `Gemma3TextConfig`) of a marin Gemma 3 model."
+    why = gemma3_refusal(cfg)
+    if why:
+        raise ValueError(f"cannot export as Gemma3ForCausalLM: {why}")
+    full = _rope_parameters(cfg)
+    local = {"rope_type": "default", "rope_theta": float(cfg.rope_local_theta)} if cfg.rope_local_theta else dict(full)
+    windowed = lambda l: cfg.sliding_window and l not in cfg.global_layers
+    scalar = cfg.query_pre_attn_scalar or cfg.head_size
+    d = dense_hf_config(cfg, architecture, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, dtype=dtype)
+    for k in ("rope_theta", "rope_scaling", "hidden_act", "mlp_bias"):
+        d.pop(k)
+    d.update(
+        rope_parameters={"full_attention": full, "sliding_attention": local},
+        layer_types=["sliding_attention" if windowed(l) else "full_attention" for l in range(cfg.n_layers)],
+        sliding_window=cfg.sliding_window or cfg.seq_len,
+        query_pre_attn_scalar=int(scalar) if float(scalar).is_integer() else float(scalar),
+        final_logit_softcapping=cfg.logit_softcap or None,
+        attn_logit_softcapping=None,
+        hidden_activation="gelu_pytorch_tanh",
+        use_bidirectional_attention=False,
+    )
+    return d
+
+# %% ../../nbs/25_hf_models.ipynb #ce049ad4
+GEMMA3_DEFAULTS = {  # transformers' Gemma3TextConfig defaults, for config.json files that leave a field out
+    "head_dim": 256,
+    "hidden_activation": "gelu_pytorch_tanh",
+    "max_position_embeddings": 131072,
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": True,
+    "query_pre_attn_scalar": 256,
+    "sliding_window": 4096,
+    "sliding_window_pattern": 6,  # every 6th layer global, when layer_types is absent
+    "rope_theta": 1e6,
+    "rope_local_base_freq": 1e4,
+}
+
+
+def _gemma3_rope(d: dict) -> tuple[dict, dict]:
+    "(global, local) RoPE parameters of a Gemma 3 `config.json`, new (`rope_parameters` per layer type) or legacy."
+    rp = d.get("rope_parameters") or {}
+    nested = "full_attention" in rp or "sliding_attention" in rp
+    full = dict(rp.get("full_attention") or {}) if nested else dict(rp)
+    full.update(d.get("rope_scaling") or {})
+    local = dict(rp.get("sliding_attention") or {}) if nested else {}
+    full.setdefault("rope_theta", d.get("rope_theta") or GEMMA3_DEFAULTS["rope_theta"])
+    local.setdefault("rope_theta", d.get("rope_local_base_freq") or GEMMA3_DEFAULTS["rope_local_base_freq"])
+    if local.get("rope_type", local.get("type", "default")) != "default":
+        raise ValueError(f"config.json: rope_parameters.sliding_attention={local}: marin's local layers use plain RoPE")
+    return full, local
+
+# %% ../../nbs/25_hf_models.ipynb #1308aa5e
+def gemma3_config_from_hf(d: dict):
+    "A marin `LlamaConfig` from a Gemma 3 text `config.json` (exact when the file was written by marin)."
+    if "marin_config" in d:
+        from marin.models.io import model_config_from_dict
+
+        return model_config_from_dict(d["marin_config"])
+    import warnings
+
+    g = lambda k: d[k] if d.get(k) is not None else GEMMA3_DEFAULTS[k]
+    act = d.get("hidden_activation") or d.get("hidden_act") or GEMMA3_DEFAULTS["hidden_activation"]
+    for bad, why in (
+        (act != "gelu_pytorch_tanh", f"hidden_activation={act!r}; marin's Gemma 3 uses gelu_pytorch_tanh (GeGLU)"),
+        (d.get("use_bidirectional_attention"), "use_bidirectional_attention=true (an encoder) is not implemented"),
+        (d.get("attention_bias"), "attention_bias=true: Gemma 3's projections have no biases in marin"),
+    ):
+        if bad:
+            raise ValueError(f"config.json: {why}")
+    L = d["num_hidden_layers"]
+    types = d.get("layer_types") or [
+        "full_attention" if (l + 1) % g("sliding_window_pattern") == 0 else "sliding_attention" for l in range(L)
+    ]
+    if len(types) != L or set(types) - {"sliding_attention", "full_attention"}:
+        raise ValueError(f"config.json: layer_types={types} must name sliding_attention or full_attention per layer")
+    if d.get("attn_logit_softcapping"):
+        warnings.warn("config.json: attn_logit_softcapping is ignored, as transformers' Gemma3ForCausalLM ignores it")
+    local = "sliding_attention" in types
+    full_rope, local_rope = _gemma3_rope(d)
+    dd = dict(d, architectures=["LlamaForCausalLM"], rope_parameters=full_rope, rope_scaling=None, hidden_act="silu")
+    dd.update({k: g(k) for k in ("head_dim", "max_position_embeddings", "rms_norm_eps")}, sliding_window=None)
+    base = dense_config_from_hf(dd)  # shapes, eps and the global RoPE as for Llama
+    return base.replace(
+        **GEMMA3_FIELDS,
+        tie_embeddings=bool(g("tie_word_embeddings")),
+        query_pre_attn_scalar=float(g("query_pre_attn_scalar")),
+        logit_softcap=float(d.get("final_logit_softcapping") or 0.0),
+        sliding_window=int(g("sliding_window")) if local else 0,
+        global_layers=tuple(l for l, t in enumerate(types) if t == "full_attention") if local else (),
+        rope_local_theta=float(local_rope["rope_theta"]) if local else 0.0,
+    )
 
 # %% ../../nbs/25_hf_models.ipynb #de6ab1f9
 @dataclasses.dataclass(frozen=True)
@@ -725,6 +1052,31 @@ for _name, _type, _qk, _bias in (
     )
 register_architecture(
     HFArchitecture(
+        "Gemma3ForCausalLM",
+        "gemma3_text",
+        True,
+        gemma3_hf_config,
+        gemma3_hf_tensors,
+        gemma3_config_from_hf,
+        gemma3_from_hf_tensors,
+        shapes=gemma3_hf_shapes,
+    )
+)
+register_architecture(
+    HFArchitecture(
+        "Qwen3MoeForCausalLM",
+        "qwen3_moe",
+        True,
+        qwen3_moe_hf_config,
+        qwen3_moe_hf_tensors,
+        qwen3_moe_config_from_hf,
+        qwen3_moe_from_hf_tensors,
+        shapes=qwen3_moe_hf_shapes,
+        canonical=qwen3_moe_unfused,
+    )
+)
+register_architecture(
+    HFArchitecture(
         "MixtralForCausalLM",
         "mixtral",
         False,
@@ -741,8 +1093,13 @@ register_architecture(
 def architecture_for(model) -> str:
     "The HF architecture a marin model exports to."
     cfg = model.cfg
+    gemma = gemma_fields(cfg)
     if getattr(cfg, "moe", None) is not None or getattr(model.blocks, "moe", None) is not None:
-        return "MixtralForCausalLM"
+        if gemma:
+            raise ValueError(f"{', '.join(gemma)} with MoE: no Hugging Face architecture has these together")
+        return "Qwen3MoeForCausalLM" if cfg.qk_norm else "MixtralForCausalLM"  # Gemma-only fields: refused there
+    if gemma:
+        return "Gemma3ForCausalLM"  # and gemma3_refusal names any Gemma 3 feature the model lacks
     variants = [f for f in ("qk_norm", "qkv_bias", "sliding_window") if getattr(cfg, f)]
     if len(variants) > 1:
         raise ValueError(f"{' + '.join(variants)}: no Hugging Face architecture has these together; export one of them")

@@ -13,9 +13,9 @@ from jax.sharding import Mesh
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 # %% auto #0
-__all__ = ['NO_SHARDING', 'ATTENTION', 'ActivationSharding', 'at_least_f32', 'dense', 'rms_norm', 'rope_frequencies',
-           'apply_rope', 'attention_mask', 'reference_attention', 'xla_attention', 'cudnn_attention', 'param_name',
-           'is_param', 'cast_floats', 'split_keys', 'MLPShape', 'DenseMLP']
+__all__ = ['NO_SHARDING', 'ATTENTION', 'ACTIVATIONS', 'ActivationSharding', 'at_least_f32', 'dense', 'rms_norm',
+           'rope_frequencies', 'apply_rope', 'attention_mask', 'softcap', 'reference_attention', 'xla_attention',
+           'cudnn_attention', 'param_name', 'is_param', 'cast_floats', 'split_keys', 'MLPShape', 'DenseMLP']
 
 # %% ../../nbs/20a_layers.ipynb #274f9183
 @dataclasses.dataclass(frozen=True)
@@ -52,16 +52,23 @@ def dense(x: Float[Array, "... D"], w: Float[Array, "D F"], out_dtype=None) -> F
     return y.reshape(*x.shape[:-1], w.shape[-1])
 
 
-def rms_norm(x: Float[Array, "... D"], weight: Float[Array, "D"], eps: float) -> Float[Array, "... D"]:
+def rms_norm(
+    x: Float[Array, "... D"], weight: Float[Array, "D"], eps: float, offset: float = 0.0
+) -> Float[Array, "... D"]:
+    "RMSNorm in float32 with the scale `offset + weight` (Gemma stores `weight` around 0 and uses offset 1)."
     xf = x.astype(at_least_f32(x.dtype))
     y = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps)
-    return (y * weight.astype(xf.dtype)).astype(x.dtype)
+    scale = weight.astype(xf.dtype) if not offset else offset + weight.astype(xf.dtype)
+    return (y * scale).astype(x.dtype)
 
 
-def rope_frequencies(cfg) -> Float[Array, "half"]:
+def rope_frequencies(cfg, local: bool = False) -> Float[Array, "half"]:
     """Inverse frequencies of the rotary embedding, with the configured scaling applied (`cfg`: any config with
-    `head_size`, `rope_theta`, `rope_scaling`, `rope_factor` and `rope_original_seq_len`, like `LlamaConfig`)."""
+    `head_size`, `rope_theta`, `rope_scaling`, `rope_factor` and `rope_original_seq_len`, like `LlamaConfig`).
+    `local`: the sliding-window layers' own base `cfg.rope_local_theta` (Gemma 3), unscaled, when it is set."""
     d = cfg.head_size
+    if local and getattr(cfg, "rope_local_theta", 0):
+        return 1.0 / cfg.rope_local_theta ** (jnp.arange(0, d, 2, dtype=jnp.float32) / d)
     theta = cfg.rope_theta
     if cfg.rope_scaling == "ntk":
         theta = theta * cfg.rope_factor ** (d / (d - 2))
@@ -89,45 +96,66 @@ def apply_rope(
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x.dtype)
 
 # %% ../../nbs/20a_layers.ipynb #e4842ab7
-def attention_mask(segment_ids: Int[Array, "B S"], window: int = 0) -> Bool[Array, "B 1 S S"]:
-    "Causal, within a segment, and (with `window`) only the last `window` positions: `q - window < k <= q`."
+def attention_mask(segment_ids: Int[Array, "B S"], window: int | Int[Array, ""] = 0) -> Bool[Array, "B 1 S S"]:
+    """Causal, within a segment, and (with `window` > 0) only the last `window` positions: `q - window < k <= q`.
+    `window` may be a traced integer (a layer's own window inside a scan over layers; 0 attends to everything)."""
     S = segment_ids.shape[1]
-    causal = jnp.tril(jnp.ones((S, S), dtype=bool))
-    if window:
-        causal = causal & ~jnp.tril(jnp.ones((S, S), dtype=bool), -window)
+    qi, ki = jnp.arange(S)[:, None], jnp.arange(S)[None, :]
+    causal = ki <= qi
+    if not (isinstance(window, int) and window == 0):
+        causal = causal & ((window <= 0) | (qi - ki < window))
     same = segment_ids[:, :, None] == segment_ids[:, None, :]  # [B, Sq, Sk]
     return (causal[None] & same)[:, None]  # [B, 1, Sq, Sk]
 
 
+def softcap(x: Array, cap: float) -> Array:
+    "`cap * tanh(x / cap)`: logits squashed smoothly into (-cap, cap) (Gemma's soft-capping); `cap` 0: `x` unchanged."
+    return cap * jnp.tanh(x / cap) if cap else x
+
+
 def reference_attention(
-    q: Float[Array, "B S H dh"], k: Float[Array, "B S K dh"], v: Float[Array, "B S K dh"], mask: Bool[Array, "B 1 S S"]
+    q: Float[Array, "B S H dh"],
+    k: Float[Array, "B S K dh"],
+    v: Float[Array, "B S K dh"],
+    mask: Bool[Array, "B 1 S S"],
+    *,
+    scale: float | None = None,
+    logit_cap: float = 0.0,
 ) -> Float[Array, "B S H dh"]:
+    "Attention with scores `scale · q·k` (default `1/sqrt(dh)`), soft-capped at `logit_cap` when it is set."
     B, S, H, dh = q.shape
     K = k.shape[2]
     G = H // K
     ft = at_least_f32(q.dtype)
-    q = q * jnp.asarray(1 / math.sqrt(dh), q.dtype)
+    q = q * jnp.asarray(1 / math.sqrt(dh) if scale is None else scale, q.dtype)
     qh = q.reshape(B, S, K, G, dh).transpose(0, 2, 3, 1, 4).reshape(B, K, G * S, dh)  # [B, K, G·Sq, dh]
     kh, vh = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, K, Sk, dh]
     scores = jnp.einsum("bkqd,bksd->bkqs", qh, kh, preferred_element_type=ft).reshape(B, K, G, S, S)
-    scores = jnp.where(mask[:, :, None], scores, jnp.finfo(ft).min)  # mask [B,1,1,Sq,Sk]
+    scores = jnp.where(mask[:, :, None], softcap(scores, logit_cap), jnp.finfo(ft).min)  # mask [B,1,1,Sq,Sk]
     probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype).reshape(B, K, G * S, S)
     out = jnp.einsum("bkqs,bksd->bkqd", probs, vh)  # [B, K, G·Sq, dh]
     return out.reshape(B, K, G, S, dh).transpose(0, 3, 1, 2, 4).reshape(B, S, H, dh)
 
 
-def xla_attention(q, k, v, mask):
+def _no_cap(name: str, logit_cap: float):
+    if logit_cap:
+        raise ValueError(f"attention={name!r} has no logit soft-capping (attn_softcap={logit_cap}); use 'reference'")
+
+
+def xla_attention(q, k, v, mask, *, scale=None, logit_cap=0.0):
     "`jax.nn.dot_product_attention` with XLA's implementation (any backend)."
-    return jax.nn.dot_product_attention(q, k, v, mask=mask, implementation="xla")
+    _no_cap("xla", logit_cap)
+    return jax.nn.dot_product_attention(q, k, v, mask=mask, scale=scale, implementation="xla")
 
 
-def cudnn_attention(q, k, v, mask):
+def cudnn_attention(q, k, v, mask, *, scale=None, logit_cap=0.0):
     "`jax.nn.dot_product_attention` with cuDNN's fused flash kernel: causal in the kernel, the segment mask passed along."
     if jax.default_backend() != "gpu":
         raise ValueError(
             f"attention='cudnn' needs an NVIDIA GPU, but JAX runs on {jax.default_backend()}; use attention='xla' or 'reference'"
         )
-    return jax.nn.dot_product_attention(q, k, v, mask=mask, is_causal=True, implementation="cudnn")
+    _no_cap("cudnn", logit_cap)
+    return jax.nn.dot_product_attention(q, k, v, mask=mask, scale=scale, is_causal=True, implementation="cudnn")
 
 
 ATTENTION = {"reference": reference_attention, "xla": xla_attention, "cudnn": cudnn_attention}
@@ -159,6 +187,12 @@ def split_keys(key: PRNGKeyArray, n: int) -> PRNGKeyArray:
     return jax.random.split(key, n)
 
 # %% ../../nbs/20a_layers.ipynb #e3fafc9f
+ACTIVATIONS: dict[str, Callable] = {
+    "silu": lambda x: jax.nn.silu(x),  # SwiGLU (Llama, Qwen, Mistral); looked up at call time
+    "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True),  # GeGLU with tanh-approximated GELU (Gemma)
+}
+
+
 class MLPShape(Protocol):
     "What an MLP's `init` reads from a model config."
 
@@ -169,7 +203,7 @@ class MLPShape(Protocol):
 
 
 class DenseMLP(eqx.Module):
-    "The SwiGLU MLP; in a model its arrays carry a leading `layers` axis (one slice per dense layer)."
+    "The gated MLP (SwiGLU, or GeGLU with `cfg.activation`); in a model its arrays carry a leading `layers` axis (one slice per dense layer)."
 
     w_gate: Float[Array, "L D F"]
     w_up: Float[Array, "L D F"]
@@ -191,5 +225,6 @@ class DenseMLP(eqx.Module):
 
     def __call__(self, cfg, h: Float[Array, "B S D"], sharding: ActivationSharding = NO_SHARDING):
         "(output, stats) of one layer's MLP (`self` holds one layer's weights; dense MLPs have no stats)."
-        f = sharding(jax.nn.silu(dense(h, self.w_gate)) * dense(h, self.w_up), ("batch", "seq", "act_mlp"))
+        act = ACTIVATIONS[getattr(cfg, "activation", "silu")]
+        f = sharding(act(dense(h, self.w_gate)) * dense(h, self.w_up), ("batch", "seq", "act_mlp"))
         return dense(f, self.w_down), {}

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray
-from ..core.config import Config, check, versioned
+from ..core.config import Config, added, check, versioned
 from ..kernels.moe_dispatch import combine_reference, dispatch_reference, make_dispatch_combine
 from .layers import NO_SHARDING, ActivationSharding, MLPShape
 
@@ -58,6 +58,7 @@ class MoEConfig(Config):
     pallas_backend: str = "interpret"  # interpret (CPU) | tpu (Mosaic) | gpu (Triton)
     dead_load: float = 0.1  # an expert is dead in a step when its load < dead_load * fair share
     log_expert_load: bool = True  # log moe/load/l{layer}/e{expert} (for the heatmap)
+    renormalize: bool = added(True, versioned=True)  # combine weights: chosen scores / their sum (False: the scores)
 
     def validate(self):
         check(self.n_experts >= 1, "n_experts", "must be >= 1")
@@ -223,7 +224,7 @@ class Routing(NamedTuple):
     probs: Float[Array, "T E"]  # scores normalised over experts (softmax, or sigmoid / sum)
     scores: Float[Array, "T E"]  # softmax or sigmoid of the logits
     expert_ids: Int[Array, "T k"]  # chosen experts (on the biased scores), best first
-    weights: Float[Array, "T k"]  # combine weights: chosen unbiased scores renormalised to sum to 1
+    weights: Float[Array, "T k"]  # combine weights: chosen unbiased scores (renormalised to sum to 1: `renormalize`)
     alpha: Float[Array, "T"] | None = (
         None  # quantile balancing: the (k+1)-th largest biased score (from the same top-k)
     )
@@ -243,7 +244,7 @@ def route(m: MoEConfig, router_w: Float[Array, "D E"], bias: Float[Array, "E"], 
     alpha = jax.lax.stop_gradient(vals[:, m.top_k]) if qb else None
     ids = ids[:, : m.top_k]
     chosen = jnp.take_along_axis(scores, ids, axis=-1)
-    weights = chosen / jnp.maximum(chosen.sum(-1, keepdims=True), 1e-20)
+    weights = chosen / jnp.maximum(chosen.sum(-1, keepdims=True), 1e-20) if m.renormalize else chosen
     return Routing(logits, probs, scores, ids, weights, alpha)
 
 

@@ -26,19 +26,21 @@ from marin.models.layers import (
     param_name,
     rms_norm,
     rope_frequencies,
+    softcap,
 )
 from .moe import MoEConfig, MoEMLP, moe_loss_and_metrics
 from .moe_parallel import moe_mlp_expert_parallel
 
 # %% auto #0
-__all__ = ['ROPE_SCALINGS', 'ATTENTION_IMPLS', 'LAYER_LOOPS', 'EMBEDDING_AXES', 'ATTENTION_AXES', 'PARAM_AXES',
-           'LEGACY_STATE_KEYS', 'REMAT_POLICIES', 'LlamaConfig', 'Block', 'Transformer', 'moe_layer_ids', 'init',
-           'count_params', 'param_axes', 'upgrade_state_keys', 'mlp_forward', 'block_forward_with_stats',
-           'block_forward', 'layer_params', 'scan_blocks', 'to_compute_dtype', 'forward', 'next_token_loss',
-           'post_step_update', 'directional_grad_check', 'generate']
+__all__ = ['ROPE_SCALINGS', 'ACTIVATION_NAMES', 'ATTENTION_IMPLS', 'LAYER_LOOPS', 'EMBEDDING_AXES', 'ATTENTION_AXES',
+           'PARAM_AXES', 'LEGACY_STATE_KEYS', 'REMAT_POLICIES', 'LlamaConfig', 'Block', 'Transformer', 'moe_layer_ids',
+           'init', 'count_params', 'param_axes', 'upgrade_state_keys', 'mlp_forward', 'block_forward_with_stats',
+           'block_forward', 'layer_params', 'scan_blocks', 'to_compute_dtype', 'layer_attention', 'embed_tokens',
+           'forward', 'next_token_loss', 'post_step_update', 'directional_grad_check', 'generate']
 
 # %% ../../nbs/20_transformer.ipynb #2acb9b3c
 ROPE_SCALINGS = ("none", "linear", "ntk", "llama3")
+ACTIVATION_NAMES = ("silu", "gelu_tanh")
 ATTENTION_IMPLS = ("reference", "xla", "cudnn")
 LAYER_LOOPS = ("auto", "scan", "unroll")
 
@@ -70,6 +72,17 @@ class LlamaConfig(Config):
     moe: MoEConfig | None = None  # MoE MLPs in its `moe_layer_ids` (versioned through its own fields)
     qkv_bias: bool = added(False, versioned=True)  # biases on the query, key and value projections (Qwen2)
     sliding_window: int = added(0, versioned=True)  # attend to the last `sliding_window` positions (Mistral); 0: all
+    global_layers: tuple[int, ...] = added((), versioned=True)  # layers that ignore the window (Gemma 3's global ones)
+    rope_local_theta: float = added(
+        0.0, versioned=True
+    )  # windowed layers' RoPE base, unscaled (Gemma 3); 0: rope_theta
+    norm_offset: float = added(0.0, versioned=True)  # RMSNorm scale = norm_offset + weight (Gemma: 1)
+    post_norms: bool = added(False, versioned=True)  # RMSNorm on the attention and MLP outputs too (Gemma's sandwich)
+    scale_embeddings: bool = added(False, versioned=True)  # embeddings times sqrt(d_model) (Gemma)
+    activation: str = added("silu", versioned=True)  # the MLP's gate: silu (SwiGLU) | gelu_tanh (GeGLU, Gemma)
+    query_pre_attn_scalar: float = added(0.0, versioned=True)  # attention scale = this ** -0.5 (Gemma); 0: head size
+    attn_softcap: float = added(0.0, versioned=True)  # attention scores soft-capped at this (Gemma 2); 0: off
+    logit_softcap: float = added(0.0, versioned=True)  # final logits soft-capped at this (Gemma 2/3); 0: off
 
     @property
     def head_size(self) -> int:
@@ -86,6 +99,16 @@ class LlamaConfig(Config):
     @property
     def group_size(self) -> int:
         return self.n_heads // self.n_kv_heads
+
+    @property
+    def attention_scale(self) -> float:
+        "The factor on `q·k`: `query_pre_attn_scalar ** -0.5` when set, else `head_size ** -0.5`."
+        return 1 / math.sqrt(self.query_pre_attn_scalar or self.head_size)
+
+    @property
+    def per_layer_attention(self) -> bool:
+        "Whether layers differ in their window or RoPE base (local and global layers), so each reads its own."
+        return bool(self.global_layers) or bool(self.rope_local_theta)
 
     @property
     def unroll_layers(self) -> bool:
@@ -121,6 +144,35 @@ def validate(self: LlamaConfig):
     check(self.rope_theta > 0, "rope_theta", "must be positive")
     check(self.sliding_window >= 0, "sliding_window", "must be >= 0 (0 attends to the whole context)")
     check(
+        not self.global_layers or self.sliding_window > 0,
+        "global_layers",
+        "only means something with a sliding_window (the other layers' window); set sliding_window or drop it",
+    )
+    check(
+        all(isinstance(l, int) and 0 <= l < self.n_layers for l in self.global_layers)
+        and list(self.global_layers) == sorted(set(self.global_layers)),
+        "global_layers",
+        f"must be distinct increasing layer indices in [0, n_layers={self.n_layers}), got {self.global_layers}",
+    )
+    check(
+        self.rope_local_theta >= 0 and (not self.rope_local_theta or self.sliding_window > 0),
+        "rope_local_theta",
+        "is the windowed layers' RoPE base: must be >= 0, and needs a sliding_window (0: they use rope_theta)",
+    )
+    check(self.activation in ACTIVATION_NAMES, "activation", f"{self.activation!r} is not one of {ACTIVATION_NAMES}")
+    check(
+        self.activation == "silu" or self.moe is None,
+        "activation",
+        f"{self.activation!r}: the MoE experts are SwiGLU (silu) only",
+    )
+    for f in ("query_pre_attn_scalar", "attn_softcap", "logit_softcap"):
+        check(getattr(self, f) >= 0, f, f"must be >= 0 (0: off), got {getattr(self, f)}")
+    check(
+        not self.attn_softcap or self.attention == "reference",
+        "attn_softcap",
+        f"attention={self.attention!r} cannot soft-cap attention scores; use attention='reference'",
+    )
+    check(
         self.moe is None or self.moe.first_dense_layers + self.moe.every <= self.n_layers,
         "moe.every",
         f"moe.first_dense_layers + moe.every must be <= n_layers={self.n_layers} (at least one MoE layer)",
@@ -131,7 +183,7 @@ def validate(self: LlamaConfig):
 def params_per_layer(self: LlamaConfig) -> int:
     D, F = self.d_model, self.d_ff
     attn = D * self.q_dim + 2 * D * self.kv_dim + self.q_dim * D
-    norms = 2 * D + (2 * self.head_size if self.qk_norm else 0)
+    norms = (4 if self.post_norms else 2) * D + (2 * self.head_size if self.qk_norm else 0)
     biases = self.q_dim + 2 * self.kv_dim if self.qkv_bias else 0
     return (
         attn + biases + self.mlp_params_total // self.n_layers + norms
@@ -205,6 +257,8 @@ class Block(eqx.Module):
     bq: Float[Array, "L Hdh"] | None = None  # projection biases (cfg.qkv_bias)
     bk: Float[Array, "L Kdh"] | None = None
     bv: Float[Array, "L Kdh"] | None = None
+    attn_post_norm: Float[Array, "L D"] | None = None  # Gemma: RMSNorm on the attention output (cfg.post_norms)
+    mlp_post_norm: Float[Array, "L D"] | None = None  # Gemma: RMSNorm on the MLP output
 
 
 class Transformer(eqx.Module):
@@ -233,15 +287,16 @@ def init(cfg: LlamaConfig, *, key: PRNGKeyArray) -> Transformer:
     n_dense = L - len(moe_ids)
     mlp = jax.tree.map(lambda a: a[:n_dense], DenseMLP.init(cfg, key=ks[4:7], n_layers=L)) if n_dense else None
     moe = MoEMLP.init(cfg, key=jax.random.fold_in(key, 2), n_layers=len(moe_ids)) if moe_ids else None
+    unit = lambda *shape: jnp.full(shape, 1.0 - cfg.norm_offset)  # norm weights whose scale starts at 1
     blocks = Block(
-        attn_norm=jnp.ones((L, D)),
+        attn_norm=unit(L, D),
         wq=normal(ks[0], (L, D, cfg.q_dim), std),
         wk=normal(ks[1], (L, D, cfg.kv_dim), std),
         wv=normal(ks[2], (L, D, cfg.kv_dim), std),
         wo=normal(ks[3], (L, cfg.q_dim, D), out_std),
-        q_norm=jnp.ones((L, cfg.head_size)) if cfg.qk_norm else None,
-        k_norm=jnp.ones((L, cfg.head_size)) if cfg.qk_norm else None,
-        mlp_norm=jnp.ones((L, D)),
+        q_norm=unit(L, cfg.head_size) if cfg.qk_norm else None,
+        k_norm=unit(L, cfg.head_size) if cfg.qk_norm else None,
+        mlp_norm=unit(L, D),
         mlp=mlp,
         moe=moe,
         **(
@@ -249,10 +304,11 @@ def init(cfg: LlamaConfig, *, key: PRNGKeyArray) -> Transformer:
             if cfg.qkv_bias
             else {}
         ),
+        **({"attn_post_norm": unit(L, D), "mlp_post_norm": unit(L, D)} if cfg.post_norms else {}),
     )
     embed = normal(ks[7], (V, D), std)
     lm_head = None if cfg.tie_embeddings else normal(jax.random.fold_in(key, 1), (D, V), std)
-    return Transformer(embed=embed, blocks=blocks, final_norm=jnp.ones((D,)), lm_head=lm_head, cfg=cfg)
+    return Transformer(embed=embed, blocks=blocks, final_norm=unit(D), lm_head=lm_head, cfg=cfg)
 
 
 def count_params(model: Transformer) -> int:
@@ -263,6 +319,8 @@ EMBEDDING_AXES = {"embed": ("vocab", "embed"), "final_norm": ("norm",), "lm_head
 ATTENTION_AXES = {
     "attn_norm": ("layers", "norm"),
     "mlp_norm": ("layers", "norm"),
+    "attn_post_norm": ("layers", "norm"),
+    "mlp_post_norm": ("layers", "norm"),
     "q_norm": ("layers", "head_dim"),
     "k_norm": ("layers", "head_dim"),
     "wq": ("layers", "embed", "heads"),
@@ -331,7 +389,8 @@ def block_forward_with_stats(
 ) -> tuple[Float[Array, "B S D"], dict]:
     "One block and its MLP's statistics (`{}` for a dense MLP; the MoE's routing stats otherwise)."
     B, S, D = x.shape
-    h = rms_norm(x, p.attn_norm, cfg.norm_eps)
+    norm = lambda y, w: rms_norm(y, w, cfg.norm_eps, cfg.norm_offset)
+    h = norm(x, p.attn_norm)
     q, k, v = dense(h, p.wq), dense(h, p.wk), dense(h, p.wv)
     if p.bq is not None:
         q, k, v = q + p.bq, k + p.bk, v + p.bv
@@ -339,12 +398,14 @@ def block_forward_with_stats(
     k = k.reshape(B, S, cfg.n_kv_heads, cfg.head_size)
     v = v.reshape(B, S, cfg.n_kv_heads, cfg.head_size)
     if cfg.qk_norm:
-        q, k = rms_norm(q, p.q_norm, cfg.norm_eps), rms_norm(k, p.k_norm, cfg.norm_eps)
+        q, k = norm(q, p.q_norm), norm(k, p.k_norm)
     q, k = apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq)
     q = sharding(q, ("batch", "seq", "act_heads", None))
-    a = ATTENTION[cfg.attention](q, k, v, mask).reshape(B, S, cfg.q_dim)
-    x = x + sharding(dense(a, p.wo), ("batch", "seq", "act_embed"))
-    y, stats = mlp_forward(cfg, p, rms_norm(x, p.mlp_norm, cfg.norm_eps), sharding)
+    a = ATTENTION[cfg.attention](q, k, v, mask, scale=cfg.attention_scale, logit_cap=cfg.attn_softcap)
+    o = dense(a.reshape(B, S, cfg.q_dim), p.wo)
+    x = x + sharding(o if p.attn_post_norm is None else norm(o, p.attn_post_norm), ("batch", "seq", "act_embed"))
+    y, stats = mlp_forward(cfg, p, norm(x, p.mlp_norm), sharding)
+    y = y if p.mlp_post_norm is None else norm(y, p.mlp_post_norm)
     return x + sharding(y, ("batch", "seq", "act_embed")), stats
 
 
@@ -402,6 +463,21 @@ def to_compute_dtype(model: Transformer, dtype) -> Transformer:
     return m
 
 
+def layer_attention(cfg: LlamaConfig) -> tuple[Int[Array, "L"], Float[Array, "L half"]]:
+    """Each layer's attention window (0: the whole context) and RoPE inverse frequencies, as arrays over layers: the
+    layer loop indexes them with the layer it is at, so local and global layers (Gemma 3) scan like any stack."""
+    L, is_global = cfg.n_layers, jnp.zeros((cfg.n_layers,), bool).at[jnp.array(cfg.global_layers, int)].set(True)
+    windows = jnp.where(is_global, 0, cfg.sliding_window).astype(jnp.int32)
+    inv = jnp.where(is_global[:, None], rope_frequencies(cfg)[None], rope_frequencies(cfg, local=True)[None])
+    return windows, jnp.broadcast_to(inv, (L, cfg.head_size // 2))
+
+
+def embed_tokens(cfg: LlamaConfig, embed: Float[Array, "V D"], tokens: Int[Array, "..."]) -> Float[Array, "... D"]:
+    "The input embeddings of `tokens`, times `sqrt(d_model)` in the embedding's dtype when `cfg.scale_embeddings`."
+    x = embed[tokens]
+    return x * jnp.asarray(math.sqrt(cfg.d_model), x.dtype) if cfg.scale_embeddings else x
+
+
 def forward(
     model: Transformer,
     tokens: Int[Array, "B S"],
@@ -423,11 +499,22 @@ def forward(
     if segment_ids is None:
         segment_ids = jnp.ones_like(tokens)
     m = to_compute_dtype(model, jnp.dtype(compute_dtype))
-    x = sharding(m.embed[tokens], ("batch", "seq", "act_embed"))  # [B, S, D]
-    mask = attention_mask(segment_ids, cfg.sliding_window)
+    x = sharding(embed_tokens(cfg, m.embed, tokens), ("batch", "seq", "act_embed"))  # [B, S, D]
     positions = jnp.broadcast_to(jnp.arange(S)[None], (B, S))
-    inv_freq = rope_frequencies(cfg)
-    body = lambda x, p: block_forward_with_stats(cfg, p, x, mask, positions, inv_freq, sharding)
+    if cfg.per_layer_attention:  # the loop carries its layer index and reads that layer's window and RoPE
+        windows, inv_freqs = layer_attention(cfg)
+
+        def body(carry, p):
+            x, i = carry
+            mask = attention_mask(segment_ids, windows[i])
+            x, st = block_forward_with_stats(cfg, p, x, mask, positions, inv_freqs[i], sharding)
+            return (x, i + 1), st
+
+        x = (x, jnp.int32(0))
+    else:
+        mask = attention_mask(segment_ids, cfg.sliding_window)
+        inv_freq = rope_frequencies(cfg)
+        body = lambda x, p: block_forward_with_stats(cfg, p, x, mask, positions, inv_freq, sharding)
     if remat != "none":
         body = jax.checkpoint(body, policy=_remat_policy(remat), prevent_cse=False)
     mixed = cfg.moe is not None and not cfg.moe.all_layers_moe(cfg.n_layers)  # MoE in only some layers
@@ -440,9 +527,11 @@ def forward(
         stats = jax.tree.map(lambda *s: jnp.stack(s), *per_layer)
     else:
         x, stats = scan_blocks(cfg, m.blocks, body, x) if mixed else jax.lax.scan(body, x, m.blocks)
-    x = rms_norm(x, m.final_norm, cfg.norm_eps)
+    x = x[0] if cfg.per_layer_attention else x
+    x = rms_norm(x, m.final_norm, cfg.norm_eps, cfg.norm_offset)
     head = m.embed.T if cfg.tie_embeddings else m.lm_head  # [D, V]
-    logits = sharding(dense(x, head, out_dtype=at_least_f32(x.dtype)), ("batch", "seq", "act_vocab"))
+    logits = softcap(dense(x, head, out_dtype=at_least_f32(x.dtype)), cfg.logit_softcap)
+    logits = sharding(logits, ("batch", "seq", "act_vocab"))
     return (logits, stats) if return_stats else logits
 
 

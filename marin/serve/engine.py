@@ -12,9 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 from fastcore.basics import patch
 from ..core.config import Config, check
-from ..models.layers import apply_rope, rms_norm, rope_frequencies
+from ..models.layers import ACTIVATIONS, apply_rope, rms_norm, softcap
 from ..models.moe import moe_mlp
-from ..models.transformer import layer_params, to_compute_dtype
+from ..models.transformer import embed_tokens, layer_attention, layer_params, to_compute_dtype
 from .quantize import dequantize_tree, qmatmul
 
 # %% auto #0
@@ -34,16 +34,20 @@ def _project_qkv(cfg, p, h, positions, inv_freq):
     k = k.reshape(B, T, cfg.n_kv_heads, cfg.head_size)
     v = v.reshape(B, T, cfg.n_kv_heads, cfg.head_size)
     if cfg.qk_norm:
-        q, k = rms_norm(q, p.q_norm, cfg.norm_eps), rms_norm(k, p.k_norm, cfg.norm_eps)
+        q, k = _norm(cfg, q, p.q_norm), _norm(cfg, k, p.k_norm)
     return apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq), v
+
+
+def _norm(cfg, x, w):
+    return rms_norm(x, w, cfg.norm_eps, cfg.norm_offset)
 
 
 def _attend(cfg, q, k, v, mask):
     "q [B,T,H,dh], k/v [B,A,K,dh], mask [B,T,A] -> [B,T,H*dh]"
     B, T, H, dh = q.shape
     qg = q.reshape(B, T, cfg.n_kv_heads, cfg.group_size, dh)
-    s = jnp.einsum("btkgd,bskd->bkgts", qg, k, preferred_element_type=jnp.float32) / math.sqrt(dh)
-    s = jnp.where(mask[:, None, None], s, jnp.finfo(jnp.float32).min)
+    s = jnp.einsum("btkgd,bskd->bkgts", qg, k, preferred_element_type=jnp.float32) * cfg.attention_scale
+    s = jnp.where(mask[:, None, None], softcap(s, cfg.attn_softcap), jnp.finfo(jnp.float32).min)
     pr = jax.nn.softmax(s, axis=-1).astype(v.dtype)
     return jnp.einsum("bkgts,bskd->btkgd", pr, v).reshape(B, T, H * dh)
 
@@ -59,19 +63,22 @@ def serving_moe_config(cfg):
 
 
 def _mlp_and_out(cfg, p, x, a):
-    x = x + qmatmul(a, p.wo)
-    h = rms_norm(x, p.mlp_norm, cfg.norm_eps)
-    if getattr(p, "moe", None) is not None:  # an MoE layer (a Mixtral checkpoint)
+    o = qmatmul(a, p.wo)
+    x = x + (o if p.attn_post_norm is None else _norm(cfg, o, p.attn_post_norm))  # Gemma's sandwich norms
+    h = _norm(cfg, x, p.mlp_norm)
+    if getattr(p, "moe", None) is not None:  # an MoE layer (a Mixtral or Qwen3-MoE checkpoint)
         y, _ = moe_mlp(serving_moe_config(cfg), dequantize_tree(p.moe, h.dtype), h)
-        return x + y.astype(x.dtype)
-    mlp = p.mlp
-    return x + qmatmul(jax.nn.silu(qmatmul(h, mlp.w_gate)) * qmatmul(h, mlp.w_up), mlp.w_down)
+        y = y.astype(x.dtype)
+    else:
+        mlp, act = p.mlp, ACTIVATIONS[cfg.activation]
+        y = qmatmul(act(qmatmul(h, mlp.w_gate)) * qmatmul(h, mlp.w_up), mlp.w_down)
+    return x + (y if p.mlp_post_norm is None else _norm(cfg, y, p.mlp_post_norm))
 
 
 def _logits(model, x):
-    x = rms_norm(x, model.final_norm, model.cfg.norm_eps)
+    x = _norm(model.cfg, x, model.final_norm)
     head = model.lm_head if model.lm_head is not None else model.embed.T
-    return qmatmul(x, head).astype(jnp.float32)
+    return softcap(qmatmul(x, head).astype(jnp.float32), model.cfg.logit_softcap)
 
 # %% ../../nbs/63_engine.ipynb #00d5d1d1
 def _partial_moe(cfg) -> bool:
@@ -80,14 +87,17 @@ def _partial_moe(cfg) -> bool:
 
 
 def _run_layers(m, body, x, cache_k, cache_v):
-    "`body(x, (layer weights, k cache, v cache))` over the layers: one scan, or a loop when the layers differ."
+    """`body(x, (layer weights, k cache, v cache, window, RoPE frequencies))` over the layers: one scan (each layer's
+    window and RoPE base are data it reads, `layer_attention`), or a loop when the layers' MLPs differ."""
     cfg = m.cfg
+    windows, inv_freqs = layer_attention(cfg)
     if not _partial_moe(cfg):
-        x, (cache_k, cache_v) = jax.lax.scan(body, x, (m.blocks, cache_k, cache_v))
+        x, (cache_k, cache_v) = jax.lax.scan(body, x, (m.blocks, cache_k, cache_v, windows, inv_freqs))
         return x, cache_k, cache_v
     ks, vs = [], []
     for i in range(cfg.n_layers):
-        x, (k, v) = body(x, (layer_params(cfg, m.blocks, i), cache_k[i], cache_v[i]))  # slices quantized weights too
+        layer = (layer_params(cfg, m.blocks, i), cache_k[i], cache_v[i], windows[i], inv_freqs[i])
+        x, (k, v) = body(x, layer)  # slices quantized weights too
         ks.append(k)
         vs.append(v)
     return x, jnp.stack(ks), jnp.stack(vs)
@@ -98,17 +108,16 @@ def prefill(model, tokens, length, cache_k, cache_v, slot, dtype=jnp.float32):
     cfg = model.cfg
     m = to_compute_dtype(model, dtype)
     T = tokens.shape[0]
-    x = m.embed[tokens][None]  # [1, T, D]
+    x = embed_tokens(cfg, m.embed, tokens)[None]  # [1, T, D]
     pos = jnp.arange(T)[None]
     valid = jnp.arange(T) < length
-    mask = (jnp.tril(jnp.ones((T, T), bool)) & valid[None, :])[None]  # [1, T, T]
-    if cfg.sliding_window:  # Mistral: only the last `sliding_window` positions
-        mask = mask & ~jnp.tril(jnp.ones((T, T), bool), -cfg.sliding_window)[None]
-    inv_freq = rope_frequencies(cfg)
+    causal = (jnp.tril(jnp.ones((T, T), bool)) & valid[None, :])[None]  # [1, T, T]
+    back = jnp.arange(T)[:, None] - jnp.arange(T)[None, :]  # q - k
 
     def body(x, layer):
-        p, ck, cv = layer
-        h = rms_norm(x, p.attn_norm, cfg.norm_eps)
+        p, ck, cv, window, inv_freq = layer
+        mask = causal & ((window <= 0) | (back < window))[None]  # a window: only the last `window` positions
+        h = _norm(cfg, x, p.attn_norm)
         q, k, v = _project_qkv(cfg, p, h, pos, inv_freq)
         ck = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), (slot, 0, 0, 0))
         cv = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), (slot, 0, 0, 0))
@@ -123,17 +132,16 @@ def decode(model, tokens, positions, cache_k, cache_v, attn_len: int, dtype=jnp.
     cfg = model.cfg
     m = to_compute_dtype(model, dtype)
     B = tokens.shape[0]
-    x = m.embed[tokens][:, None]  # [B, 1, D]
+    x = embed_tokens(cfg, m.embed, tokens)[:, None]  # [B, 1, D]
     pos = positions[:, None]
-    mask = (jnp.arange(attn_len)[None, :] <= positions[:, None])[:, None]  # [B, 1, A]
-    if cfg.sliding_window:
-        mask = mask & (jnp.arange(attn_len)[None, :] > positions[:, None] - cfg.sliding_window)[:, None]
-    inv_freq = rope_frequencies(cfg)
+    causal = (jnp.arange(attn_len)[None, :] <= positions[:, None])[:, None]  # [B, 1, A]
+    back = positions[:, None] - jnp.arange(attn_len)[None, :]  # q - k
     rows = jnp.arange(B)
 
     def body(x, layer):
-        p, ck, cv = layer
-        h = rms_norm(x, p.attn_norm, cfg.norm_eps)
+        p, ck, cv, window, inv_freq = layer
+        mask = causal & ((window <= 0) | (back < window))[:, None]
+        h = _norm(cfg, x, p.attn_norm)
         q, k, v = _project_qkv(cfg, p, h, pos, inv_freq)
         ck = ck.at[rows, positions].set(k[:, 0].astype(ck.dtype))
         cv = cv.at[rows, positions].set(v[:, 0].astype(cv.dtype))

@@ -14,7 +14,7 @@ export JAX_PLATFORMS ?= cpu
 # pytest processes (pytest-xdist, one test file per worker at a time, so module fixtures such as a Ray cluster start once)
 TEST_WORKERS ?= 2
 
-.PHONY: venv venv-test quickstart test export-check nbtest pytest duplicates chromium lab export readme bench gpu tpu
+.PHONY: venv venv-test quickstart test test-slow export-check nbtest pytest duplicates chromium lab export readme bench gpu tpu
 
 .bootstrap/bin/uv:
 	$(PY) -m venv .bootstrap && .bootstrap/bin/pip install -q uv==$(UV_VERSION)
@@ -44,8 +44,12 @@ nbtest: venv-test
 	XLA_FLAGS="$$(cd tests && ../$(BIN)/python -c 'from conftest import COMPILE_FAST_XLA_FLAGS as f; print(f)') $${XLA_FLAGS:-}" \
 	  $(BIN)/nbdev-test --n-workers 2
 
+# tests marked `slow` (a real pretrained model end to end: minutes and GBs each) run with `make test-slow`
 pytest: venv-test
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 --basetemp="$$(mktemp -d /tmp/marin-pytest.XXXXXX)" tests/
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 -m "not slow" --basetemp="$$(mktemp -d /tmp/marin-pytest.XXXXXX)" tests/
+
+test-slow: venv-test
+	$(BIN)/pytest -q -s -m slow --durations=5 tests/
 
 # where the tree repeats itself: a report for reviewers, not a gate (the `duplicates` tool always exits 0; machines
 # without it skip this). tests/test_house.py is the gate: import cycles, layer direction, formatting.

@@ -307,10 +307,20 @@ def test_real_gemma3_270m_q4_k_m_matches_transformers(tmp_path):
     del ref
     tok = Tokenizer.from_str(ckpt.tokenizer_files["tokenizer.json"].decode())
     ids = [tok.encode(prose(300)).ids[:48]]
-    diff = float(np.abs(logits(ours, ids) - logits(theirs, ids)).max())
+    ref_logits = logits(theirs, ids)
+    diff = float(np.abs(logits(ours, ids) - ref_logits).max())
     print(f"max |logit diff| vs transformers: {diff:.2e}")
     assert diff <= 1e-4
     del ours, theirs
+    import jax.numpy as jnp
+    from marin.models.hf import model_from_hf
+    from marin.models.transformer import forward
+
+    lab = model_from_hf(ckpt.config, ckpt.tensors)  # the lab's own Gemma 3 on the real weights
+    lab_diff = float(np.abs(np.asarray(forward(lab, jnp.asarray(ids))) - ref_logits).max())
+    print(f"lab model: max |logit diff| vs transformers {lab_diff:.2e} (max |logit| {np.abs(ref_logits).max():.1f})")
+    assert lab_diff <= 1e-4 * max(1.0, float(np.abs(ref_logits).max()))
+    del lab
     ref_tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path), gguf_file=path.name)
     for text in [prose(4000), *chat_texts(20)]:
         assert tok.encode(text).ids == ref_tok(text).input_ids

@@ -143,12 +143,30 @@ def dense_hf_tensors(model, dtype: str = "float32") -> dict[str, np.ndarray]:
 
 # %% ../../nbs/25_hf_models.ipynb #c8084e5b
 def _getter(tensors: dict[str, np.ndarray], what: str) -> Callable:
+    "Tensor by HF name in the parameter dtype: float32, or the `dtype` the mapping keeps (`HFTensors(dtype=)`)."
+    dtype = _np_dtype(getattr(tensors, "dtype", "float32"))
+
     def get(name):
         if name not in tensors:
             raise ValueError(f"checkpoint lacks tensor {name!r}; is it a {what} checkpoint?")
-        return np.asarray(tensors[name]).astype(np.float32)
+        return np.asarray(tensors[name]).astype(dtype, copy=False)
 
     return get
+
+
+def _stack_layers(get: Callable, names: list[str], transpose: bool):
+    """One stacked `[L, ...]` parameter, filled one layer's tensor at a time (never all of them at once); handed to
+    JAX with `device_put`, which on the CPU adopts the host buffer instead of copying it as `jnp.asarray` does."""
+    import jax
+
+    first = get(names[0])
+    first = first.T if transpose else first
+    out = np.empty((len(names), *first.shape), first.dtype)
+    out[0] = first
+    for i, name in enumerate(names[1:], 1):
+        m = get(name)
+        out[i] = m.T if transpose else m
+    return jax.device_put(out)
 
 
 def _assemble(tensors: dict[str, np.ndarray], cfg, table: dict, mlp: dict, what: str):
@@ -160,8 +178,7 @@ def _assemble(tensors: dict[str, np.ndarray], cfg, table: dict, mlp: dict, what:
     get = _getter(tensors, what)
     fields = {f: None for f in ("q_norm", "k_norm")}
     for field, (hf, transpose) in dict(table, **optional_tensors(cfg)).items():
-        mats = [get(f"model.layers.{i}.{hf}") for i in range(cfg.n_layers)]
-        fields[field] = jnp.asarray(np.stack([m.T if transpose else m for m in mats]))
+        fields[field] = _stack_layers(get, [f"model.layers.{i}.{hf}" for i in range(cfg.n_layers)], transpose)
     dense_mlp = {k: fields.pop(k) for k in MLP_TENSORS if k in fields}
     fields.update({"mlp": DenseMLP(**dense_mlp) if dense_mlp else None, **mlp})
     embed = jnp.asarray(get("model.embed_tokens.weight"))
@@ -1149,9 +1166,13 @@ def read_hf_config(path: str) -> dict:
 class HFTensors(Mapping):
     "The tensors of an HF folder by name, each read from its (memory-mapped) shard only when asked for."
 
-    def __init__(self, path: str):
-        self.path, self._open, self._tmp = path, {}, None
-        self._file = {name: f for f in hf_weight_files(path) for name in self._shard(f).keys()}
+    def __init__(self, path: str, dtype: str = "float32"):
+        self.path, self.dtype, self._tmp = path, dtype, None  # dtype: what the model's parameters are built in
+        check(dtype in EXPORT_DTYPES, "dtype", f"{dtype!r}: use one of {EXPORT_DTYPES}")
+        self._file = {}
+        for f in hf_weight_files(path):
+            with self._shard(f) as h:
+                self._file.update({name: f for name in h.keys()})
 
     def _local(self, f: str) -> str:
         url = storage.join(self.path, f)
@@ -1168,17 +1189,17 @@ class HFTensors(Mapping):
         return local
 
     def _shard(self, f: str):
+        "The shard opened (memory-mapped); closed after each use so its pages do not stay resident."
         from safetensors import SafetensorError, safe_open
 
-        if f not in self._open:
-            try:
-                self._open[f] = safe_open(self._local(f), framework="numpy")
-            except SafetensorError as e:
-                raise ValueError(f"{storage.join(self.path, f)}: not a safetensors file, or a truncated one ({e})")
-        return self._open[f]
+        try:
+            return safe_open(self._local(f), framework="numpy")
+        except SafetensorError as e:
+            raise ValueError(f"{storage.join(self.path, f)}: not a safetensors file, or a truncated one ({e})")
 
     def __getitem__(self, name: str) -> np.ndarray:
-        return self._shard(self._file[name]).get_tensor(name)
+        with self._shard(self._file[name]) as h:
+            return h.get_tensor(name)
 
     def __contains__(self, name) -> bool:  # without reading the tensor (Mapping's default would)
         return name in self._file
@@ -1190,9 +1211,10 @@ class HFTensors(Mapping):
         return len(self._file)
 
 # %% ../../nbs/25_hf_models.ipynb #11faca45
-def read_hf_tensors(path: str) -> HFTensors:
-    "The tensors of an HF checkpoint folder (single file or sharded with an index), read lazily by name."
-    return HFTensors(path)
+def read_hf_tensors(path: str, dtype: str = "float32") -> HFTensors:
+    """The tensors of an HF checkpoint folder (single file or sharded with an index), read lazily by name; a model
+    built from them has `dtype` parameters (float32, or bfloat16/float16 to keep a checkpoint's half precision)."""
+    return HFTensors(path, dtype)
 
 
 def model_from_hf(d: dict, tensors: Mapping[str, np.ndarray] | Callable[[], Mapping[str, np.ndarray]]):
@@ -1203,7 +1225,7 @@ def model_from_hf(d: dict, tensors: Mapping[str, np.ndarray] | Callable[[], Mapp
     return arch.from_tensors(tensors() if callable(tensors) else tensors, cfg)
 
 
-def import_hf(path: str):
-    "(marin model, config.json dict) from a Hugging Face checkpoint folder."
+def import_hf(path: str, dtype: str = "float32"):
+    "(marin model, config.json dict) from a Hugging Face checkpoint folder; parameters in `dtype`."
     d = read_hf_config(path)
-    return model_from_hf(d, lambda: read_hf_tensors(path)), d
+    return model_from_hf(d, lambda: read_hf_tensors(path, dtype)), d

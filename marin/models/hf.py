@@ -154,6 +154,14 @@ def _getter(tensors: dict[str, np.ndarray], what: str) -> Callable:
     return get
 
 
+def _aligned_empty(shape: tuple, dtype) -> np.ndarray:
+    "An uninitialised array whose data starts on a 64-byte boundary: JAX's CPU client adopts only such buffers."
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.empty(n + 64, np.uint8)
+    off = (-raw.ctypes.data) % 64
+    return raw[off : off + n].view(dtype).reshape(shape)
+
+
 def _stack_layers(get: Callable, names: list[str], transpose: bool):
     """One stacked `[L, ...]` parameter, filled one layer's tensor at a time (never all of them at once); handed to
     JAX with `device_put`, which on the CPU adopts the host buffer instead of copying it as `jnp.asarray` does."""
@@ -161,7 +169,7 @@ def _stack_layers(get: Callable, names: list[str], transpose: bool):
 
     first = get(names[0])
     first = first.T if transpose else first
-    out = np.empty((len(names), *first.shape), first.dtype)
+    out = _aligned_empty((len(names), *first.shape), first.dtype)
     out[0] = first
     for i, name in enumerate(names[1:], 1):
         m = get(name)

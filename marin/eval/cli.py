@@ -60,13 +60,12 @@ def _eval_config(checkpoint: str, suite: list[str], *, tokenizer: str, max_token
     from marin.eval.tasks import load_items
     from marin.models.pretrained import resolve_checkpoint
 
-    try:  # a Hugging Face folder, GGUF file or hub id is imported first (cached)
-        checkpoint = resolve_checkpoint(checkpoint)
-    except FileNotFoundError as e:
+    checkpoint = resolve_checkpoint(checkpoint)  # a Hugging Face folder, GGUF file or hub id: imported (cached)
+    if not storage.exists(storage.join(checkpoint, "checkpoints")):
         raise FileNotFoundError(
             f"--checkpoint {checkpoint}: no checkpoints/ folder; give a training output (train, SFT or DPO), a"
-            f" Hugging Face folder or a .gguf file ({e})"
-        ) from None
+            " Hugging Face folder or a .gguf file"
+        )
     # exact byte counts for bits per byte need the tokenizer: the given one, else the run's own tokenizer.json
     byte_tok = tokenizer or (
         os.path.abspath(checkpoint) if storage.exists(storage.join(checkpoint, "tokenizer.json")) else ""

@@ -555,7 +555,7 @@ def read_gguf(path: str, dtype: str = "float32") -> GGUFCheckpoint:
 # %% ../../nbs/27_gguf.ipynb #e19e579f
 def import_gguf(path: str):
     "(marin model, config.json dict) from a GGUF file."
-    from marin.models.hf import ARCHITECTURES
+    from marin.models.hf import ARCHITECTURES, model_from_hf
 
     ckpt = read_gguf(path)
     name = ckpt.config["architectures"][0]
@@ -567,8 +567,7 @@ def import_gguf(path: str):
             f"{path}: architecture {name!r} (GGUF general.architecture={ckpt.metadata['general.architecture']!r}) "
             f"is not in marin's model table{why}; marin builds {supported}"
         )
-    cfg = arch.from_config(ckpt.config)
-    return arch.from_tensors(ckpt.tensors, cfg), ckpt.config
+    return model_from_hf(ckpt.config, ckpt.tensors), ckpt.config
 
 # %% ../../nbs/27_gguf.ipynb #2af2fb69
 WRITE_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")  # the types gguf.quants can quantize

@@ -23,8 +23,8 @@ __all__ = ['BLOCK_TENSORS', 'MLP_TENSORS', 'LAYER_TENSORS', 'QKV_BIAS_TENSORS', 
            'qwen3_moe_hf_tensors', 'qwen3_moe_from_hf_tensors', 'qwen3_moe_hf_shapes', 'qwen3_moe_unfused',
            'qwen3_moe_hf_config', 'qwen3_moe_config_from_hf', 'gemma_fields', 'gemma3_refusal', 'gemma3_hf_tensors',
            'gemma3_from_hf_tensors', 'gemma3_hf_shapes', 'gemma3_hf_config', 'gemma3_config_from_hf', 'HFArchitecture',
-           'register_architecture', 'architecture_for', 'hf_weight_files', 'read_hf_config', 'HFTensors',
-           'read_hf_tensors', 'model_from_hf', 'import_hf']
+           'register_architecture', 'architecture_for', 'config_from_hf', 'hf_weight_files', 'read_hf_config',
+           'HFTensors', 'read_hf_tensors', 'model_from_hf', 'import_hf']
 
 # %% ../../nbs/25_hf_models.ipynb #62af4393
 def _st_dtypes() -> dict[str, np.dtype]:
@@ -346,13 +346,9 @@ def _sliding_window(d: dict, arch: str) -> int:
 
 
 def dense_config_from_hf(d: dict):
-    "A marin `LlamaConfig` from a Llama-family `config.json` (exact when the file was written by marin)."
+    "A marin `LlamaConfig` from a Llama-family `config.json`."
     from marin.models.transformer import LlamaConfig
 
-    if "marin_config" in d:
-        from marin.models.io import model_config_from_dict
-
-        return model_config_from_dict(d["marin_config"])
     arch = (d.get("architectures") or ["LlamaForCausalLM"])[0]
     rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
     rtype = rope.get("rope_type", rope.get("type", "default"))
@@ -698,11 +694,7 @@ def mixtral_hf_config(
 
 # %% ../../nbs/25_hf_models.ipynb #9a7fc2ff
 def mixtral_config_from_hf(d: dict):
-    "A marin `LlamaConfig` with `moe` from a Mixtral `config.json` (exact when the file was written by marin)."
-    if "marin_config" in d:
-        from marin.models.io import model_config_from_dict
-
-        return model_config_from_dict(d["marin_config"])
+    "A marin `LlamaConfig` with `moe` from a Mixtral `config.json`."
     from marin.models.moe import MoEConfig
 
     for k in ("num_local_experts", "num_experts_per_tok"):
@@ -827,11 +819,7 @@ def qwen3_moe_hf_config(cfg, architecture: str = "Qwen3MoeForCausalLM", **ids_an
 
 # %% ../../nbs/25_hf_models.ipynb #4a0d42eb
 def qwen3_moe_config_from_hf(d: dict):
-    "A marin `LlamaConfig` with `moe` from a Qwen3-MoE `config.json` (exact when the file was written by marin)."
-    if "marin_config" in d:
-        from marin.models.io import model_config_from_dict
-
-        return model_config_from_dict(d["marin_config"])
+    "A marin `LlamaConfig` with `moe` from a Qwen3-MoE `config.json`."
     from marin.models.moe import MoEConfig
 
     n_experts = d.get("num_experts") or d.get("num_local_experts")
@@ -989,11 +977,7 @@ def _gemma3_rope(d: dict) -> tuple[dict, dict]:
 
 # %% ../../nbs/25_hf_models.ipynb #1308aa5e
 def gemma3_config_from_hf(d: dict):
-    "A marin `LlamaConfig` from a Gemma 3 text `config.json` (exact when the file was written by marin)."
-    if "marin_config" in d:
-        from marin.models.io import model_config_from_dict
-
-        return model_config_from_dict(d["marin_config"])
+    "A marin `LlamaConfig` from a Gemma 3 text `config.json`."
     import warnings
 
     g = lambda k: d[k] if d.get(k) is not None else GEMMA3_DEFAULTS[k]
@@ -1144,6 +1128,16 @@ def _architecture(d: dict) -> HFArchitecture:
         raise NotImplementedError(f"{name}: {arch.unsupported}")
     return arch
 
+
+def config_from_hf(d: dict):
+    """The marin config of a `config.json`: exactly the one it records when marin wrote it (`marin_config`), else
+    what its architecture's reader makes of the published fields."""
+    if "marin_config" in d:
+        from marin.models.io import model_config_from_dict
+
+        return model_config_from_dict(d["marin_config"])
+    return _architecture(d).from_config(d)
+
 # %% ../../nbs/25_hf_models.ipynb #005cc3a7
 def hf_weight_files(path: str) -> list[str]:
     "The safetensors files of an HF checkpoint folder: the shards its index names, or `model.safetensors`."
@@ -1228,9 +1222,8 @@ def read_hf_tensors(path: str, dtype: str = "float32") -> HFTensors:
 def model_from_hf(d: dict, tensors: Mapping[str, np.ndarray] | Callable[[], Mapping[str, np.ndarray]]):
     """A marin model from a `config.json` dict and HF-named tensors (a folder's, or a GGUF file's renamed); `tensors`
     may be a function that opens them, called only once the config has been accepted."""
-    arch = _architecture(d)
-    cfg = arch.from_config(d)  # config problems are refused before any weight file is opened
-    return arch.from_tensors(tensors() if callable(tensors) else tensors, cfg)
+    cfg = config_from_hf(d)  # config problems are refused before any weight file is opened
+    return _architecture(d).from_tensors(tensors() if callable(tensors) else tensors, cfg)
 
 
 def import_hf(path: str, dtype: str = "float32"):

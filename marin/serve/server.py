@@ -769,14 +769,14 @@ def _serving_weight_bytes(need: dict[str, list[int]], quantize: str, group_size:
 # %% ../../nbs/64_server.ipynb #1664867b
 def inspect_model(path: str, *, quantize: str = "none", group_size: int = 128, max_batch: int = 8) -> dict:
     "Validate an HF-layout model folder without loading weights; report parameters and memory needs."
-    from marin.models.hf import _architecture, read_hf_config
+    from marin.models.hf import _architecture, config_from_hf, read_hf_config
     from marin.serve.quantize import QUANT_MODES
 
     if quantize not in QUANT_MODES:
         raise ValueError(f"--quantize {quantize}: use one of {QUANT_MODES}")
     d = read_hf_config(path)
     arch = _architecture(d)
-    cfg = arch.from_config(d)
+    cfg = config_from_hf(d)
     files, headers = _weight_headers(path)
     need = _check_shapes(path, arch, cfg, headers)
     stored = sum(

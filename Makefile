@@ -46,7 +46,9 @@ nbtest: venv-test
 
 # tests marked `slow` (a real pretrained model end to end: minutes and GBs each) run with `make test-slow`
 pytest: venv-test
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 -m "not slow" --basetemp="$$(mktemp -d /tmp/marin-pytest.XXXXXX)" tests/
+	t="$$(mktemp -d /tmp/marin-pytest.XXXXXX)"; rc=0; \
+	  $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 -m "not slow" --basetemp="$$t" tests/ || rc=$$?; \
+	  rm -rf "$$t"; exit $$rc
 
 test-slow: venv-test
 	$(BIN)/pytest -q -s -m slow --durations=5 tests/

@@ -612,6 +612,17 @@ def directional_grad_check(
         return float(ad), float(fd)
 
 # %% ../../nbs/20_transformer.ipynb #ea030e38
+@eqx.filter_jit
+def _next_token(model, window, n, key, temperature, top_k: int):
+    "The token after `window[:n]`: one compile per model structure and window length (temperature is traced)."
+    logits = model(window[None])[0, n - 1]  # [V]
+    if top_k:
+        logits = jnp.where(logits < jax.lax.top_k(logits, top_k)[0][-1], -jnp.inf, logits)
+    return jnp.where(
+        temperature > 0, jax.random.categorical(key, logits / jnp.maximum(temperature, 1e-6)), jnp.argmax(logits)
+    )
+
+
 def generate(
     model: Transformer,
     prompt: list[int],
@@ -623,21 +634,11 @@ def generate(
 ) -> list[int]:
     "Tokens sampled after `prompt` (temperature 0 is greedy)."
     S = model.cfg.seq_len
-
-    @eqx.filter_jit
-    def next_token(model, window, n, key):
-        logits = model(window[None])[0, n - 1]  # [V]
-        if top_k:
-            logits = jnp.where(logits < jax.lax.top_k(logits, top_k)[0][-1], -jnp.inf, logits)
-        return jnp.where(
-            temperature > 0, jax.random.categorical(key, logits / jnp.maximum(temperature, 1e-6)), jnp.argmax(logits)
-        )
-
     out = list(prompt) or [0]
+    temp = jnp.float32(temperature)
     for i in range(max_new_tokens):
         ctx = out[-S:]
         window = jnp.zeros((S,), jnp.int32).at[: len(ctx)].set(jnp.array(ctx, jnp.int32))
-        out.append(
-            int(next_token(model, window, jnp.int32(len(ctx)), jax.random.fold_in(key, i)))
-        )  # traced n: one compile
+        # traced n and temperature: one compile for every prompt, sampling setting and model of this structure
+        out.append(int(_next_token(model, window, jnp.int32(len(ctx)), jax.random.fold_in(key, i), temp, int(top_k))))
     return out[len(prompt) :] if prompt else out[1:]

@@ -47,7 +47,7 @@ nbtest: venv-test
 # tests marked `slow` (a real pretrained model end to end: minutes and GBs each) run with `make test-slow`
 pytest: venv-test
 	t="$$(mktemp -d /tmp/marin-pytest.XXXXXX)"; rc=0; \
-	  $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 -m "not slow" --basetemp="$$t" tests/ || rc=$$?; \
+	  $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=40 -m "not slow" --basetemp="$$t" tests/ || rc=$$?; \
 	  rm -rf "$$t"; exit $$rc
 
 test-slow: venv-test

@@ -28,6 +28,32 @@ if COMPILE_FAST_XLA_FLAGS not in os.environ.get("XLA_FLAGS", ""):
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
+# `make test` runs the files on 2 pytest-xdist workers, one whole file per worker at a time (module fixtures such as a
+# Ray cluster start once). xdist hands files out in order; by default it sorts them by their number of tests, which
+# sent the single-test files (the Ray CLI test, the quickstart: minutes each) last, so one worker finished them while
+# the other sat idle. Longest first instead (LPT): the files' rough seconds on 2 cores, from `make test`'s
+# `--durations` (approximate; a file not listed counts as short and keeps its alphabetical place).
+FILE_SECONDS = {
+    "test_cluster_ray.py": 400,
+    "test_serve_hf.py": 250,
+    "test_cluster_cli.py": 130,
+    "test_core_experiments.py": 120,
+    "test_train_sharding.py": 110,
+    "test_serve_moe.py": 90,
+    "test_quickstart.py": 80,
+    "test_moe_parallel.py": 70,
+    "test_serve_engine.py": 70,
+    "test_train_resume.py": 60,
+    "test_moe_layer.py": 60,
+    "test_serve_hostile.py": 55,
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    "Longest files first (with `--no-loadscope-reorder`, xdist keeps this order when it hands out whole files)."
+    order = {id(it): i for i, it in enumerate(items)}
+    items.sort(key=lambda it: (-FILE_SECONDS.get(Path(str(it.fspath)).name, 0), order[id(it)]))
+
 
 @pytest.fixture
 def lab(tmp_path, monkeypatch):

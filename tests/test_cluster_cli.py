@@ -93,7 +93,7 @@ def test_cluster_up_status_and_stop(tmp_path):
             "MARIN_TRACKER": "disabled",
         }
         r = subprocess.run(
-            [MARIN, "run", str(nb), "--cluster", "ray", "-p", "n", "4"],
+            [MARIN, "run", str(nb), "--cluster", "ray", "-p", "n", "2"],  # a parameter overridden (the notebook says 3)
             env=run_env,
             capture_output=True,
             text=True,
@@ -107,12 +107,12 @@ def test_cluster_up_status_and_stop(tmp_path):
         steps = led.sql(
             "SELECT step, status, hardware->>'ray_node_id' AS node, parent_run_id FROM runs WHERE kind = 'step' ORDER BY step"
         )
-        assert list(steps.step) == [f"sq/{i}" for i in range(4)] and set(steps.status) == {"SUCCESS"}, steps
+        assert list(steps.step) == [f"sq/{i}" for i in range(2)] and set(steps.status) == {"SUCCESS"}, steps
         assert (
             steps.node.str.len().min() == 56 and steps.parent_run_id.notna().all()
         )  # ran on a Ray node, linked to the experiment run
         exp = led.sql("SELECT status, metrics FROM runs WHERE kind = 'experiment'")
-        assert list(exp.status) == ["SUCCESS"] and json.loads(exp.metrics[0])["eval/sum"] == 0 + 1 + 4 + 9
+        assert list(exp.status) == ["SUCCESS"] and json.loads(exp.metrics[0])["eval/sum"] == 0 + 1
         assert exports["RAY_ADDRESS"] not in led.sql("SELECT * FROM records").to_json(
             date_format="iso"
         )  # the address is in no record

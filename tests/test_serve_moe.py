@@ -249,27 +249,24 @@ def test_engine_serves_a_mixtral_checkpoint_with_the_same_greedy_tokens_as_forwa
 
 
 def test_engine_serves_moe_in_only_some_layers_like_forward():
-    "A marin MoE with dense and MoE layers (not a Mixtral; served from a training output) through the cache, int8 too."
-    from marin.serve.quantize import dequantize_tree, quantize_model
-
+    """A marin MoE with dense and MoE layers (not a Mixtral; served from a training output) through the cache. Its int8
+    weights through the same engine: the Qwen3-MoE variant of tests/test_serve_hf.py (a dense and an MoE layer too)."""
     cfg = LlamaConfig(
         **{**BASE, "seq_len": 32, "n_layers": 3, "moe": MoEConfig(n_experts=4, top_k=2, balance="switch", every=2)}
     )
     model = _random_model(cfg, 5)
     assert model.blocks.mlp.w_gate.shape[0] == 2 and model.blocks.moe.router.shape[0] == 1
     plain = jax.jit(forward)
-    q = quantize_model(model, "int8")
-    for served, ref_model in ((model, model), (q, dequantize_tree(q))):
-        with Engine(served, max_batch=2) as eng:
-            outs = eng.generate([[1, 2, 3, 4], [50] * 9], SamplingParams(max_tokens=6, temperature=0.0))
-        for p, c in zip([[1, 2, 3, 4], [50] * 9], outs):
-            seq = p + c.tokens
-            window = np.zeros((1, cfg.seq_len), np.int32)
-            window[0, : len(seq)] = seq
-            logp = np.asarray(jax.nn.log_softmax(plain(ref_model, jnp.asarray(window))[0], -1))
-            steps = range(len(p) - 1, len(seq) - 1)
-            assert [int(logp[i].argmax()) for i in steps] == c.tokens
-            np.testing.assert_allclose(c.logprobs, [float(logp[i, seq[i + 1]]) for i in steps], atol=1e-4)
+    with Engine(model, max_batch=2) as eng:
+        outs = eng.generate([[1, 2, 3, 4], [50] * 9], SamplingParams(max_tokens=6, temperature=0.0))
+    for p, c in zip([[1, 2, 3, 4], [50] * 9], outs):
+        seq = p + c.tokens
+        window = np.zeros((1, cfg.seq_len), np.int32)
+        window[0, : len(seq)] = seq
+        logp = np.asarray(jax.nn.log_softmax(plain(model, jnp.asarray(window))[0], -1))
+        steps = range(len(p) - 1, len(seq) - 1)
+        assert [int(logp[i].argmax()) for i in steps] == c.tokens
+        np.testing.assert_allclose(c.logprobs, [float(logp[i, seq[i + 1]]) for i in steps], atol=1e-4)
 
 
 def test_transformers5_fused_qwen3_moe_imports_like_the_per_expert_save(tmp_path):

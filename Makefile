@@ -42,7 +42,7 @@ export-check: venv-test
 # with the suite's compile-time XLA flags (tests/conftest.py: COMPILE_FAST_XLA_FLAGS, and why)
 nbtest: venv-test
 	XLA_FLAGS="$$(cd tests && ../$(BIN)/python -c 'from conftest import COMPILE_FAST_XLA_FLAGS as f; print(f)') $${XLA_FLAGS:-}" \
-	  $(BIN)/nbdev-test --n-workers 2
+	  $(BIN)/nbdev-test --n-workers 2 --timing
 
 # tests marked `slow` (a real pretrained model end to end: minutes and GBs each) run with `make test-slow`
 pytest: venv-test

@@ -15,7 +15,7 @@ from .settings import settings
 
 # %% auto #0
 __all__ = ['LEDGER_SCHEMA', 'TRACKED_PACKAGES', 'utcnow', 'new_run_id', 'RunRecord', 'git_state', 'package_versions', 'hardware',
-           'provenance', 'run_annotations', 'annotate', 'Ledger', 'LedgerWarning']
+           'provenance', 'run_annotations', 'annotate', 'Ledger', 'LedgerWarning', 'record_from_row']
 
 # %% ../../nbs/03_ledger.ipynb #9038f994
 def utcnow() -> dt.datetime:
@@ -426,6 +426,36 @@ def show(self: Ledger, run_id: str) -> dict:
         if isinstance(rec.get(k), str):
             rec[k] = json.loads(rec[k])
     return rec
+
+# %% ../../nbs/03_ledger.ipynb #1aa57e6e
+def record_from_row(row: dict) -> RunRecord:
+    "The `RunRecord` of a ledger row (a dict from `Ledger.sql(...).to_dict('records')`); unknown columns are ignored."
+    import math, pandas as pd
+
+    fields = {f.name for f in dataclasses.fields(RunRecord)}
+    d = {}
+    for k, v in row.items():
+        if k not in fields:
+            continue
+        if isinstance(v, pd.Timestamp):
+            v = v.to_pydatetime()
+        elif v is pd.NaT or (isinstance(v, float) and math.isnan(v)):
+            v = None
+        elif hasattr(v, "item"):  # numpy scalars
+            v = v.item()
+        if k in _JSON_FIELDS and isinstance(v, str):
+            v = json.loads(v)
+        d[k] = v
+    if d.get("git_dirty") is not None:
+        d["git_dirty"] = bool(d["git_dirty"])
+    return RunRecord(**d)
+
+
+@patch
+def running_record(self: Ledger, run_id: str) -> RunRecord | None:
+    "The `RUNNING` record of `run_id`, or None when it has none."
+    rows = self._query("SELECT * FROM records WHERE run_id = ? AND status = 'RUNNING' ORDER BY written_at", [run_id])
+    return record_from_row(rows.iloc[0].to_dict()) if len(rows) else None
 
 # %% ../../nbs/03_ledger.ipynb #1dd25b01
 @patch

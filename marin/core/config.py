@@ -266,6 +266,11 @@ def decode(t: Any, v: Any, path: str = "config", *, ignore_unknown: bool = False
             return float(v)
         if isinstance(v, str) and v in _CANON_SPECIAL_FLOATS:
             return _CANON_SPECIAL_FLOATS[v]
+        if isinstance(v, str):  # YAML 1.1 reads `3e-4` (no dot) as a string
+            try:
+                return float(v)
+            except ValueError:
+                pass
         raise ConfigError(f"{path}: expected a number (float), got {type(v).__name__} {v!r}")
     if t in (int, str, bool) and not (isinstance(v, t) and (t is bool or not isinstance(v, bool))):
         raise ConfigError(f"{path}: expected {t.__name__}, got {type(v).__name__} {v!r}")

@@ -65,8 +65,8 @@ def experiment_parameters(notebook: str | Path) -> dict[str, ExperimentParam]:
         tree = ast.parse(source)
     except SyntaxError as e:
         raise ExperimentError(
-            f"{notebook}: the parameters cell is not valid Python (line {e.lineno}: {e.msg}: {(e.text or '').strip()!r});"
-            " fix the cell"
+            f"{notebook}: the parameters cell is not valid Python "
+            f"(line {e.lineno}: {e.msg}: {(e.text or '').strip()!r}); fix the cell"
         ) from None
     out = {}
     for node in tree.body:

@@ -362,7 +362,8 @@ def import_documents(cfg: SourceConfig, output_path: str) -> dict:
     summary = write_documents(iter_documents(cfg, progress=True), output_path, summary={"source": cfg.name})
     if summary["documents"] == 0:
         raise EmptySourceError(
-            f"source {cfg.name!r} yielded no documents from {list(cfg.paths)}; check SourceConfig.paths, SourceConfig.format and SourceConfig.text_field"
+            f"source {cfg.name!r} yielded no documents from {list(cfg.paths)}; "
+            "check SourceConfig.paths, SourceConfig.format and SourceConfig.text_field"
         )
     return {"data/documents": summary["documents"], "data/bytes": summary["bytes"]}
 

@@ -8,7 +8,7 @@ import dataclasses, math, os, runpy, sys, typing
 from typing import Any
 import typer
 from ..core import storage
-from ..core.config import ConfigError, decode, load_yaml
+from ..core.config import ConfigError, decode, fields_as_flags, load_yaml
 from ..core.devices import device_memory_bytes
 from ..models.transformer import LlamaConfig
 from .optim import OptimizerConfig
@@ -347,10 +347,10 @@ def _cli_config(config: str, steps: int, devices: int) -> TrainConfig:
     "The config `--config` names with `--steps` and `--devices` applied; exits with code 2 when it cannot be built."
     try:
         cfg = load_train_config(config)
-        if steps:
-            cfg = cfg.replace(num_train_steps=steps)
-        if devices:
-            cfg = cfg.replace(mesh=cfg.mesh.replace(devices=devices))
+        with fields_as_flags(TrainConfig, {"num_train_steps": "--steps"}):
+            cfg = cfg.replace(num_train_steps=steps) if steps else cfg
+        with fields_as_flags(MeshConfig, {"devices": "--devices"}):
+            cfg = cfg.replace(mesh=cfg.mesh.replace(devices=devices)) if devices else cfg
     except (ValueError, FileNotFoundError, TypeError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/90_cli.ipynb #b97a44ef
 from __future__ import annotations
-import importlib, os, shutil, subprocess, sys
+import importlib, os, shutil, subprocess, sys, warnings
 from pathlib import Path
 from typing import Annotated, Optional
 import typer
@@ -13,8 +13,8 @@ from .core.experiments import ExperimentError
 
 # %% auto #0
 __all__ = ['app', 'runs_app', 'report_app', 'USER_ERRORS', 'LAYER_COMMANDS', 'UserError', 'settings_cmd', 'parse_param_args',
-           'run_cmd', 'runs_list', 'runs_show', 'runs_sql', 'runs_compact', 'report_build', 'lab_cmd',
-           'load_layer_command', 'LazyLayerGroup', 'main']
+           'run_cmd', 'runs_list', 'runs_show', 'runs_sql', 'runs_doctor', 'runs_compact', 'report_build', 'lab_cmd',
+           'load_layer_command', 'LazyLayerGroup', 'exit_code_for', 'main']
 
 # %% ../nbs/90_cli.ipynb #e3263995
 app = typer.Typer(
@@ -199,22 +199,52 @@ def runs_sql(
         str, typer.Argument(help="DuckDB SQL over the views `runs` (latest record per run) and `records` (all)")
     ],
 ):
-    "Answer a SQL query over the ledger."
+    "Answer a read-only SQL query over the ledger."
     import duckdb
     from marin.core.ledger import Ledger
 
     try:
         df = Ledger().sql(query)
+    except duckdb.PermissionException as e:
+        raise UserError(
+            f"SQL error: {str(e).splitlines()[0]}; `marin runs sql` is read-only: it queries the views runs and "
+            "records, and reads or writes no file"
+        ) from None
     except duckdb.Error as e:
         raise UserError(f"SQL error: {str(e).splitlines()[0]}") from None
     _print_df(df)
 
+# %% ../nbs/90_cli.ipynb #90dc3666
+def _doctor(repair: bool) -> None:
+    from marin.core.ledger import Ledger
+
+    led = Ledger()
+    found = led.doctor(repair=repair)
+    for f, why, dest in found:
+        typer.echo(f"{f}: {why}" + (f"\n  moved to {dest}" if dest else ""))
+    if not found:
+        typer.echo(f"ledger {led.root}: every record file is readable")
+    elif not repair:
+        typer.echo(f"{len(found)} unreadable file(s); `marin runs doctor` moves them to {led.quarantine_dir}")
+
+
+@runs_app.command("doctor")
+def runs_doctor(dry_run: Annotated[bool, typer.Option(help="only name the unreadable files")] = False):
+    "Move record files that cannot be read as ledger records to the ledger's quarantine folder."
+    _doctor(repair=not dry_run)
+
 
 @runs_app.command("compact")
-def runs_compact():
+def runs_compact(
+    repair: Annotated[
+        bool, typer.Option(help="first move unreadable record files to quarantine (`runs doctor`)")
+    ] = False,
+):
     "Fold the ledger's record files into one (faster queries)."
     from marin.core.ledger import Ledger
 
+    if repair:
+        _doctor(repair=True)
     typer.echo(f"folded {Ledger().compact(full=True)} files")
 
 # %% ../nbs/90_cli.ipynb #6a918fe0
@@ -335,24 +365,47 @@ class LazyLayerGroup(typer.core.TyperGroup):
 app.info.cls = LazyLayerGroup
 
 # %% ../nbs/90_cli.ipynb #5b400aca
+def exit_code_for(e: BaseException) -> int | None:
+    "Show `e` as the user should see it and return the exit code; None when `e` is a bug (keep its traceback)."
+    click = sys.modules.get("click")  # only code that imported click can raise click's own exceptions
+    if isinstance(e, typer.Exit) or (click and isinstance(e, click.exceptions.Exit)):
+        return e.exit_code
+    if isinstance(e, typer.Abort) or (click and isinstance(e, click.exceptions.Abort)):
+        typer.echo("aborted", err=True)
+        return 130
+    if isinstance(e, typer.TyperException) or (click and isinstance(e, click.ClickException)):
+        e.show() if hasattr(e, "show") else typer.echo(f"Error: {e.format_message()}", err=True)
+        return e.exit_code
+    from marin.core.executor import StepFailed
+
+    if isinstance(e, StepFailed):
+        typer.echo(f"error: {e}", err=True)
+        return 1
+    if isinstance(e, USER_ERRORS):
+        typer.echo(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", err=True)
+        return 2
+    return None
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    "The lab's warnings as one line; everyone else's as Python shows them."
+    if category.__module__.startswith("marin."):
+        typer.echo(f"warning: {message}", err=True)
+    else:
+        _python_showwarning(message, category, filename, lineno, file, line)
+
+
+_python_showwarning = warnings.showwarning
+
+
 def main() -> None:
-    "Entry point: run the CLI, turning user errors into one line and exit code 2."
+    "Entry point: run the CLI; what a user sees when it stops is `exit_code_for`'s."
+    warnings.showwarning = _show_warning
     try:
         rc = app(standalone_mode=False)  # click returns the code of a typer.Exit here instead of raising
-        sys.exit(rc if isinstance(rc, int) else 0)
-    except USER_ERRORS as e:
-        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-        typer.echo(f"error: {msg}", err=True)
-        sys.exit(2)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except typer.Abort:
-        typer.echo("aborted", err=True)
-        sys.exit(130)
     except Exception as e:
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        raise
+        code = exit_code_for(e)
+        if code is None:
+            raise
+        sys.exit(code)
+    sys.exit(rc if isinstance(rc, int) else 0)

@@ -19,6 +19,7 @@ def run(*args, env=None, cwd=REPO):
         ["runs", "list"],
         ["runs", "show"],
         ["runs", "sql"],
+        ["runs", "doctor"],
         ["report"],
         ["report", "build"],
         ["lab"],

@@ -84,8 +84,11 @@ def test_kill_9_during_step_leaves_it_not_done_and_rerun_completes(lab):
     r = ex.run([a, b])
     assert time.time() - t0 < 30 and read_status(ex.output_path(src))["status"] == SUCCESS
     assert storage.read_json(storage.join(r[b], "scaled.json")) == [0, 3, 6, 9, 12]
-    led = Ledger(str(store / "ledger")).sql("SELECT step, status FROM runs WHERE step = 'source' ORDER BY started_at")
-    assert list(led.status) == [RUNNING, SUCCESS], "the killed attempt stays visible in the ledger"
+    led = Ledger(str(store / "ledger")).sql(
+        "SELECT step, status, error FROM runs WHERE step = 'source' ORDER BY started_at"
+    )
+    assert list(led.status) == [FAILED, SUCCESS], "the killed attempt stays visible in the ledger, closed as FAILED"
+    assert led.error[0].startswith("lease taken over"), led.error[0]
 
 
 def test_expired_lease_from_another_host_is_taken_over(lab):

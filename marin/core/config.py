@@ -4,13 +4,13 @@
 
 # %% ../../nbs/00_config.ipynb #97509575
 from __future__ import annotations
-import dataclasses, enum, hashlib, json, math, pathlib, types, typing
+import contextlib, dataclasses, enum, hashlib, json, math, pathlib, re, types, typing
 from typing import Any
 
 # %% auto #0
 __all__ = ['VERSIONED', 'ADDED', 'HASH_LEN', 'versioned', 'is_versioned', 'added', 'UnhashableConfigError', 'canonical',
            'canonical_json', 'config_hash', 'version_hash', 'ConfigError', 'check', 'Config', 'from_canonical',
-           'decode']
+           'decode', 'load_yaml', 'fields_as_flags']
 
 # %% ../../nbs/00_config.ipynb #1c1ad2b4
 VERSIONED = "marin_versioned"
@@ -221,6 +221,9 @@ def _decode_dataclass(cls, d: Any, path: str, ignore_unknown: bool):
     return cls(**kw)
 
 # %% ../../nbs/00_config.ipynb #3a71ecba
+_CANON_SPECIAL_FLOATS = {"__nan__": math.nan, "__inf__": math.inf, "__-inf__": -math.inf}  # `_canon_float`'s names
+
+
 def decode(t: Any, v: Any, path: str = "config", *, ignore_unknown: bool = False) -> Any:
     "`v` (a JSON value) as the annotated type `t`: dataclasses, `X | None`, tuples, lists, dicts, enums, floats."
     rec = lambda tt, vv, p: decode(tt, vv, p, ignore_unknown=ignore_unknown)
@@ -254,9 +257,62 @@ def decode(t: Any, v: Any, path: str = "config", *, ignore_unknown: bool = False
             raise ConfigError(f"{path}: expected a mapping, got {type(v).__name__} {v!r}")
         return {k: rec(args[1] if args else Any, x, f"{path}[{k!r}]") for k, x in v.items()}
     if isinstance(t, type) and issubclass(t, enum.Enum):
-        return t(v)
-    if t is float and isinstance(v, (int, float)) and not isinstance(v, bool):
-        return float(v)
+        try:
+            return t(v)
+        except ValueError:
+            raise ConfigError(f"{path}: {v!r} is not one of {[m.value for m in t]}") from None
+    if t is float:
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+        if isinstance(v, str) and v in _CANON_SPECIAL_FLOATS:
+            return _CANON_SPECIAL_FLOATS[v]
+        if isinstance(v, str):  # YAML 1.1 reads `3e-4` (no dot) as a string
+            try:
+                return float(v)
+            except ValueError:
+                pass
+        raise ConfigError(f"{path}: expected a number (float), got {type(v).__name__} {v!r}")
     if t in (int, str, bool) and not (isinstance(v, t) and (t is bool or not isinstance(v, bool))):
         raise ConfigError(f"{path}: expected {t.__name__}, got {type(v).__name__} {v!r}")
     return from_canonical(v)  # a type this decoder does not know (a Protocol, a callable): canonical JSON back
+
+# %% ../../nbs/00_config.ipynb #9dfd8623
+def load_yaml(path: str) -> dict:
+    """The mapping of fields in the YAML file `path` (`{}` when it is empty); a `ConfigError` naming the file, and the
+    line where the YAML is broken, when it is not YAML or does not hold a mapping."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            d = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file (a YAML config is text)") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        where = f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark else path
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{where}: not valid YAML ({problem})") from None
+    if d is None:
+        return {}
+    if not isinstance(d, dict):
+        raise ConfigError(f"{path}: expected a mapping of `field: value` lines, got a YAML {type(d).__name__}")
+    return d
+
+# %% ../../nbs/00_config.ipynb #630416ba
+@contextlib.contextmanager
+def fields_as_flags(config: type, flags: dict[str, str]):
+    "Inside, errors that name a field of the class `config` in `flags` (field -> flag) name the flag instead."
+    try:
+        yield
+    except Exception as e:
+        msg = e.args[0] if e.args and isinstance(e.args[0], str) else None
+        if msg is None or not flags:
+            raise
+        names = "|".join(map(re.escape, flags))
+        new = re.sub(rf"\b{re.escape(config.__name__)}\.({names})\b", lambda m: flags[m.group(1)], msg)
+        if isinstance(e, ConfigError):
+            new = re.sub(rf"^({names}): ", lambda m: f"{flags[m.group(1)]}: ", new)
+        e.args = (new, *e.args[1:])
+        raise

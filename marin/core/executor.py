@@ -257,7 +257,12 @@ def release(self: Lease) -> None:
 
 # %% ../../nbs/04_executor.ipynb #e34ebe74
 class StepFailed(RuntimeError):
-    "One or more steps failed; their dependents were not run."
+    """One or more steps failed; their dependents were not run. The message says, for each, what went wrong and where
+    its traceback is; `failures` holds `(step name, error, status file, run id)` for each."""
+
+    def __init__(self, message: str, failures: tuple = ()):
+        super().__init__(message)
+        self.failures = tuple(failures)
 
 
 class DryRunComplete(Exception):
@@ -290,6 +295,22 @@ class ExecutorResult:
     @property
     def cached(self) -> list[str]:
         return [k for k, v in self.statuses.items() if v == "cached"]
+
+# %% ../../nbs/04_executor.ipynb #ed411aab
+def _step_failed(failed: list[tuple[str, str]]) -> StepFailed:
+    "The `StepFailed` for the `(step name, output path)` of each failed step, read from their status files."
+    failures, lines = [], []
+    for name, out in failed:
+        st = read_status(out) or {}
+        err, run_id, path = (
+            st.get("error") or "(no error recorded)",
+            st.get("run_id", ""),
+            storage.join(out, STATUS_FILE),
+        )
+        failures.append((name, err, path, run_id))
+        lines.append(f"step {name} failed: {err}")
+        lines.append(f"  traceback: {path}" + (f" (or `marin runs show {run_id}`)" if run_id else ""))
+    return StepFailed("\n".join(lines), failures)
 
 # %% ../../nbs/04_executor.ipynb #861b12b7
 @runtime_checkable
@@ -590,6 +611,8 @@ def run_step(self: Executor, step: Step, out: str, *, force: bool, outputs: dict
                 if st and st["status"] == SUCCESS and not force:
                     self._log(f"  {step.name}: finished by {st.get('run_id')} while we waited")
                     return "cached"
+                if st and st["status"] == RUNNING:  # we hold the lease, so whoever wrote this is gone
+                    self._record_abandoned(step, out, st)
                 if force and st:
                     self._set_aside(out, st)
                 return self._execute(step, out, outputs)
@@ -608,6 +631,29 @@ def run_step(self: Executor, step: Step, out: str, *, force: bool, outputs: dict
         if force and st and st["status"] == SUCCESS:
             force = False  # the other process's fresh run satisfies --force
         time.sleep(self.poll_seconds)
+
+# %% ../../nbs/04_executor.ipynb #5d1d1f0f
+@patch
+def _record_abandoned(self: Executor, step: Step, out: str, st: dict) -> None:
+    "Append a FAILED record for the attempt whose RUNNING status `st` was left in `out` (call holding the lease)."
+    import datetime as dt
+
+    run_id, where = (
+        st.get("run_id") or new_run_id(step.name.replace("/", "-")),
+        f"{st.get('host', '?')}:{st.get('pid', '?')}",
+    )
+    err = (
+        f"lease taken over: attempt {run_id} on {where} stopped while RUNNING (killed, or its machine lost); "
+        "another process ran the step again"
+    )
+    rec = self.ledger.running_record(run_id)
+    if rec is None:  # it died before its first ledger record
+        started = dt.datetime.fromisoformat(st["updated_at"]) if st.get("updated_at") else utcnow()
+        rec = RunRecord(status=RUNNING, **self._base_record(step, out, run_id, started, {}))
+    self.ledger.append(
+        dataclasses.replace(rec, status=FAILED, ended_at=utcnow(), error=err, record_id=uuid.uuid4().hex)
+    )
+    self._log(f"  {step.name}: {err}")
 
 # %% ../../nbs/04_executor.ipynb #4a679d6d
 @patch
@@ -666,10 +712,7 @@ def run(
     )
     result = ExecutorResult(outputs, statuses, self._last_plan)
     if failures:
-        raise StepFailed(
-            f"step(s) failed: {', '.join(failures)}; their tracebacks are in the ledger "
-            f"(`marin runs sql \"select step, error from runs where status='FAILED'\"`) and in each output's {STATUS_FILE}"
-        )
+        raise _step_failed([(p.step.name, p.output_path) for p in plan if p.step.name in failures])
     return result
 
 # %% ../../nbs/04_executor.ipynb #2ebe8b03

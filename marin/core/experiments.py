@@ -61,8 +61,15 @@ def _parameters_source(nb_path: Path) -> str:
 def experiment_parameters(notebook: str | Path) -> dict[str, ExperimentParam]:
     "The parameters an experiment notebook declares in its `parameters` cell, with defaults and types."
     source = _parameters_source(Path(notebook))
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        raise ExperimentError(
+            f"{notebook}: the parameters cell is not valid Python "
+            f"(line {e.lineno}: {e.msg}: {(e.text or '').strip()!r}); fix the cell"
+        ) from None
     out = {}
-    for node in ast.parse(source).body:
+    for node in tree.body:
         target = value = None
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             target, value = node.targets[0].id, node.value

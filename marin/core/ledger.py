@@ -5,7 +5,7 @@
 # %% ../../nbs/03_ledger.ipynb #d36263cd
 from __future__ import annotations
 import contextvars, dataclasses, datetime as dt, functools, getpass, io, json, os, platform, socket, subprocess
-import sys, uuid
+import sys, uuid, warnings
 from importlib import metadata
 from typing import Any
 import pyarrow as pa, pyarrow.parquet as pq
@@ -15,7 +15,7 @@ from .settings import settings
 
 # %% auto #0
 __all__ = ['LEDGER_SCHEMA', 'TRACKED_PACKAGES', 'utcnow', 'new_run_id', 'RunRecord', 'git_state', 'package_versions', 'hardware',
-           'provenance', 'run_annotations', 'annotate', 'Ledger']
+           'provenance', 'run_annotations', 'annotate', 'Ledger', 'LedgerWarning', 'record_from_row']
 
 # %% ../../nbs/03_ledger.ipynb #9038f994
 def utcnow() -> dt.datetime:
@@ -262,18 +262,76 @@ def _duckdb(self: Ledger):
         con.register_filesystem(storage.fs_path(self.records_dir)[0])
     return con
 
+# %% ../../nbs/03_ledger.ipynb #032cfb63
+class LedgerWarning(UserWarning):
+    "A ledger file was skipped; the message names it and the fix."
+
+
+_REQUIRED_COLUMNS = ("record_id", "run_id", "status")  # every record has them, whatever the schema's age
+
+
+@patch(as_prop=True)
+def quarantine_dir(self: Ledger) -> str:
+    "Where `doctor` moves files that are not readable ledger records (beside `records/`)."
+    return storage.join(self.root, "quarantine")
+
+
+@patch
+def _problem(self: Ledger, f: str) -> str | None:
+    "Why `f` is not a readable ledger record file; None when it is one (or is gone: a compaction removed it)."
+    fs, p = storage.fs_path(f)
+    try:
+        with fs.open(p, "rb") as fh:
+            names = pq.read_schema(fh).names
+    except FileNotFoundError:
+        return None
+    except Exception as e:  # truncated, empty, not Parquet at all
+        return f"not a readable Parquet file ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+    missing = [c for c in _REQUIRED_COLUMNS if c not in names]
+    return f"not a ledger record file (no {', '.join(missing)} column)" if missing else None
+
+
+@patch
+def _unreadable(self: Ledger, files: list[str]) -> dict[str, str]:
+    "The files among `files` that are not readable ledger records, by why; a `LedgerWarning` names each one."
+    bad = {f: why for f in files if (why := self._problem(f))}
+    for f, why in bad.items():
+        warnings.warn(
+            f"ledger: skipped {f}: {why}; every other record is still read. "
+            f"`marin runs doctor` moves it to {self.quarantine_dir}",
+            LedgerWarning,
+            stacklevel=3,
+        )
+    return bad
+
 # %% ../../nbs/03_ledger.ipynb #e80838ab
 @patch
-def _read_all(self: Ledger, con, files: list[str]):
-    "A DuckDB relation over `files`; records written under an older schema are aligned by column name."
+def _load(self: Ledger, con, files: list[str], table: str) -> list[str]:
+    "Read the records of `files` into the table `table` of `con`, skipping unreadable files; returns the files read."
     import duckdb
 
-    try:
-        rel = con.sql(f"SELECT * FROM read_parquet({self._sql_list(files)})")
-        rel.limit(1).fetchall()  # schemas are checked on read
-        return rel
-    except duckdb.Error:
-        return con.sql(f"SELECT * FROM read_parquet({self._sql_list(files)}, union_by_name=true)")
+    while True:
+        if not files:
+            con.register("_empty", pa.Table.from_pylist([], schema=LEDGER_SCHEMA))
+            con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM _empty")
+            con.unregister("_empty")
+            return files
+        try:
+            con.execute(
+                f"CREATE OR REPLACE TABLE {table} AS "
+                f"SELECT * FROM read_parquet({self._sql_list(files)}, union_by_name=true)"
+            )
+            if not con.execute(f"SELECT count(*) FROM {table} WHERE record_id IS NULL").fetchall()[0][0]:
+                return files
+            err = None
+        except duckdb.Error as e:
+            err = e
+        bad = self._unreadable(files)
+        if not bad:
+            if err is not None:
+                raise err
+            return files
+        files = [f for f in files if f not in bad]
 
 # %% ../../nbs/03_ledger.ipynb #162acdf1
 @patch
@@ -306,18 +364,18 @@ _RUNS_VIEW = (
 
 @patch
 def connect(self: Ledger):
-    "A DuckDB connection with views `records` (every record, deduplicated) and `runs` (latest record per run)."
+    """A read-only DuckDB connection with views `records` (every record, deduplicated) and `runs` (latest record per
+    run); it cannot read or write files, attach databases or load extensions."""
     files = self._files()
     if sum(self._level(f) is None for f in files) > self.COMPACT_AFTER:
         self.compact()
         files = self._files()
     con = self._duckdb()
-    if not files:
-        con.register("_ledger_raw", pa.Table.from_pylist([], schema=LEDGER_SCHEMA))
-    else:
-        self._read_all(con, files).create_view("_ledger_raw")
+    self._load(con, files, "_ledger_raw")
     con.execute(_RECORDS_VIEW)
     con.execute(_RUNS_VIEW)
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
     return con
 
 # %% ../../nbs/03_ledger.ipynb #8107a67b
@@ -369,17 +427,48 @@ def show(self: Ledger, run_id: str) -> dict:
             rec[k] = json.loads(rec[k])
     return rec
 
+# %% ../../nbs/03_ledger.ipynb #1aa57e6e
+def record_from_row(row: dict) -> RunRecord:
+    "The `RunRecord` of a ledger row (a dict from `Ledger.sql(...).to_dict('records')`); unknown columns are ignored."
+    import math, pandas as pd
+
+    fields = {f.name for f in dataclasses.fields(RunRecord)}
+    d = {}
+    for k, v in row.items():
+        if k not in fields:
+            continue
+        if isinstance(v, pd.Timestamp):
+            v = v.to_pydatetime()
+        elif v is pd.NaT or (isinstance(v, float) and math.isnan(v)):
+            v = None
+        elif hasattr(v, "item"):  # numpy scalars
+            v = v.item()
+        if k in _JSON_FIELDS and isinstance(v, str):
+            v = json.loads(v)
+        d[k] = v
+    if d.get("git_dirty") is not None:
+        d["git_dirty"] = bool(d["git_dirty"])
+    return RunRecord(**d)
+
+
+@patch
+def running_record(self: Ledger, run_id: str) -> RunRecord | None:
+    "The `RUNNING` record of `run_id`, or None when it has none."
+    rows = self._query("SELECT * FROM records WHERE run_id = ? AND status = 'RUNNING' ORDER BY written_at", [run_id])
+    return record_from_row(rows.iloc[0].to_dict()) if len(rows) else None
+
 # %% ../../nbs/03_ledger.ipynb #1dd25b01
 @patch
-def _fold_rows(self: Ledger, files: list[str]) -> pa.Table | None:
-    "The rows of `files`, one per `record_id` (the first written); None when one of `files` is gone."
+def _fold_rows(self: Ledger, files: list[str]) -> tuple[pa.Table, list[str]] | None:
+    """The rows of `files`, one per `record_id` (the first written), and the files they came from (unreadable ones
+    are skipped); None when one of `files` is gone."""
     import duckdb
 
     con = self._duckdb()
     try:
         # one row per record_id (the first written): two compactors racing over the same files leave duplicates
         try:
-            self._read_all(con, files).create_view("_fold")
+            files = self._load(con, files, "_fold")
             table = con.sql(
                 "SELECT * FROM _fold QUALIFY row_number() OVER (PARTITION BY record_id ORDER BY written_at) = 1"
             ).to_arrow_table()
@@ -389,7 +478,7 @@ def _fold_rows(self: Ledger, files: list[str]) -> pa.Table | None:
         con.close()
     cols = [c for c in LEDGER_SCHEMA.names if c in table.column_names]
     extra = [c for c in table.column_names if c not in LEDGER_SCHEMA.names]
-    return table.select(cols + extra)
+    return table.select(cols + extra), files
 
 # %% ../../nbs/03_ledger.ipynb #11bf7ed1
 @patch
@@ -412,15 +501,18 @@ def _remove_files(self: Ledger, files: list[str]) -> None:
 
 
 @patch
-def _fold(self: Ledger, files: list[str], level: int) -> bool:
-    """Write the rows of `files` as one part of `level`, then delete `files` (readers dedupe the overlap meanwhile).
-    False, with nothing written, when one of `files` is gone: another process is compacting them."""
-    table = self._fold_rows(files)
-    if table is None:
-        return False
-    self._write_part(table, level)
-    self._remove_files(files)
-    return True
+def _fold(self: Ledger, files: list[str], level: int) -> list[str] | None:
+    """Write the rows of `files` as one part of `level`, then delete the files read (readers dedupe the overlap
+    meanwhile); returns them. None, with nothing written, when one of `files` is gone: another process is
+    compacting them."""
+    rows = self._fold_rows(files)
+    if rows is None:
+        return None
+    table, read = rows
+    if read:
+        self._write_part(table, level)
+        self._remove_files(read)
+    return read
 
 # %% ../../nbs/03_ledger.ipynb #119ec688
 @patch
@@ -442,9 +534,10 @@ def _merge_levels(self: Ledger) -> int:
         full_level = next((lv for lv in sorted(levels) if len(levels[lv]) >= self.MERGE_FANIN), None)
         if full_level is None:
             return folded
-        if not self._fold(levels[full_level], full_level + 1):
+        read = self._fold(levels[full_level], full_level + 1)
+        if not read:  # lost a race, or nothing readable there: stop
             return folded
-        folded += len(levels[full_level])
+        folded += len(read)
 
 
 @patch
@@ -455,11 +548,32 @@ def compact(self: Ledger, full: bool = False) -> int:
     if full:
         if len(files) <= 1:
             return 0
-        return len(files) if self._fold(files, self.FULL_LEVEL) else 0
+        return len(self._fold(files, self.FULL_LEVEL) or [])
     folded = 0
     loose = [f for f in files if self._level(f) is None]
     if len(loose) > 1:
-        if not self._fold(loose, 0):
+        read = self._fold(loose, 0)
+        if read is None:
             return 0  # another process is compacting: leave it to them
-        folded += len(loose)
+        folded += len(read)
     return folded + self._merge_levels()
+
+# %% ../../nbs/03_ledger.ipynb #17b45289
+@patch
+def doctor(self: Ledger, repair: bool = True) -> list[tuple[str, str, str]]:
+    """Every record file that is not a readable ledger record: `(file, why, where it went)`; with `repair` each is
+    moved to `quarantine_dir` (else "where it went" is "")."""
+    fs, root = storage.fs_path(self.records_dir)
+    found = []
+    for f in self._files():
+        why = self._problem(f)
+        if why is None:
+            continue
+        dest = ""
+        if repair:
+            rel = os.path.relpath(storage.fs_path(f)[1], root)
+            dest = storage.join(self.quarantine_dir, rel)
+            storage.makedirs(os.path.dirname(dest) if storage.is_local(dest) else dest.rsplit("/", 1)[0])
+            os.replace(f, dest) if storage.is_local(f) else fs.mv(storage.fs_path(f)[1], storage.fs_path(dest)[1])
+        found.append((f, why, dest))
+    return found

@@ -20,6 +20,17 @@ __all__ = ['app', 'import_cmd', 'tokenize_cmd', 'train_tokenizer_cmd', 'verify_c
            'extract_cmd', 'extract_eval_cmd', 'dedup_cmd', 'filter_cmd']
 
 # %% ../../nbs/19b_cli.ipynb #9c33906f
+_IMPORT_FLAGS = {
+    "name": "NAME",
+    "paths": "PATHS",
+    "format": "--format",
+    "split": "--split",
+    "max_chars": "--max-chars",
+    "text_field": "--text-field",
+    "limit": "--limit",
+}
+
+
 @app.command("import")
 def import_cmd(
     name: str = typer.Argument(..., help="source name"),
@@ -32,14 +43,16 @@ def import_cmd(
     prefix: str = typer.Option(None, help="output prefix (default: settings)"),
 ):
     "Import a source into a Parquet document set."
+    from marin.core.config import fields_as_flags
     from marin.data.sources import SourceConfig, import_step
 
-    s = import_step(
-        SourceConfig(
-            name, tuple(paths), format=format, split=split, max_chars=max_chars, text_field=text_field, limit=limit
+    with fields_as_flags(SourceConfig, _IMPORT_FLAGS):
+        s = import_step(
+            SourceConfig(
+                name, tuple(paths), format=format, split=split, max_chars=max_chars, text_field=text_field, limit=limit
+            )
         )
-    )
-    r = _run([s], prefix)
+        r = _run([s], prefix)
     typer.echo(r[s])
 
 # %% ../../nbs/19b_cli.ipynb #4d059068

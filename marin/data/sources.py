@@ -195,6 +195,20 @@ def _text_pieces(url: str, cfg: SourceConfig) -> Iterator[tuple[str, str, dict]]
             yield str(i), p, {"format": "text"}
 
 
+def _json_line(line: str, i: int, url: str) -> dict:
+    "Line `i` of a JSON Lines file as a record; an error naming the file and line when it is not a JSON object."
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ValueError(
+            f"{url} line {i + 1}: not JSON ({e.msg}); a .jsonl file holds one JSON object per line "
+            "(a binary or other file needs SourceConfig.format)"
+        ) from None
+    if not isinstance(rec, dict):
+        raise ValueError(f"{url} line {i + 1}: a JSON {type(rec).__name__}, not an object with a text field")
+    return rec
+
+
 def _read_file(url: str, fmt: str, cfg: SourceConfig) -> Iterator[tuple[str, str, dict]]:
     if fmt == "text":
         yield from _text_pieces(url, cfg)
@@ -205,14 +219,15 @@ def _read_file(url: str, fmt: str, cfg: SourceConfig) -> Iterator[tuple[str, str
             yield str(i), s, {"format": "fasta", "header": h}
     elif fmt == "jsonl":
         for i, line in enumerate(_open_text(url).splitlines()):
-            if not line.strip():
-                continue
-            rec = json.loads(line)
-            yield _record(rec, i, url, cfg)
+            if line.strip():
+                yield _record(_json_line(line, i, url), i, url, cfg)
     elif fmt == "parquet":
         fs, p = storage.fs_path(url)
-        with fs.open(p, "rb") as f:
-            table = pq.read_table(f)
+        try:
+            with fs.open(p, "rb") as f:
+                table = pq.read_table(f)
+        except pa.ArrowException as e:
+            raise ValueError(f"{url}: not a readable Parquet file ({e}); check the file, or set SourceConfig.format")
         for i, rec in enumerate(table.to_pylist()):
             yield _record(rec, i, url, cfg)
     else:
@@ -347,7 +362,8 @@ def import_documents(cfg: SourceConfig, output_path: str) -> dict:
     summary = write_documents(iter_documents(cfg, progress=True), output_path, summary={"source": cfg.name})
     if summary["documents"] == 0:
         raise EmptySourceError(
-            f"source {cfg.name!r} yielded no documents from {list(cfg.paths)}; check the paths, format and text_field"
+            f"source {cfg.name!r} yielded no documents from {list(cfg.paths)}; "
+            "check SourceConfig.paths, SourceConfig.format and SourceConfig.text_field"
         )
     return {"data/documents": summary["documents"], "data/bytes": summary["bytes"]}
 

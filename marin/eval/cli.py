@@ -35,11 +35,11 @@ def parse_suites(values: list[str], *, max_tokens: int = 65536, seq_len: int = 5
                 )
             sources.append(HeldOutSource(name, path))
         elif v.endswith((".yaml", ".yml")):
-            import yaml
+            from marin.core.config import load_yaml
 
             if not os.path.exists(v):
                 raise FileNotFoundError(f"--suite {v}: no such file")
-            d = yaml.safe_load(open(v)) or {}
+            d = load_yaml(v)  # names the file and line of broken YAML, refuses a list
             if isinstance(d, dict) and "sources" in d:
                 sources += [HeldOutSource(n, p) for n, p in dict(d.pop("sources")).items()]
                 suite_kw.update(d)

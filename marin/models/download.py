@@ -9,16 +9,20 @@ from typing import Sequence
 from ..core import storage
 
 # %% auto #0
-__all__ = ['MANIFEST', 'DEFAULT_PATTERNS', 'DownloadError', 'looks_like_repo_id', 'copy_tree', 'hub_download', 'download_model',
-           'verify_download']
+__all__ = ['MANIFEST', 'DEFAULT_PATTERNS', 'WEIGHT_PATTERNS', 'DownloadError', 'looks_like_repo_id', 'copy_tree', 'hub_download',
+           'download_model', 'verify_download']
 
 # %% ../../nbs/26a_download.ipynb #032bcabc
 MANIFEST = ".marin_download.json"
 DEFAULT_PATTERNS = ("*.json", "*.safetensors", "tokenizer.model", "*.txt", "*.md", "*.jinja", "*.tiktoken")
 
 
-class DownloadError(RuntimeError):
-    "A download could not be done or did not verify; the message says why and what to do."
+WEIGHT_PATTERNS = ("*.safetensors", "*.gguf", "*.bin", "*.pt", "*.pth")  # what a model's weights are stored as
+
+
+class DownloadError(RuntimeError, ValueError):
+    """A download could not be done or did not verify; the message says why and what to do. A `ValueError` too, so
+    `marin` shows it as one line, like every mistake in what was asked for."""
 
 
 def _is_url(s: str) -> bool:
@@ -141,6 +145,17 @@ def hub_download(
     return {"files": files, "revision": info.sha}
 
 # %% ../../nbs/26a_download.ipynb #fc2ceff0
+def _require_weights(source: str, names: list[str]) -> None:
+    "Refuse a model download whose files (`names`) hold no weights: a wrong folder, or a repo of only configs."
+    if any(_wanted(n, WEIGHT_PATTERNS) for n in names):
+        return
+    held = f"it holds {', '.join(sorted(names)[:5])}{', ...' if len(names) > 5 else ''}" if names else "it is empty"
+    raise DownloadError(
+        f"{source}: no model weights ({', '.join(WEIGHT_PATTERNS)}; {held}); give the folder of a Hugging Face model"
+        " (config.json and *.safetensors) or of a .gguf file, or name the files wanted with --include PATTERN"
+    )
+
+
 def download_model(
     source: str,
     output: str,
@@ -159,7 +174,12 @@ def download_model(
             raise ValueError(f"--output {output}: hub downloads go to a local folder; copy it to {output} afterwards")
         res = hub_download(source, output, revision=revision, patterns=allow_patterns or DEFAULT_PATTERNS, token=token)
         kind = "hub"
+        if allow_patterns is None:
+            _require_weights(source, list(res["files"]))
     else:
+        fs, root = storage.fs_path(source)
+        if allow_patterns is None and fs.isdir(root):  # before copying anything
+            _require_weights(source, [f.rsplit("/", 1)[-1] for f in fs.find(root)])
         res = copy_tree(source, output, allow_patterns or ("*",), progress=progress)
         kind = "copy"
     manifest = {"source": source, "kind": kind, "revision": res.get("revision"), "files": res["files"]}

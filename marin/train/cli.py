@@ -8,7 +8,7 @@ import dataclasses, math, os, runpy, sys, typing
 from typing import Any
 import typer
 from ..core import storage
-from ..core.config import ConfigError, decode
+from ..core.config import ConfigError, decode, fields_as_flags, load_yaml
 from ..core.devices import device_memory_bytes
 from ..models.transformer import LlamaConfig
 from .optim import OptimizerConfig
@@ -103,12 +103,19 @@ _SECTIONS = {"model": LlamaConfig, "optimizer": OptimizerConfig, "checkpoint": C
 _DATA_KINDS = {"char": CharDataConfig, "synthetic": SyntheticDataConfig}
 
 
+def _mapping(v: Any, where: str, what: str) -> dict:
+    "`v` when it is a mapping, else a `ConfigError` naming `where` (a YAML list or number where fields go)."
+    if not isinstance(v, dict):
+        raise ConfigError(f"{where}: expected a mapping of {what} fields, got {type(v).__name__} {v!r}")
+    return v
+
+
 def _data_from_dict(d: dict, where: str):
     "A data config from its dict: `kind` (char | synthetic) picks the class, `Config.from_dict`'s decoder the rest."
-    d = dict(d)
+    d = dict(_mapping(d, where, "data"))
     kind = d.pop("kind", "char")
     if kind not in _DATA_KINDS:
-        raise ValueError(f"{where}.kind: {kind!r} is not one of {list(_DATA_KINDS)}")
+        raise ConfigError(f"{where}.kind: {kind!r} is not one of {list(_DATA_KINDS)}")
     return decode(_DATA_KINDS[kind], d, where)
 
 
@@ -116,7 +123,7 @@ def _override(base, v: dict, where: str):
     "`base` with the fields in `v` replaced, each decoded as its annotated type (errors name `where.field`)."
     cls = type(base)
     fields = sorted(f.name for f in dataclasses.fields(cls))
-    if unknown := sorted(set(v) - set(fields)):
+    if unknown := sorted(set(_mapping(v, where, cls.__name__)) - set(fields)):
         raise ConfigError(f"{where}: unknown fields {unknown}; {cls.__name__} has {fields}")
     hints = typing.get_type_hints(cls)
     return base.replace(**{f: decode(hints[f], x, f"{where}.{f}") for f, x in v.items()})
@@ -124,8 +131,11 @@ def _override(base, v: dict, where: str):
 # %% ../../nbs/34_train_cli.ipynb #06913b69
 def config_from_dict(d: dict) -> TrainConfig:
     "A TrainConfig from a plain dict (a parsed YAML file): `preset` as the base, then overrides."
-    d = dict(d)
-    base = load_train_config(d.pop("preset")) if "preset" in d else None
+    d = dict(_mapping(d, "config", "TrainConfig"))
+    preset = d.pop("preset", None)
+    if preset is not None and preset not in PRESETS and not str(preset).endswith((".py", ".yaml", ".yml")):
+        raise ConfigError(f"preset: {preset!r} is not one of {list(PRESETS)} (or a .py or .yaml file)")
+    base = load_train_config(preset) if preset is not None else None
     hints = typing.get_type_hints(TrainConfig)
     kw: dict[str, Any] = {}
     for k, v in d.items():
@@ -134,11 +144,12 @@ def config_from_dict(d: dict) -> TrainConfig:
         elif k == "data":
             kw[k] = _data_from_dict(v, "data")
         elif k == "eval_data":
-            kw[k] = tuple((name, _data_from_dict(x, f"eval_data.{name}")) for name, x in v.items())
+            evals = _mapping(v, "eval_data", "name: data section")
+            kw[k] = tuple((name, _data_from_dict(x, f"eval_data.{name}")) for name, x in evals.items())
         elif k in hints:
             kw[k] = decode(hints[k], v, k)
         else:
-            raise ValueError(
+            raise ConfigError(
                 f"{k}: not a TrainConfig field (fields: {[f.name for f in dataclasses.fields(TrainConfig)]})"
             )
     return base.replace(**kw) if base is not None else TrainConfig(**kw)
@@ -149,11 +160,13 @@ def load_train_config(spec: str) -> TrainConfig:
     if spec in PRESETS:
         return PRESETS[spec]()
     if spec.endswith((".yaml", ".yml")):
-        import yaml
-
         if not os.path.exists(spec):
             raise FileNotFoundError(f"--config {spec}: no such file")
-        return config_from_dict(yaml.safe_load(open(spec)) or {})
+        d = load_yaml(spec)  # names the file and line of broken YAML
+        try:
+            return config_from_dict(d)
+        except (ConfigError, TypeError) as e:
+            raise ConfigError(f"--config {spec}: {e}") from None
     if spec.endswith(".py"):
         if not os.path.exists(spec):
             raise FileNotFoundError(f"--config {spec}: no such file")
@@ -334,10 +347,10 @@ def _cli_config(config: str, steps: int, devices: int) -> TrainConfig:
     "The config `--config` names with `--steps` and `--devices` applied; exits with code 2 when it cannot be built."
     try:
         cfg = load_train_config(config)
-        if steps:
-            cfg = cfg.replace(num_train_steps=steps)
-        if devices:
-            cfg = cfg.replace(mesh=cfg.mesh.replace(devices=devices))
+        with fields_as_flags(TrainConfig, {"num_train_steps": "--steps"}):
+            cfg = cfg.replace(num_train_steps=steps) if steps else cfg
+        with fields_as_flags(MeshConfig, {"devices": "--devices"}):
+            cfg = cfg.replace(mesh=cfg.mesh.replace(devices=devices)) if devices else cfg
     except (ValueError, FileNotFoundError, TypeError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2)

@@ -311,39 +311,12 @@ def is_system_failure(e: BaseException) -> bool:
     lost = lambda x: any(c.__name__ in SYSTEM_FAILURES for c in type(x).__mro__)
     return lost(e) or lost(getattr(e, "cause", None))
 
-# %% ../../nbs/71_cluster_ray.ipynb #b09f58f7
-def _record_from_row(row: dict) -> RunRecord:
-    import pandas as pd
-
-    fields = {f.name for f in dataclasses.fields(RunRecord)}
-    d = {}
-    for k, v in row.items():
-        if k not in fields:
-            continue
-        if isinstance(v, pd.Timestamp):
-            v = v.to_pydatetime()
-        elif v is pd.NaT:
-            v = None
-        elif isinstance(v, float) and math.isnan(v):
-            v = None
-        elif hasattr(v, "item"):
-            v = v.item()
-        if k in ("config", "input_hashes", "packages", "hardware", "metrics") and isinstance(v, str):
-            v = json.loads(v)
-        d[k] = v
-    for k in ("git_dirty",):
-        if d.get(k) is not None:
-            d[k] = bool(d[k])
-    return RunRecord(**d)
-
 # %% ../../nbs/71_cluster_ray.ipynb #7eafb74d
 def _running_record(ex: Executor, p: PlannedStep, attempt: int, marker: dict | None, st: dict | None, mine: bool, now):
     "The lost attempt's RUNNING ledger record, or a new one when it died before writing its first."
     rec = None
     if mine:
-        rows = ex.ledger.sql(f"SELECT * FROM records WHERE run_id = '{st['run_id']}' AND status = 'RUNNING' LIMIT 1")
-        if len(rows):
-            rec = _record_from_row(rows.iloc[0].to_dict())
+        rec = ex.ledger.running_record(st["run_id"])
     if rec is None:  # died before its first record: still one record per attempt
         started = dt.datetime.fromtimestamp(marker["started"], dt.timezone.utc) if marker else now
         rec = RunRecord(

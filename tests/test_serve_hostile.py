@@ -100,7 +100,6 @@ def test_malformed_framing_gets_a_json_400_naming_the_header(srv):
 
 def test_short_body_times_out_with_408_and_holds_nothing(srv):
     with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sk:
-        t0 = time.perf_counter()
         sk.sendall(head("100") + b'{"prompt":')  # 10 of the 100 bytes promised
         assert health_s(srv) < 1  # the waiting request holds no thread
         st, body = _read_response(sk)
@@ -109,7 +108,6 @@ def test_short_body_times_out_with_408_and_holds_nothing(srv):
             and body["error"]["param"] == "Content-Length"
             and "10 bytes of the 100" in body["error"]["message"]
         )
-        assert 0.9 < time.perf_counter() - t0 < 5
 
 
 def test_chunked_body_is_read(srv):
@@ -121,11 +119,11 @@ def test_chunked_body_is_read(srv):
 
 
 def test_oversized_bodies_are_refused_before_they_are_read(srv):
-    for key in (KEY, None, "sk-wrong"):  # 24 MiB promised, nothing sent: the answer cannot have waited for it
-        st, body, dt = raw(srv, head(str(24 * 2**20), key))
-        assert st == 413 and body["error"]["param"] == "Content-Length" and dt < 1, (key, st, body, dt)
-    st, body, dt = raw(srv, head("1000", "sk-wrong"))  # a wrong key is refused without reading the body
-    assert st == 401 and "API key" in body["error"]["message"] and dt < 1
+    for key in (KEY, None, "sk-wrong"):  # 24 MiB promised, nothing sent: waiting for it would have been a 408
+        st, body, _ = raw(srv, head(str(24 * 2**20), key))
+        assert st == 413 and body["error"]["param"] == "Content-Length", (key, st, body)
+    st, body, _ = raw(srv, head("1000", "sk-wrong"))  # a wrong key is refused without reading the body
+    assert st == 401 and "API key" in body["error"]["message"]
     with limits(srv, max_body_bytes=64 * 2**10):  # a chunked body has no length: refused while it streams in
         with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sk:
             sk.sendall(head(None, extra="Transfer-Encoding: chunked\r\n"))
@@ -234,10 +232,8 @@ def test_bad_serve_flags_are_refused_before_the_model_loads(model_dir):
             (["--port", "99999"], "--port 99999: must be in 0..65535"),
             (["--port", str(busy.getsockname()[1])], "already in use"),
         ):
-            t0 = time.perf_counter()
-            r = CliRunner().invoke(app, ["serve", "--model", str(model_dir), *args])
-            assert r.exit_code != 0 and words in str(r.exception), (args, r.exception, r.output)
-            assert time.perf_counter() - t0 < 2  # no model was loaded
+            r = CliRunner().invoke(app, ["serve", "--model", str(model_dir / "never-loaded"), *args])
+            assert r.exit_code != 0 and words in str(r.exception), (args, r.exception, r.output)  # the flag's error
 
 
 def test_schemathesis_finds_no_server_error(srv):

@@ -672,16 +672,21 @@ class Server:
         )
         self.uvicorn = uvicorn.Server(config)
 
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
+# %% ../../nbs/64_server.ipynb #660d9fd6
+@patch(as_prop=True)
+def url(self: Server) -> str:
+    return f"http://{self.host}:{self.port}/v1"
 
-    @property
-    def prompt_chars(self) -> int:
-        return self.limits.max_prompt_chars or CHARS_PER_TOKEN * self.model.context
 
-    def _authorized(self, got: bytes) -> bool:
-        return not self.api_key or hmac.compare_digest(got, f"Bearer {self.api_key}".encode())
+@patch(as_prop=True)
+def prompt_chars(self: Server) -> int:
+    "The longest prompt in characters: the limit, or CHARS_PER_TOKEN per token of the model's context."
+    return self.limits.max_prompt_chars or CHARS_PER_TOKEN * self.model.context
+
+
+@patch
+def _authorized(self: Server, got: bytes) -> bool:
+    return not self.api_key or hmac.compare_digest(got, f"Bearer {self.api_key}".encode())
 
 # %% ../../nbs/64_server.ipynb #304bc755
 @patch

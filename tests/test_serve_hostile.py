@@ -157,6 +157,7 @@ def test_bad_fields_are_4xx_naming_the_field(srv):
         ({"prompt": "a", "temperature": "hot"}, 400, "temperature", "temperature: Input should be a valid number"),
         ({"prompt": "a", "stop": 5}, 400, "stop", "at most 16 strings"),
         ({"prompt": [1, -2]}, 400, "prompt", "token ids"),
+        ({"prompt": None}, 400, "prompt", "prompt: expected a non-empty string"),
         ({"prompt": [[1, 2, 999]]}, 400, "prompt", "token ids must be in [0, 96)"),
         ({"prompt": "a", "model": "gpt-5"}, 404, "model", "does not exist"),
     ]

@@ -217,7 +217,8 @@ class _OpenAIModel(BaseModel):
     @field_validator("*", mode="wrap")
     @classmethod
     def _null_is_default(cls, v, handler, info):
-        return cls.model_fields[info.field_name].get_default(call_default_factory=True) if v is None else handler(v)
+        field = cls.model_fields[info.field_name]
+        return field.get_default(call_default_factory=True) if v is None and not field.is_required() else handler(v)
 
 # %% ../../nbs/64_server.ipynb #d733d15d
 _Ids = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/64_server.ipynb #5a35886f
 from __future__ import annotations
-import asyncio, dataclasses, errno, hmac, json, os, socket, threading, time, uuid
+import asyncio, dataclasses, errno, hmac, json, os, socket, threading, time, uuid, weakref
 from typing import Annotated, Any, Callable, Iterator
 import anyio, h11, numpy as np, uvicorn
 from fastapi import FastAPI, Request
@@ -659,6 +659,7 @@ class Server:
         self.created, self.in_flight = int(time.time()), 0  # in_flight: generation requests, counted by `_Guard`
         self._thread: threading.Thread | None = None
         self._limiter = None  # worker threads for tokenizing and waiting on the engine, made in the event loop
+        self._jobs, self._jobs_lock = weakref.WeakSet(), threading.Lock()  # requests in flight, for shutdown
         self.app = self._app()
         protocol = type("BoundProtocol", (_Protocol,), {"marin": self})
         config = uvicorn.Config(
@@ -709,6 +710,11 @@ def serve_forever(self: Server):
 
 @patch
 def shutdown(self: Server):
+    "Cancel the requests in flight (they end with finish_reason `cancelled`), stop uvicorn, free the port."
+    with self._jobs_lock:
+        jobs = list(self._jobs)
+    for job in jobs:
+        job.cancel()
     self.uvicorn.should_exit = True
     if self._thread is not None:
         self._thread.join(timeout=10)
@@ -845,7 +851,7 @@ async def _until_gone(request: Request, coro):
         gone.cancel()
 
 # %% ../../nbs/64_server.ipynb #cabbba99
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)  # hashed by identity: the server keeps a weak set of them
 class _Job:
     handles: list  # (prompt ids, RequestHandle) per choice
     stream: bool
@@ -874,6 +880,8 @@ def _submit_all(self: Server, prompts, make_params, n):
 @patch
 async def _respond(self: Server, request: Request, job: _Job):
     "The answer to a submitted job; a client that hangs up cancels its sequences, streamed or not."
+    with self._jobs_lock:
+        self._jobs.add(job)
     if job.stream:
         headers = {"Cache-Control": "no-cache"}
         return StreamingResponse(self._sse(request, job), media_type="text/event-stream", headers=headers)

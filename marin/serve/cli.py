@@ -110,6 +110,40 @@ def _dry_run(model: str, quantize: str, group_size: int, max_batch: int) -> None
     )
     typer.echo("ok: checkpoint is complete and consistent (dry run: not serving)")
 
+# %% ../../nbs/65_serve_cli.ipynb #a2edfea2
+def _serve_limits(
+    max_batch: int,
+    quantize: str,
+    group_size: int,
+    max_body_mb: float,
+    max_prompt_chars: int,
+    max_choices: int,
+    max_concurrent: int,
+):
+    "The server's limits from the flags; a bad flag is refused by name before anything loads."
+    from marin.serve.quantize import QUANT_MODES
+    from marin.serve.server import ServerLimits
+
+    if quantize not in QUANT_MODES:
+        raise ValueError(f"--quantize {quantize}: use one of {', '.join(QUANT_MODES)}")
+    for flag, v, lo, what in (
+        ("--max-batch", max_batch, 1, "sequences decoded together"),
+        ("--group-size", group_size, 1, "int4 group size"),
+        ("--max-choices", max_choices, 1, "sequences (prompts x n) one request may ask for"),
+        ("--max-concurrent", max_concurrent, 1, "generation requests in flight"),
+        ("--max-prompt-chars", max_prompt_chars, 0, "characters per prompt; 0: from the context"),
+    ):
+        if v < lo:
+            raise ValueError(f"{flag} {v}: must be at least {lo} ({what})")
+    if not max_body_mb > 0:
+        raise ValueError(f"--max-body-mb {max_body_mb}: must be > 0 (MiB per request body)")
+    return ServerLimits(
+        max_body_bytes=int(max_body_mb * 2**20),
+        max_prompt_chars=max_prompt_chars,
+        max_choices=max_choices,
+        max_concurrent=max_concurrent,
+    )
+
 # %% ../../nbs/65_serve_cli.ipynb #14489da2
 @app.command("serve")
 def serve_cmd(
@@ -120,17 +154,27 @@ def serve_cmd(
     group_size: int = typer.Option(128, help="int4 group size"),
     api_key: str = typer.Option(None, envvar="MARIN_API_KEY", help="require 'Authorization: Bearer KEY'"),
     max_batch: int = typer.Option(8, help="concurrent sequences decoded together"),
+    max_concurrent: int = typer.Option(256, help="generation requests in flight; more are answered 503"),
+    max_choices: int = typer.Option(128, help="sequences (prompts x n) one request may ask for"),
+    max_prompt_chars: int = typer.Option(0, help="characters per prompt, checked before tokenizing (0: 32/token)"),
+    max_body_mb: float = typer.Option(16.0, help="request body limit in MiB"),
     name: str = typer.Option("", help="the model id clients use (default: the folder name)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="check the checkpoint and print memory needs, then exit"),
     verbose: bool = typer.Option(False, help="log every request"),
 ):
     "Serve a model over an OpenAI-compatible HTTP API."
+    limits = _serve_limits(max_batch, quantize, group_size, max_body_mb, max_prompt_chars, max_choices, max_concurrent)
     if dry_run:
         return _dry_run(model, quantize, group_size, max_batch)
-    from marin.serve.server import Server, ServedModel
+    from marin.serve.server import Server, ServedModel, listen_socket
 
-    sm = ServedModel.load(model, name=name, quantize=quantize, group_size=group_size, max_batch=max_batch)
-    srv = Server(sm, host=host, port=port, api_key=api_key, verbose=verbose)
+    sock = listen_socket(host, port)  # before the model loads: a busy or bad port fails in a second
+    try:
+        sm = ServedModel.load(model, name=name, quantize=quantize, group_size=group_size, max_batch=max_batch)
+    except BaseException:
+        sock.close()
+        raise
+    srv = Server(sm, api_key=api_key, verbose=verbose, limits=limits, sock=sock)
     typer.echo(f"serving {sm.name!r} ({quantize}) at {srv.url}  (Ctrl-C to stop)", err=True)
     try:
         srv.serve_forever()

@@ -288,6 +288,7 @@ class Engine:
         cache_dtype: str | None = None,
     ):
         cfg = model.cfg
+        check(int(max_batch) >= 1, "max_batch", f"must be at least 1 (sequences decoded together), got {max_batch}")
         self.model, self.cfg, self.max_batch = model, cfg, int(max_batch)
         self.max_seq_len = min(int(max_seq_len or cfg.seq_len), cfg.seq_len)
         self.eos_ids = tuple(int(i) for i in eos_ids)
@@ -377,6 +378,7 @@ def _loop(self: Engine):
                 self._cv.wait(timeout=1.0)
             if self._stop:
                 break
+            self._drop_cancelled()
             admit = []
             while self._pending and None in self._slots:
                 slot = self._slots.index(None)
@@ -510,3 +512,26 @@ def _emit(self: Engine, slot: int, h: RequestHandle, tok, lp, tv, ti):
         self._finish(slot, h, reason)
     else:
         self._next[slot] = tok
+
+# %% ../../nbs/63_engine.ipynb #c5fec305
+@patch
+def _drop_cancelled(self: Engine):
+    "Finish the waiting requests whose callers cancelled them, before any prefill (called under the lock)."
+    if not any(h.cancelled for h in self._pending):
+        return
+    keep = collections.deque()
+    for h in self._pending:
+        if h.cancelled:
+            h.completion.finish_reason = "cancelled"
+            h.events.put(None)
+            h.done.set()
+        else:
+            keep.append(h)
+    self._pending = keep
+
+
+@patch(as_prop=True)
+def in_flight(self: Engine) -> int:
+    "Requests waiting for a slot or decoding."
+    with self._cv:
+        return len(self._pending) + sum(h is not None for h in self._slots)

@@ -4,20 +4,28 @@
 
 # %% ../../nbs/64_server.ipynb #5a35886f
 from __future__ import annotations
-import dataclasses, json, os, threading, time, uuid
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
-import numpy as np
+import asyncio, dataclasses, errno, hmac, json, os, socket, threading, time, uuid, weakref
+from typing import Annotated, Any, Callable, Iterator
+import anyio, h11, numpy as np, uvicorn
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastcore.basics import patch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator, field_validator
+from pydantic_core import PydanticCustomError
+from starlette.exceptions import HTTPException
+from uvicorn.protocols.http.h11_impl import H11Protocol
 from ..core import storage
+from ..core.config import Config, check
 from ..models.download import looks_like_repo_id
 from ..models.pretrained import resolve_checkpoint
 from .engine import Engine, SamplingParams, TOP_N
 
 # %% auto #0
-__all__ = ['DEFAULT_CHAT_TEMPLATE', 'MAX_BODY', 'folder_tokenizer', 'ServedModel', 'ApiError', 'sampling_params', 'Handler',
-           'Server', 'inspect_model']
+__all__ = ['DEFAULT_CHAT_TEMPLATE', 'Prompt', 'Stop', 'CHARS_PER_TOKEN', 'GENERATE_ROUTES', 'folder_tokenizer', 'ServedModel',
+           'ApiError', 'StreamOptions', 'CompletionRequest', 'ContentPart', 'ChatMessage', 'ChatRequest',
+           'validation_error', 'library_error', 'sampling_params', 'ServerLimits', 'listen_socket', 'Server',
+           'inspect_model']
 
 # %% ../../nbs/64_server.ipynb #bb861ecd
 DEFAULT_CHAT_TEMPLATE = (
@@ -155,6 +163,7 @@ def token_str(self: ServedModel, i: int) -> str:
 
 @patch
 def render_chat(self: ServedModel, messages: list[dict]) -> str:
+    import jinja2
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
@@ -163,14 +172,17 @@ def render_chat(self: ServedModel, messages: list[dict]) -> str:
         raise ValueError(f"messages: {msg}")
 
     env.globals["raise_exception"] = raise_exception
-    return env.from_string(self.chat_template).render(
-        messages=messages,
-        add_generation_prompt=True,
-        bos_token=self.special.get("bos_token") or "",
-        eos_token=self.special.get("eos_token") or "",
-    )
+    try:
+        return env.from_string(self.chat_template).render(
+            messages=messages,
+            add_generation_prompt=True,
+            bos_token=self.special.get("bos_token") or "",
+            eos_token=self.special.get("eos_token") or "",
+        )
+    except jinja2.TemplateError as e:  # the template refuses these messages
+        raise ValueError(f"messages: the chat template cannot render them ({type(e).__name__}: {e})") from None
 
-# %% ../../nbs/64_server.ipynb #ad6acf19
+# %% ../../nbs/64_server.ipynb #3fa6bdfa
 class ApiError(Exception):
     def __init__(
         self,
@@ -187,110 +199,200 @@ class ApiError(Exception):
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 
-def _num(body, key, default, kind=float, lo=None, hi=None):
-    v = body.get(key, default)
-    if v is None:
-        v = default
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not float(v).is_integer()):
-        raise ApiError(400, f"{key}: expected {'an integer' if kind is int else 'a number'}, got {v!r}", key)
-    v = kind(v)
-    if lo is not None and v < lo:
-        raise ApiError(400, f"{key}: {v} is below the minimum {lo}", key)
-    if hi is not None and v > hi:
-        raise ApiError(400, f"{key}: {v} is above the maximum {hi}", key)
-    return v
+def _one_of(message: str) -> WrapValidator:
+    "Validation that answers `message` when the value fits none of the field's shapes."
+
+    def validate(v, handler):
+        try:
+            return handler(v)
+        except ValidationError:
+            raise PydanticCustomError("invalid_shape", message) from None
+
+    return WrapValidator(validate)
 
 
-def _stops(body) -> tuple:
-    s = body.get("stop")
-    if s is None:
-        return ()
-    if isinstance(s, str):
-        return (s,)
-    if isinstance(s, list) and all(isinstance(x, str) for x in s) and len(s) <= 16:
-        return tuple(s)
-    raise ApiError(400, "stop: expected a string or a list of at most 16 strings", "stop")
+class _OpenAIModel(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
 
-# %% ../../nbs/64_server.ipynb #920d8826
-def _prompts(sm: ServedModel, prompt) -> list[list[int]]:
-    "The token ids of each prompt in a completions request (string, strings, ids, or lists of ids)."
-    if isinstance(prompt, str):
-        prompts = [sm.encode(prompt)]
-    elif isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
-        prompts = [sm.encode(p) for p in prompt]
-    elif isinstance(prompt, list) and prompt and all(isinstance(p, int) and not isinstance(p, bool) for p in prompt):
-        prompts = [list(prompt)]
-    elif (
-        isinstance(prompt, list)
-        and prompt
-        and all(
-            isinstance(p, list) and p and all(isinstance(t, int) and not isinstance(t, bool) for t in p) for p in prompt
-        )
-    ):
-        prompts = [list(p) for p in prompt]
-    else:
+    @field_validator("*", mode="wrap")
+    @classmethod
+    def _null_is_default(cls, v, handler, info):
+        field = cls.model_fields[info.field_name]
+        return field.get_default(call_default_factory=True) if v is None and not field.is_required() else handler(v)
+
+# %% ../../nbs/64_server.ipynb #d733d15d
+_Ids = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
+Prompt = Annotated[
+    str | Annotated[list[str], Field(min_length=1)] | _Ids | Annotated[list[_Ids], Field(min_length=1)],
+    _one_of("expected a non-empty string, list of strings, list of token ids, or list of token-id lists"),
+]
+Stop = Annotated[
+    str | Annotated[list[str], Field(max_length=16)] | None,
+    _one_of("expected a string or a list of at most 16 strings"),
+]
+
+
+class StreamOptions(_OpenAIModel):
+    include_usage: bool = False
+
+
+class _Sampling(_OpenAIModel):
+    model: str | None = None
+    n: int = Field(1, ge=1, le=16)
+    temperature: float = Field(1.0, ge=0, le=2)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = Field(0, ge=0)
+    stop: Stop = None
+    seed: int | None = Field(None, ge=0, le=2**32 - 1)
+    presence_penalty: float = Field(0.0, ge=-2, le=2)
+    frequency_penalty: float = Field(0.0, ge=-2, le=2)
+    max_tokens: int | None = Field(None, ge=0)
+    max_completion_tokens: int | None = Field(None, ge=0)
+    ignore_eos: bool = False
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+
+# %% ../../nbs/64_server.ipynb #68b5df97
+class CompletionRequest(_Sampling):
+    prompt: Prompt
+    echo: bool = False
+    logprobs: Annotated[int, Field(ge=0, le=TOP_N)] | bool | None = None
+
+
+class ContentPart(_OpenAIModel):
+    type: str
+    text: str = ""
+
+
+class ChatMessage(_OpenAIModel):
+    role: str
+    content: str | list[ContentPart] = ""
+
+
+class ChatRequest(_Sampling):
+    messages: list[ChatMessage] = Field(min_length=1)
+    logprobs: bool = False
+    top_logprobs: int = Field(0, ge=0, le=TOP_N)
+
+
+_FIELDS = {f for m in (CompletionRequest, ChatRequest, ChatMessage, ContentPart, StreamOptions) for f in m.model_fields}
+
+# %% ../../nbs/64_server.ipynb #b53695a5
+def _field_path(loc) -> str:
+    "`messages[0].content` from pydantic's error location (`body`, then fields and indices; union members end it)."
+    out = ""
+    for part in loc[1:] if loc and loc[0] == "body" else loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in _FIELDS:
+            out += ("." if out else "") + part
+        else:
+            break
+    return out
+
+
+def validation_error(errors: list[dict]) -> ApiError:
+    "The OpenAI-style 400 for FastAPI's validation errors (its default would be a 422 in its own shape)."
+    e = errors[0]
+    if e["type"] == "json_invalid":
+        return ApiError(400, f"malformed JSON body: {e.get('ctx', {}).get('error', e['msg'])}")
+    field = _field_path(e["loc"])
+    if field:
+        return ApiError(400, f"{field}: {e['msg']}", field)
+    if isinstance(e.get("input"), (bytes, str)):
+        return ApiError(400, "the request body must be JSON: send 'Content-Type: application/json'")
+    return ApiError(400, f"the request body must be a JSON object of the request's fields: {e['msg']}")
+
+
+def library_error(e: ValueError) -> ApiError:
+    head = str(e).split(":", 1)[0]
+    return ApiError(400, str(e), head if head in _FIELDS else None)
+
+# %% ../../nbs/64_server.ipynb #4a34f029
+CHARS_PER_TOKEN = 32  # more characters than this per token of context cannot fit the context
+
+
+def _n_prompts(prompt) -> int:
+    return 1 if isinstance(prompt, str) or isinstance(prompt[0], int) else len(prompt)
+
+
+def _check_choices(n_prompts: int, n: int, limit: int):
+    if n_prompts * n > limit:
         raise ApiError(
             400,
-            "prompt: expected a non-empty string, list of strings, list of token ids, or list of token-id lists",
-            "prompt",
+            f"n: {n_prompts} prompt(s) x n={n} = {n_prompts * n} sequences exceed this server's limit of {limit} per"
+            " request (marin serve --max-choices); send fewer prompts or a smaller n",
+            "n",
         )
-    V = sm.engine.cfg.vocab_size
+
+
+def _prompts(sm: ServedModel, prompt, max_chars: int) -> list[list[int]]:
+    "The token ids of each prompt in a completions request (the shapes `Prompt` accepts), texts measured first."
+    prompts = [prompt] if isinstance(prompt, str) or isinstance(prompt[0], int) else list(prompt)
     for p in prompts:
+        if isinstance(p, str) and len(p) > max_chars:
+            raise ApiError(
+                400,
+                f"prompt: {len(p):,} characters exceed this server's limit of {max_chars:,} ({CHARS_PER_TOKEN} per"
+                f" token of the model's {sm.context}-token context); shorten it",
+                "prompt",
+                code="context_length_exceeded",
+            )
+    ids = [sm.encode(p) if isinstance(p, str) else list(p) for p in prompts]
+    V = sm.engine.cfg.vocab_size
+    for p in ids:
         if not p:
             raise ApiError(400, "prompt: encodes to zero tokens", "prompt")
-        if any(t < 0 or t >= V for t in p):
+        if any(t >= V for t in p):
             raise ApiError(400, f"prompt: token ids must be in [0, {V})", "prompt")
-    return prompts
+    return ids
 
-# %% ../../nbs/64_server.ipynb #0cdfbd9c
-def _max_tokens(ctx: int, body: dict, prompt_len: int, max_key: str, echo: bool) -> int:
-    "The completion length asked for (completions default 16, chat the rest of the context), checked against `ctx`."
-    default_max = min(16, ctx - prompt_len) if max_key == "max_tokens" else ctx - prompt_len
-    mt = (
-        body.get(max_key, body.get("max_completion_tokens"))
-        if max_key == "max_tokens"
-        else body.get("max_completion_tokens", body.get("max_tokens"))
-    )
-    mt = _num({"max_tokens": mt}, "max_tokens", default_max, int, lo=0 if echo else 1)
-    if prompt_len > ctx:
+# %% ../../nbs/64_server.ipynb #9be7a18e
+def _max_tokens(ctx: int, asked: int | None, prompt_len: int, default: int, echo: bool, field: str) -> int:
+    "The completion length: `asked` (the request's `field`) or `default`, checked against the context `ctx`."
+    room = ctx - prompt_len
+    if room < 0 or (room == 0 and asked is None and not echo):
         raise ApiError(
             400,
-            f"This model's maximum context length is {ctx} tokens."
-            f" However, your prompt has {prompt_len} tokens; shorten it.",
+            f"This model's maximum context length is {ctx} tokens. However, your prompt has {prompt_len} tokens"
+            + ("; shorten it." if room < 0 else ", which leaves no room for the completion; shorten it."),
             "prompt",
             code="context_length_exceeded",
         )
-    if prompt_len + mt > ctx:
+    if asked is None:
+        return min(default, room)
+    if asked == 0 and not echo:
+        raise ApiError(400, f"{field}: 0 is below the minimum 1 (0 only with echo, to score the prompt)", field)
+    if asked > room:
         raise ApiError(
             400,
-            f"This model's maximum context length is {ctx} tokens. However, you requested {prompt_len + mt} tokens "
-            f"({prompt_len} in the prompt, {mt} for the completion); reduce max_tokens to at most {ctx - prompt_len}.",
-            "max_tokens",
+            f"This model's maximum context length is {ctx} tokens. However, you requested {prompt_len + asked} tokens "
+            f"({prompt_len} in the prompt, {asked} for the completion); reduce {field} to at most {room}.",
+            field,
             code="context_length_exceeded",
         )
-    return mt
+    return asked
 
-# %% ../../nbs/64_server.ipynb #55aad9c5
+# %% ../../nbs/64_server.ipynb #c38bf26d
 def sampling_params(
-    sm: ServedModel, body: dict, prompt_len: int, *, max_key: str = "max_tokens", logprobs: int = 0, echo: bool = False
+    sm: ServedModel, req: _Sampling, prompt_len: int, *, chat: bool = False, logprobs: int = 0, echo: bool = False
 ) -> SamplingParams:
-    mt = _max_tokens(sm.context, body, prompt_len, max_key, echo)
-    seed = body.get("seed")
-    if seed is not None:
-        seed = _num(body, "seed", 0, int, lo=0, hi=2**32 - 1)
+    keys = ("max_completion_tokens", "max_tokens") if chat else ("max_tokens", "max_completion_tokens")
+    field = next((k for k in keys if getattr(req, k) is not None), keys[0])
+    mt = _max_tokens(sm.context, getattr(req, field), prompt_len, sm.context if chat else 16, echo, field)
     for k in ("presence_penalty", "frequency_penalty"):
-        if _num(body, k, 0.0, float, lo=-2, hi=2) != 0:
+        if getattr(req, k) != 0:
             raise ApiError(400, f"{k}: not supported by this server (use 0)", k)
     return SamplingParams(
         max_tokens=mt,
-        temperature=_num(body, "temperature", 1.0, float, lo=0, hi=2),
-        top_p=_num(body, "top_p", 1.0, float, lo=1e-9, hi=1),
-        top_k=_num(body, "top_k", 0, int, lo=0),
-        stop=_stops(body),
-        seed=seed,
+        temperature=req.temperature,
+        top_p=req.top_p,
+        top_k=min(req.top_k, sm.engine.cfg.vocab_size),
+        stop=(req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ()),
+        seed=req.seed,
         logprobs=logprobs,
         echo=echo,
-        ignore_eos=bool(body.get("ignore_eos", False)),
+        ignore_eos=req.ignore_eos,
     )
 
 # %% ../../nbs/64_server.ipynb #4a2a11c3
@@ -337,159 +439,208 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
         "total_tokens": prompt_tokens + completion_tokens,
     }
 
-# %% ../../nbs/64_server.ipynb #8f66e109
-MAX_BODY = 16 * 2**20
+# %% ../../nbs/64_server.ipynb #fc032861
+@dataclasses.dataclass(frozen=True)
+class ServerLimits(Config):
+    "What a request, and the server at once, may ask for (see above); `marin serve` flags set them."
 
+    max_body_bytes: int = 16 * 2**20  # a request body, by Content-Length and as it streams in
+    max_prompt_chars: int = 0  # a prompt's characters (0: CHARS_PER_TOKEN per token of the model's context)
+    max_choices: int = 128  # sequences one request asks for: prompts x n
+    max_concurrent: int = 256  # generation requests in flight; more are answered 503
+    body_timeout_s: float = 30.0  # the whole body must arrive within this
+    header_timeout_s: float = 10.0  # a connection must send a whole request line and headers within this
+    keep_alive_s: int = 5  # an idle keep-alive connection is closed after this
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "marin-serve"
-    app: "Server"  # set on the subclass the server builds
+    def validate(self):
+        for f in ("max_body_bytes", "max_choices", "max_concurrent", "keep_alive_s"):
+            check(getattr(self, f) >= 1, f, f"must be at least 1, got {getattr(self, f)}")
+        check(self.max_prompt_chars >= 0, "max_prompt_chars", "must be >= 0 (0: from the model's context)")
+        for f in ("body_timeout_s", "header_timeout_s"):
+            check(getattr(self, f) > 0, f, f"must be > 0 seconds, got {getattr(self, f)}")
 
-    def log_message(self, fmt, *args):
-        if self.app.verbose:
-            super().log_message(fmt, *args)
+# %% ../../nbs/64_server.ipynb #be87d2bf
+class _Protocol(H11Protocol):
+    marin: "Server"  # set on the subclass each server builds
 
-    # -- plumbing ------------------------------------------------------------------------------------------
-    def _send_json(self, status: int, obj: dict):
-        data = json.dumps(obj).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+    def connection_made(self, transport):
+        super().connection_made(transport)
+        self._refused, self._header_timer = None, None
+        next_event = self.conn.next_event
 
-    def _start_sse(self):
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
+        def next_event_noting_refusals():
+            try:
+                return next_event()
+            except h11.RemoteProtocolError as e:
+                self._refused = e
+                raise
 
-    def _sse(self, obj):
-        data = b"data: " + (obj.encode() if isinstance(obj, str) else json.dumps(obj).encode()) + b"\n\n"
-        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-        self.wfile.flush()
+        self.conn.next_event = next_event_noting_refusals
+        self._arm_header_timer()
 
-    def _end_sse(self):
-        self._sse("[DONE]")
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
+    def _arm_header_timer(self):
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+        cycle = self.cycle
 
-# %% ../../nbs/64_server.ipynb #7b0a08d3
+        def expire():  # no new request began since the timer was armed, and none is being answered
+            if self.cycle is cycle and (cycle is None or cycle.response_complete) and not self.transport.is_closing():
+                self.transport.close()
+
+        self._header_timer = self.loop.call_later(self.marin.limits.header_timeout_s, expire)
+
+    def on_response_complete(self):
+        super().on_response_complete()
+        self._arm_header_timer()
+
+    def connection_lost(self, exc):
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+        super().connection_lost(exc)
+
+# %% ../../nbs/64_server.ipynb #7a35b1c4
 @patch
-def _read_raw(self: Handler):
-    "Read the whole body first, so that an error answer leaves the keep-alive connection clean."
-    n = int(self.headers.get("Content-Length") or 0)
-    if n > MAX_BODY:
-        self.close_connection = True
-        raise ApiError(413, f"request body of {n} bytes exceeds {MAX_BODY}")
-    self._raw = self.rfile.read(n) if n else b""
+def send_400_response(self: _Protocol, msg: str):
+    "A request h11 could not parse: an OpenAI-style 400 naming the header, then close the connection."
+    why = str(self._refused or msg)
+    param = next((h for h in ("Content-Length", "Transfer-Encoding") if h.lower() in why.lower()), None)
+    data = json.dumps(ApiError(400, f"malformed HTTP request: {why}", param).body()).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", b"%d" % len(data)),
+        (b"connection", b"close"),
+    ]
+    for event in (h11.Response(status_code=400, headers=headers, reason=b"Bad Request"), h11.Data(data=data)):
+        self.transport.write(self.conn.send(event))
+    self.transport.write(self.conn.send(h11.EndOfMessage()))
+    self.transport.close()
+
+# %% ../../nbs/64_server.ipynb #7af79919
+GENERATE_ROUTES = ("/v1/completions", "/v1/chat/completions")
 
 
-@patch
-def _body(self: Handler) -> dict:
-    raw = self._raw
-    try:
-        body = json.loads(raw or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ApiError(400, f"malformed JSON body: {e}") from None
-    if not isinstance(body, dict):
-        raise ApiError(400, "the request body must be a JSON object")
-    return body
-
-# %% ../../nbs/64_server.ipynb #5162a84a
-@patch
-def _auth(self: Handler):
-    key = self.app.api_key
-    if not key:
-        return
-    got = self.headers.get("Authorization", "")
-    if got != f"Bearer {key}":
-        raise ApiError(
-            401,
-            "Incorrect or missing API key: send 'Authorization: Bearer <key>'"
-            " with the key given to `marin serve --api-key`",
-            code="invalid_api_key",
-        )
+async def _reply(send, err: ApiError, *, close: bool = False, headers: tuple = ()):
+    data = json.dumps(err.body()).encode()
+    hs = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(data)), *headers]
+    await send(
+        {"type": "http.response.start", "status": err.status, "headers": hs + [(b"connection", b"close")] * close}
+    )
+    await send({"type": "http.response.body", "body": data})
 
 
-@patch
-def _model(self: Handler, body):
-    name = body.get("model")
-    if name is not None and name != self.app.model.name:
-        raise ApiError(
-            404,
-            f"The model {name!r} does not exist; this server serves {self.app.model.name!r}",
-            "model",
-            code="model_not_found",
-        )
+async def _read_body(receive, lim: ServerLimits, expected: int | None) -> bytes | None:
+    "The whole body (None if the client left), refused once past `max_body_bytes` or after `body_timeout_s`."
+    chunks, size = [], 0
+    with anyio.move_on_after(lim.body_timeout_s):
+        while True:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                return None
+            chunks.append(msg.get("body", b""))
+            size += len(chunks[-1])
+            if size > lim.max_body_bytes:
+                raise ApiError(413, f"request body: more than {lim.max_body_bytes:,} bytes (marin serve --max-body-mb)")
+            if not msg.get("more_body", False):
+                return b"".join(chunks)
+    said = f" of the {expected:,} its Content-Length says" if expected is not None else ""
+    raise ApiError(
+        408,
+        f"Content-Length: {size:,} bytes{said} arrived within {lim.body_timeout_s:g} s; send the"
+        " whole body (and a Content-Length that matches it)",
+        "Content-Length",
+        code="request_timeout",
+    )
 
-# %% ../../nbs/64_server.ipynb #f9e791b8
-@patch
-def _dispatch(self: Handler, method: str):
-    try:
-        self._raw = b""
-        if method == "POST":
-            self._read_raw()
-        path = self.path.split("?", 1)[0].rstrip("/")
-        if method == "GET" and path == "/health":
-            return self._send_json(200, {"status": "ok", "model": self.app.model.name})
-        if not path.startswith("/v1/"):
-            raise ApiError(404, f"no route {method} {path}", code="not_found")
-        self._auth()
-        if method == "GET" and path == "/v1/models":
-            return self._send_json(200, self.app.models())
-        if method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
-            body = self._body()
-            self._model(body)
-            return (
-                self.app.completions(self, body)
-                if path.endswith("/completions") and "chat" not in path
-                else self.app.chat(self, body)
+
+def _replay(body: bytes, receive):
+    "An ASGI `receive` that gives the body read already, then passes through (so the app hears a disconnect)."
+    sent = False
+
+    async def replay():
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+# %% ../../nbs/64_server.ipynb #aefd7c61
+def _unauthorized() -> ApiError:
+    return ApiError(
+        401,
+        "Incorrect or missing API key: send 'Authorization: Bearer <key>' with the key given to `marin serve --api-key`",
+        code="invalid_api_key",
+    )
+
+# %% ../../nbs/64_server.ipynb #2669a609
+class _Guard:
+    "ASGI middleware: body limit, API key, body read with limit and timeout, requests in flight (see above)."
+
+    def __init__(self, app, server: "Server"):
+        self.app, self.server = app, server
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        srv, lim, path = self.server, self.server.limits, scope["path"]
+        headers = dict(scope["headers"])
+        length = int(headers[b"content-length"]) if b"content-length" in headers else None  # h11 checked it
+        has_body = bool(length) or b"transfer-encoding" in headers
+        if length is not None and length > lim.max_body_bytes:
+            err = ApiError(
+                413,
+                f"Content-Length: {length:,} bytes exceed this server's limit of"
+                f" {lim.max_body_bytes:,} (marin serve --max-body-mb)",
+                "Content-Length",
             )
-        raise ApiError(404, f"no route {method} {path}", code="not_found")
-    except ApiError as e:
-        self._send_json(e.status, e.body())
-    except ValueError as e:  # validation in the library (tokenizer, engine, config)
-        self._send_json(400, ApiError(400, str(e)).body())
-    except (BrokenPipeError, ConnectionResetError):
-        self.close_connection = True
-    except Exception as e:
-        self._send_json(500, ApiError(500, f"internal error: {type(e).__name__}: {e}", type="server_error").body())
+            return await _reply(send, err, close=True)
+        if path.startswith("/v1/") and not srv._authorized(headers.get(b"authorization", b"")):
+            return await _reply(send, _unauthorized(), close=has_body)
+        try:
+            body = await _read_body(receive, lim, length)
+        except ApiError as e:
+            return await _reply(send, e, close=True)
+        if body is None:
+            return
+        generates = scope["method"] == "POST" and path in GENERATE_ROUTES
+        if generates and srv.in_flight >= lim.max_concurrent:
+            err = ApiError(
+                503,
+                f"the server is busy: {srv.in_flight} requests in flight, its limit (marin serve"
+                " --max-concurrent); retry shortly",
+                type="server_error",
+                code="server_busy",
+            )
+            return await _reply(send, err, headers=((b"retry-after", b"1"),))
+        srv.in_flight += generates
+        try:
+            await self.app(scope, _replay(body, receive), send)
+        finally:
+            srv.in_flight -= generates
 
-# %% ../../nbs/64_server.ipynb #1ec27f08
-@patch
-def _stream(self: Handler, handles, events):
-    "Write server-sent events from `events()`; if the client goes away, cancel its requests."
+# %% ../../nbs/64_server.ipynb #1a773644
+def listen_socket(host: str, port: int) -> socket.socket:
+    "A TCP socket listening on host:port; a bad or busy port is a ValueError naming it (0: any free port)."
+    if not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"--port {port}: must be in 0..65535 (0: any free port)")
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        self._start_sse()
-        for ev in events():
-            self._sse(ev)
-        self._end_sse()
-    except (BrokenPipeError, ConnectionResetError):
-        for _, hd in handles:
-            hd.cancel()
-        self.close_connection = True
+        sock.bind((host, port))
+        sock.listen(2048)  # a burst of clients is queued, not reset
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise ValueError(
+                f"--port {port}: {host}:{port} is already in use; stop what serves there or pick another --port"
+            ) from None
+        raise ValueError(f"--host {host} --port {port}: cannot listen there ({e.strerror or e})") from None
+    return sock
 
-
-@patch
-def do_GET(self: Handler):
-    self._dispatch("GET")
-
-
-@patch
-def do_POST(self: Handler):
-    self._dispatch("POST")
-
-# %% ../../nbs/64_server.ipynb #13f95169
-class _HTTPServer(ThreadingHTTPServer):
-    request_queue_size = 512  # listen backlog: the default 5 resets connections when many clients connect at once
-    daemon_threads = True
-
-
+# %% ../../nbs/64_server.ipynb #eef9a038
 class Server:
-    "An OpenAI-compatible HTTP server for one `ServedModel`."
+    "An OpenAI-compatible HTTP server for one `ServedModel`: FastAPI routes on uvicorn, in front of the engine."
 
     def __init__(
         self,
@@ -498,33 +649,77 @@ class Server:
         port: int = 8000,
         api_key: str | None = None,
         verbose: bool = False,
+        limits: ServerLimits | None = None,
+        sock: socket.socket | None = None,
     ):
         self.model, self.api_key, self.verbose = model, api_key or None, verbose
-        handler = type("BoundHandler", (Handler,), {"app": self})
-        self.httpd = _HTTPServer((host, port), handler)
-        self.httpd.daemon_threads = True
-        self.host, self.port = self.httpd.server_address[:2]
+        self.limits = limits or ServerLimits()
+        self.sock = sock or listen_socket(host, port)
+        self.host, self.port = self.sock.getsockname()[:2]
+        self.created, self.in_flight = int(time.time()), 0  # in_flight: generation requests, counted by `_Guard`
         self._thread: threading.Thread | None = None
-        self.created = int(time.time())
+        self._limiter = None  # worker threads for tokenizing and waiting on the engine, made in the event loop
+        self._jobs, self._jobs_lock = weakref.WeakSet(), threading.Lock()  # requests in flight, for shutdown
+        self.app = self._app()
+        protocol = type("BoundProtocol", (_Protocol,), {"marin": self})
+        config = uvicorn.Config(
+            _Guard(self.app, self),
+            http=protocol,
+            lifespan="off",
+            timeout_keep_alive=self.limits.keep_alive_s,
+            timeout_graceful_shutdown=1,
+            log_level="info" if verbose else "warning",
+            access_log=verbose,
+            log_config=uvicorn.config.LOGGING_CONFIG if verbose else None,
+        )
+        self.uvicorn = uvicorn.Server(config)
 
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
+# %% ../../nbs/64_server.ipynb #660d9fd6
+@patch(as_prop=True)
+def url(self: Server) -> str:
+    return f"http://{self.host}:{self.port}/v1"
 
-    def start(self) -> "Server":
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="marin-http", daemon=True)
-        self._thread.start()
-        return self
 
-    def shutdown(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.model.engine.close()
+@patch(as_prop=True)
+def prompt_chars(self: Server) -> int:
+    "The longest prompt in characters: the limit, or CHARS_PER_TOKEN per token of the model's context."
+    return self.limits.max_prompt_chars or CHARS_PER_TOKEN * self.model.context
 
-# %% ../../nbs/64_server.ipynb #6e776798
+
+@patch
+def _authorized(self: Server, got: bytes) -> bool:
+    return not self.api_key or hmac.compare_digest(got, f"Bearer {self.api_key}".encode())
+
+# %% ../../nbs/64_server.ipynb #304bc755
+@patch
+def start(self: Server) -> Server:
+    self._thread = threading.Thread(target=self.uvicorn.run, args=([self.sock],), name="marin-http", daemon=True)
+    self._thread.start()
+    deadline = time.monotonic() + 30
+    while not self.uvicorn.started:
+        if not self._thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"the HTTP server on {self.host}:{self.port} did not start; see the log above")
+        time.sleep(0.005)
+    return self
+
+
 @patch
 def serve_forever(self: Server):
-    self.httpd.serve_forever()
+    self.uvicorn.run([self.sock])
+
+
+@patch
+def shutdown(self: Server):
+    "Cancel the requests in flight (they end with finish_reason `cancelled`), stop uvicorn, free the port."
+    with self._jobs_lock:
+        jobs = list(self._jobs)
+    for job in jobs:
+        job.cancel()
+    self.uvicorn.should_exit = True
+    if self._thread is not None:
+        self._thread.join(timeout=10)
+    self.sock.close()
+    self.model.engine.close()
 
 
 @patch
@@ -536,7 +731,7 @@ def __enter__(self: Server):
 def __exit__(self: Server, *exc):
     self.shutdown()
 
-
+# %% ../../nbs/64_server.ipynb #e3f435cd
 @patch
 def models(self: Server) -> dict:
     return {
@@ -552,13 +747,127 @@ def models(self: Server) -> dict:
         ],
     }
 
-# %% ../../nbs/64_server.ipynb #3430146c
+
+@patch
+def _check_model(self: Server, name: str | None):
+    if name is not None and name != self.model.name:
+        raise ApiError(
+            404,
+            f"model: The model {name!r} does not exist; this server serves {self.model.name!r}",
+            "model",
+            code="model_not_found",
+        )
+
+# %% ../../nbs/64_server.ipynb #d0db2f6a
+def _error_response(e: ApiError, headers=None) -> JSONResponse:
+    return JSONResponse(e.body(), status_code=e.status, headers=headers)
+
+
+async def _on_http_error(request: Request, e: HTTPException):
+    where = f"{request.method} {request.url.path}"
+    msg = {404: f"no route {where}", 405: f"no route {where} (wrong method)"}.get(e.status_code, str(e.detail))
+    code = "not_found" if e.status_code in (404, 405) else None
+    return _error_response(ApiError(e.status_code, msg, code=code), getattr(e, "headers", None))
+
+
+async def _on_crash(request: Request, e: Exception):
+    return _error_response(ApiError(500, f"internal error: {type(e).__name__}: {e}", type="server_error"))
+
+
+def _handlers() -> dict:
+    async def api(request, e):
+        return _error_response(e)
+
+    async def invalid(request, e):
+        return _error_response(validation_error(e.errors()))
+
+    async def value(request, e):
+        return _error_response(library_error(e))
+
+    return {
+        ApiError: api,
+        RequestValidationError: invalid,
+        ValueError: value,
+        HTTPException: _on_http_error,
+        Exception: _on_crash,
+    }
+
+# %% ../../nbs/64_server.ipynb #159a4813
+@patch
+def _app(self: Server) -> FastAPI:
+    app = FastAPI(
+        title="marin serve",
+        summary="OpenAI-compatible completions and chat",
+        docs_url=None,
+        redoc_url=None,
+        exception_handlers=_handlers(),
+    )
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", "model": self.model.name}
+
+    @app.get("/v1/models")
+    async def list_models():
+        return self.models()
+
+    @app.post("/v1/completions")
+    async def completions(req: CompletionRequest, request: Request):
+        self._check_model(req.model)
+        return await self._respond(request, await self._run(self._completion_job, req))
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(req: ChatRequest, request: Request):
+        self._check_model(req.model)
+        return await self._respond(request, await self._run(self._chat_job, req))
+
+    return app
+
+# %% ../../nbs/64_server.ipynb #1debf369
+_GONE = object()  # what `_until_gone` returns when the client left first
+
+
+@patch
+async def _run(self: Server, fn, *args):
+    "`fn(*args)` in a worker thread; the loop stays free (a cancelled wait leaves the thread to finish)."
+    if self._limiter is None:
+        self._limiter = anyio.CapacityLimiter(self.limits.max_concurrent + 8)
+    return await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter, abandon_on_cancel=True)
+
+
+async def _disconnect(request: Request):
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _until_gone(request: Request, coro):
+    "`await coro`, or `_GONE` as soon as the client disconnects (the work is then cancelled)."
+    work, gone = asyncio.ensure_future(coro), asyncio.ensure_future(_disconnect(request))
+    try:
+        done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        return work.result() if work in done else _GONE
+    finally:
+        work.cancel()
+        gone.cancel()
+
+# %% ../../nbs/64_server.ipynb #cabbba99
+@dataclasses.dataclass(eq=False)  # hashed by identity: the server keeps a weak set of them
+class _Job:
+    handles: list  # (prompt ids, RequestHandle) per choice
+    stream: bool
+    events: Callable[[], Iterator[dict]]
+    response: Callable[[], dict]
+
+    def cancel(self):
+        for _, h in self.handles:
+            h.cancel()
+
+
 @patch
 def _submit_all(self: Server, prompts, make_params, n):
-    eng = self.model.engine
+    eng, params = self.model.engine, [make_params(len(p)) for p in prompts]
     out = []
-    for p in prompts:
-        prm = make_params(len(p))
+    for p, prm in zip(prompts, params):
         for j in range(n):
             seed = None if prm.seed is None else prm.seed + j
             try:
@@ -567,12 +876,39 @@ def _submit_all(self: Server, prompts, make_params, n):
                 raise ApiError(400, str(e), "prompt") from None
     return out
 
-# %% ../../nbs/64_server.ipynb #8989d2cb
-def _completion_n_top(body: dict) -> tuple:
+# %% ../../nbs/64_server.ipynb #dd9550d2
+@patch
+async def _respond(self: Server, request: Request, job: _Job):
+    "The answer to a submitted job; a client that hangs up cancels its sequences, streamed or not."
+    with self._jobs_lock:
+        self._jobs.add(job)
+    if job.stream:
+        headers = {"Cache-Control": "no-cache"}
+        return StreamingResponse(self._sse(request, job), media_type="text/event-stream", headers=headers)
+    try:
+        body = await _until_gone(request, self._run(job.response))
+    finally:
+        job.cancel()  # a no-op once every handle has finished
+    return Response(status_code=499) if body is _GONE else JSONResponse(body)
+
+
+@patch
+async def _sse(self: Server, request: Request, job: _Job):
+    "Server-sent events, each awaited in a worker thread, then `[DONE]`; cancelled when the client goes."
+    events = job.events()
+    try:
+        while (ev := await _until_gone(request, self._run(next, events, None))) not in (None, _GONE):
+            yield f"data: {json.dumps(ev)}\n\n"
+        if ev is None:
+            yield "data: [DONE]\n\n"
+    finally:
+        job.cancel()
+
+# %% ../../nbs/64_server.ipynb #eb28009e
+def _completion_n_top(req: CompletionRequest) -> tuple:
     "(the `logprobs` field as given, the number of alternatives per token it asks for)."
-    lp = body.get("logprobs")
-    n_top = 0 if lp is None or lp is False else (1 if lp is True else _num(body, "logprobs", 0, int, lo=0, hi=TOP_N))
-    return lp, n_top
+    lp = req.logprobs
+    return lp, 0 if lp is None or lp is False else (1 if lp is True else lp)
 
 
 def _completion_chunk_logprobs(sm: ServedModel, ev, n_top: int) -> dict:
@@ -585,23 +921,23 @@ def _completion_chunk_logprobs(sm: ServedModel, ev, n_top: int) -> dict:
     }
 
 
-def _completion_events(sm: ServedModel, base: dict, handles, body: dict, echo: bool, lp, n_top: int):
+def _completion_events(sm: ServedModel, base: dict, handles, req: CompletionRequest, lp, n_top: int):
     "The server-sent events of a streamed completions request."
     n_prompt = n_comp = 0
     for idx, (p, hd) in enumerate(handles):
-        if echo:
+        if req.echo:
             yield dict(base, choices=[{"index": idx, "text": sm.decode(p), "logprobs": None, "finish_reason": None}])
         for ev in hd.stream():
-            lpo = None if lp is None else _completion_chunk_logprobs(sm, ev, n_top)
+            lpo = None if lp is None or lp is False else _completion_chunk_logprobs(sm, ev, n_top)
             yield dict(base, choices=[{"index": idx, "text": ev.text, "logprobs": lpo, "finish_reason": None}])
         c = hd.result()
         yield dict(base, choices=[{"index": idx, "text": "", "logprobs": None, "finish_reason": c.finish_reason}])
         n_prompt += len(p)
         n_comp += len(c.tokens)
-    if (body.get("stream_options") or {}).get("include_usage"):
+    if req.stream_options is not None and req.stream_options.include_usage:
         yield dict(base, choices=[], usage=_usage(n_prompt, n_comp))
 
-# %% ../../nbs/64_server.ipynb #f19945e7
+# %% ../../nbs/64_server.ipynb #33704449
 def _completion_response(sm: ServedModel, base: dict, handles, echo: bool, lp, n_top: int) -> dict:
     choices, n_prompt, n_comp = [], 0, 0
     for idx, (p, hd) in enumerate(handles):
@@ -621,38 +957,42 @@ def _completion_response(sm: ServedModel, base: dict, handles, echo: bool, lp, n
 
 
 @patch
-def completions(self: Server, h: Handler, body: dict):
+def _completion_job(self: Server, req: CompletionRequest) -> _Job:
     sm = self.model
-    if "prompt" not in body:
-        raise ApiError(400, "prompt: required", "prompt")
-    prompts = _prompts(sm, body["prompt"])
-    n = _num(body, "n", 1, int, lo=1, hi=16)
-    lp, n_top = _completion_n_top(body)
-    echo = bool(body.get("echo", False))
-    handles = self._submit_all(prompts, lambda L: sampling_params(sm, body, L, logprobs=n_top, echo=echo), n)
-    rid, created = f"cmpl-{uuid.uuid4().hex[:24]}", int(time.time())
-    base = {"id": rid, "object": "text_completion", "created": created, "model": sm.name}
-    if body.get("stream"):
-        return h._stream(handles, lambda: _completion_events(sm, base, handles, body, echo, lp, n_top))
-    h._send_json(200, _completion_response(sm, base, handles, echo, lp, n_top))
+    _check_choices(_n_prompts(req.prompt), req.n, self.limits.max_choices)
+    prompts = _prompts(sm, req.prompt, self.prompt_chars)
+    lp, n_top = _completion_n_top(req)
+    handles = self._submit_all(prompts, lambda L: sampling_params(sm, req, L, logprobs=n_top, echo=req.echo), req.n)
+    base = {"id": f"cmpl-{uuid.uuid4().hex[:24]}", "object": "text_completion", "created": int(time.time())}
+    base["model"] = sm.name
+    return _Job(
+        handles,
+        req.stream,
+        lambda: _completion_events(sm, base, handles, req, lp, n_top),
+        lambda: _completion_response(sm, base, handles, req.echo, lp, n_top),
+    )
 
-# %% ../../nbs/64_server.ipynb #2cb9d589
-def _chat_messages(msgs) -> list[dict]:
-    "`{role, content}` of each message, content as one string; refuses anything else, naming the message."
-    if not isinstance(msgs, list) or not msgs:
-        raise ApiError(400, "messages: expected a non-empty list of {role, content}", "messages")
-    clean = []
-    for i, m in enumerate(msgs):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise ApiError(400, f"messages[{i}]: expected an object with a role", "messages")
-        content = m.get("content", "")
-        if isinstance(content, list):
-            content = "".join(
-                part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
-            )
-        if not isinstance(content, str):
-            raise ApiError(400, f"messages[{i}].content: expected a string or text parts", "messages")
-        clean.append({"role": m["role"], "content": content})
+# %% ../../nbs/64_server.ipynb #6c27b7a3
+def _chat_messages(msgs: list[ChatMessage], max_chars: int) -> list[dict]:
+    "`{role, content}` of each message, content as one string (text parts only), measured before rendering."
+    clean = [
+        {
+            "role": m.role,
+            "content": m.content
+            if isinstance(m.content, str)
+            else "".join(p.text for p in m.content if p.type == "text"),
+        }
+        for m in msgs
+    ]
+    n = sum(len(m["content"]) for m in clean)
+    if n > max_chars:
+        raise ApiError(
+            400,
+            f"messages: {n:,} characters exceed this server's limit of {max_chars:,} ({CHARS_PER_TOKEN} per token of"
+            " the model's context); shorten them",
+            "messages",
+            code="context_length_exceeded",
+        )
     return clean
 
 # %% ../../nbs/64_server.ipynb #5803f2eb
@@ -661,7 +1001,7 @@ def _chat_chunk(base: dict, idx: int, delta: dict, logprobs=None, finish_reason=
     return dict(base, object="chat.completion.chunk", choices=[choice])
 
 
-def _chat_events(sm: ServedModel, base: dict, handles, body: dict, n_prompt: int, want_lp: bool, n_top: int):
+def _chat_events(sm: ServedModel, base: dict, handles, req: ChatRequest, n_prompt: int, want_lp: bool, n_top: int):
     "The server-sent events of a streamed chat request."
     n_comp = 0
     for idx, (p, hd) in enumerate(handles):
@@ -672,10 +1012,10 @@ def _chat_events(sm: ServedModel, base: dict, handles, body: dict, n_prompt: int
         c = hd.result()
         n_comp += len(c.tokens)
         yield _chat_chunk(base, idx, {}, None, c.finish_reason)
-    if (body.get("stream_options") or {}).get("include_usage"):
+    if req.stream_options is not None and req.stream_options.include_usage:
         yield dict(base, object="chat.completion.chunk", choices=[], usage=_usage(n_prompt, n_comp))
 
-# %% ../../nbs/64_server.ipynb #49bd3c72
+# %% ../../nbs/64_server.ipynb #df890798
 def _chat_response(sm: ServedModel, base: dict, handles, n_prompt: int, want_lp: bool, n_top: int) -> dict:
     choices, n_comp = [], 0
     for idx, (p, hd) in enumerate(handles):
@@ -693,21 +1033,20 @@ def _chat_response(sm: ServedModel, base: dict, handles, n_prompt: int, want_lp:
 
 
 @patch
-def chat(self: Server, h: Handler, body: dict):
+def _chat_job(self: Server, req: ChatRequest) -> _Job:
     sm = self.model
-    clean = _chat_messages(body.get("messages"))
-    prompt = sm.encode(sm.render_chat(clean))
-    want_lp = bool(body.get("logprobs", False))
-    n_top = _num(body, "top_logprobs", 0, int, lo=0, hi=TOP_N) if want_lp else 0
-    n = _num(body, "n", 1, int, lo=1, hi=16)
-    handles = self._submit_all(
-        [prompt], lambda L: sampling_params(sm, body, L, max_key="max_completion_tokens", logprobs=n_top), n
+    _check_choices(1, req.n, self.limits.max_choices)
+    prompt = sm.encode(sm.render_chat(_chat_messages(req.messages, self.prompt_chars)))
+    n_top = req.top_logprobs if req.logprobs else 0
+    handles = self._submit_all([prompt], lambda L: sampling_params(sm, req, L, chat=True, logprobs=n_top), req.n)
+    base = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()), "model": sm.name}
+    n_prompt = len(prompt) * req.n
+    return _Job(
+        handles,
+        req.stream,
+        lambda: _chat_events(sm, base, handles, req, n_prompt, req.logprobs, n_top),
+        lambda: _chat_response(sm, base, handles, n_prompt, req.logprobs, n_top),
     )
-    rid, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
-    base = {"id": rid, "created": created, "model": sm.name}
-    if body.get("stream"):
-        return h._stream(handles, lambda: _chat_events(sm, base, handles, body, len(prompt) * n, want_lp, n_top))
-    h._send_json(200, _chat_response(sm, base, handles, len(prompt) * n, want_lp, n_top))
 
 # %% ../../nbs/64_server.ipynb #6d92bbf4
 def _safetensors_header(url: str) -> dict:

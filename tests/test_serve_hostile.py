@@ -1,0 +1,299 @@
+"""Hostile clients against a real `Server` (uvicorn on 127.0.0.1, in a thread, serving a tiny random model), each
+answered with a clear OpenAI-style error naming the field (issue #19): framing over raw sockets (negative,
+non-numeric and short Content-Length, chunked bodies, half-open connections, oversized bodies with and without the
+API key), the rest with httpx (huge max_tokens, a prompt that fills the context, prompts x n, a 15 MB prompt,
+clients that hang up mid-request, a full server); bad `marin serve` flags refused before the model loads; a
+schemathesis run over /openapi.json that finds no 500; and 64 concurrent requests with /health answering within a
+second while a 15 MB prompt and an abandoned fan-out are in flight."""
+
+import concurrent.futures as cf
+import contextlib, dataclasses, json, socket, threading, time
+import httpx, jax, pytest
+from marin.models.transformer import LlamaConfig, init
+from marin.serve.hf import export_hf
+from marin.serve.server import Server, ServedModel, ServerLimits
+
+KEY = "sk-hostile"
+VOCAB = ["\n"] + [chr(c) for c in range(32, 127)]
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("hostile") / "tiny"
+    cfg = LlamaConfig(vocab_size=96, seq_len=64, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=64)
+    export_hf(
+        jax.tree.map(lambda a: a * 8 if a.ndim >= 2 else a, init(cfg, key=jax.random.PRNGKey(0))),
+        str(d),
+        tokenizer=VOCAB,
+    )
+    return d
+
+
+@pytest.fixture(scope="module")
+def srv(model_dir):
+    limits = ServerLimits(max_choices=32, body_timeout_s=1.0, header_timeout_s=1.0)
+    with Server(ServedModel.load(str(model_dir), max_batch=8), port=0, api_key=KEY, limits=limits) as s:
+        s.http = httpx.Client(base_url=f"http://127.0.0.1:{s.port}", headers=AUTH, timeout=30)
+        s.http.post("/v1/completions", json={"prompt": "warm", "max_tokens": 2})  # compile before timing anything
+        yield s
+
+
+@contextlib.contextmanager
+def limits(srv, **changes):
+    old = srv.limits
+    srv.limits = dataclasses.replace(old, **changes)
+    try:
+        yield
+    finally:
+        srv.limits = old
+
+
+def _read_response(sk: socket.socket) -> tuple[int, dict | None]:
+    "(status, JSON body or None) of one HTTP response read off a raw socket."
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sk.recv(65536)
+        if not chunk:
+            raise ConnectionError(f"closed before a response: {data!r}")
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    lines = head.decode().split("\r\n")
+    headers = {k.lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
+    n = int(headers.get("content-length", 0))
+    while len(body) < n:
+        body += sk.recv(65536)
+    return int(lines[0].split()[1]), (json.loads(body[:n]) if n else None)
+
+
+def raw(srv, request: bytes, timeout: float = 10) -> tuple[int, dict | None, float]:
+    "Send `request` on a fresh connection: (status, JSON body, seconds to the answer)."
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=timeout) as sk:
+        t0 = time.perf_counter()
+        sk.sendall(request)
+        status, body = _read_response(sk)
+        return status, body, time.perf_counter() - t0
+
+
+def head(length: str | None, key: str | None = KEY, extra: str = "") -> bytes:
+    lines = ["POST /v1/completions HTTP/1.1", "Host: x", "Content-Type: application/json"]
+    lines += [f"Authorization: Bearer {key}"] * bool(key) + [f"Content-Length: {length}"] * (length is not None)
+    return ("\r\n".join(lines) + "\r\n" + extra + "\r\n").encode()
+
+
+def health_s(srv) -> float:
+    t0 = time.perf_counter()
+    r = httpx.get(f"http://127.0.0.1:{srv.port}/health", timeout=5)
+    assert r.status_code == 200
+    return time.perf_counter() - t0
+
+
+def test_malformed_framing_gets_a_json_400_naming_the_header(srv):
+    for length in ("-1", "abc", "5\r\nContent-Length: 6"):
+        for key in (KEY, None):
+            st, body, _ = raw(srv, head(length, key) + b'{"prompt": "a"}')
+            assert st == 400 and body["error"]["param"] == "Content-Length", (length, st, body)
+            assert "Content-Length" in body["error"]["message"]
+    st, body, _ = raw(srv, head(None, extra="Transfer-Encoding: gzip\r\n"))
+    assert st == 400 and body["error"]["param"] == "Transfer-Encoding", body
+
+
+def test_short_body_times_out_with_408_and_holds_nothing(srv):
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sk:
+        sk.sendall(head("100") + b'{"prompt":')  # 10 of the 100 bytes promised
+        assert health_s(srv) < 1  # the waiting request holds no thread
+        st, body = _read_response(sk)
+        assert (
+            st == 408
+            and body["error"]["param"] == "Content-Length"
+            and "10 bytes of the 100" in body["error"]["message"]
+        )
+
+
+def test_chunked_body_is_read(srv):
+    payload = json.dumps({"prompt": "Hello", "max_tokens": 3, "temperature": 0}).encode()
+    a, b = payload[:10], payload[10:]
+    chunks = b"%x\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(a), a, len(b), b)
+    st, body, _ = raw(srv, head(None, extra="Transfer-Encoding: chunked\r\n") + chunks)
+    assert st == 200 and body["usage"] == {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}, body
+
+
+def test_oversized_bodies_are_refused_before_they_are_read(srv):
+    for key in (KEY, None, "sk-wrong"):  # 24 MiB promised, nothing sent: waiting for it would have been a 408
+        st, body, _ = raw(srv, head(str(24 * 2**20), key))
+        assert st == 413 and body["error"]["param"] == "Content-Length", (key, st, body)
+    st, body, _ = raw(srv, head("1000", "sk-wrong"))  # a wrong key is refused without reading the body
+    assert st == 401 and "API key" in body["error"]["message"]
+    with limits(srv, max_body_bytes=64 * 2**10):  # a chunked body has no length: refused while it streams in
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sk:
+            sk.sendall(head(None, extra="Transfer-Encoding: chunked\r\n"))
+            with contextlib.suppress(OSError):
+                for _ in range(10):
+                    sk.sendall(b"%x\r\n%s\r\n" % (2**14, b" " * 2**14))
+            st, body = _read_response(sk)
+        assert st == 413 and "65,536 bytes" in body["error"]["message"], body
+
+
+def test_half_open_connections_hold_nothing_and_are_closed(srv):
+    socks = [socket.create_connection(("127.0.0.1", srv.port)) for _ in range(100)]
+    try:
+        for sk in socks:
+            sk.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")  # and never the rest
+        assert health_s(srv) < 1
+        time.sleep(1.2)  # header_timeout_s=1
+        for sk in socks:
+            sk.settimeout(3)
+            assert sk.recv(10) == b""  # closed by the server
+    finally:
+        for sk in socks:
+            sk.close()
+
+
+def test_bad_fields_are_4xx_naming_the_field(srv):
+    cases = [
+        ({"prompt": "a", "max_tokens": 10**300}, 400, "max_tokens", "maximum context length"),
+        ({"prompt": "x" * 64}, 400, "prompt", "no room for the completion"),
+        ({"prompt": ["a"] * 8, "n": 8}, 400, "n", "64 sequences exceed"),
+        ({"prompt": "a", "temperature": "hot"}, 400, "temperature", "temperature: Input should be a valid number"),
+        ({"prompt": "a", "stop": 5}, 400, "stop", "at most 16 strings"),
+        ({"prompt": [1, -2]}, 400, "prompt", "token ids"),
+        ({"prompt": None}, 400, "prompt", "prompt: expected a non-empty string"),
+        ({"prompt": [[1, 2, 999]]}, 400, "prompt", "token ids must be in [0, 96)"),
+        ({"prompt": "a", "model": "gpt-5"}, 404, "model", "does not exist"),
+    ]
+    for body, status, param, words in cases:
+        r = srv.http.post("/v1/completions", json=body)
+        err = r.json()["error"]
+        assert r.status_code == status and err["param"] == param and words in err["message"], (body, r.text)
+    r = srv.http.post("/v1/chat/completions", json={"messages": [{"role": "user"}, {"content": "hi"}]})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "messages[1].role", r.text
+    r = srv.http.post("/v1/completions", content=b'{"prompt": "a"}', headers={"Content-Type": "text/plain"})
+    assert r.status_code == 400 and "Content-Type: application/json" in r.json()["error"]["message"]
+    r = srv.http.post("/v1/completions", content=b'{"prompt": "a"', headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and "malformed JSON" in r.json()["error"]["message"]
+    assert srv.http.get("/v1/nothing").json()["error"]["code"] == "not_found"
+    assert srv.http.get("/v1/completions").status_code == 405
+
+
+def _in_flight_soon(srv, timeout=20):
+    deadline = time.monotonic() + timeout
+    while srv.model.engine.in_flight == 0:
+        assert time.monotonic() < deadline, "the request never reached the engine"
+        time.sleep(0.01)
+
+
+def _quiet_soon(srv, timeout=5) -> float:
+    t0 = time.monotonic()
+    while srv.model.engine.in_flight:
+        assert time.monotonic() - t0 < timeout, f"{srv.model.engine.in_flight} sequences still decoding"
+        time.sleep(0.01)
+    return time.monotonic() - t0
+
+
+FAN_OUT = {"prompt": ["Once upon a time"] * 16, "n": 2, "max_tokens": 40, "ignore_eos": True, "temperature": 0}
+
+
+def _send_json(sk, body: dict):
+    data = json.dumps(body).encode()
+    sk.sendall(head(str(len(data))) + data)
+
+
+def test_a_client_that_hangs_up_has_its_sequences_cancelled(srv):
+    eng = srv.model.engine
+    for stream in (False, True):
+        before = eng.stats["tokens"]
+        with socket.create_connection(("127.0.0.1", srv.port)) as sk:
+            _send_json(sk, dict(FAN_OUT, stream=stream))  # 32 sequences x 40 tokens
+            _in_flight_soon(srv)
+            if stream:
+                assert b"200 OK" in sk.recv(4096)
+        _quiet_soon(srv)  # hung up: every sequence finished (cancelled) within seconds
+        assert eng.stats["tokens"] - before < 32 * 40 / 2, (stream, eng.stats["tokens"] - before)
+    r = srv.http.post("/v1/completions", json={"prompt": "still here", "max_tokens": 2})
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 2
+
+
+def test_a_full_server_answers_503(srv):
+    with limits(srv, max_concurrent=1), socket.create_connection(("127.0.0.1", srv.port)) as sk:
+        _send_json(sk, FAN_OUT)
+        _in_flight_soon(srv)
+        r = srv.http.post("/v1/completions", json={"prompt": "a", "max_tokens": 1})
+        assert r.status_code == 503 and r.headers["retry-after"] == "1" and r.json()["error"]["code"] == "server_busy"
+    _quiet_soon(srv)
+
+
+def test_bad_serve_flags_are_refused_before_the_model_loads(model_dir):
+    from typer.testing import CliRunner
+    from marin.serve.cli import app
+
+    busy = socket.create_server(("127.0.0.1", 0))
+    with busy:
+        for args, words in (
+            (["--max-batch", "0"], "--max-batch 0: must be at least 1"),
+            (["--port", "99999"], "--port 99999: must be in 0..65535"),
+            (["--port", str(busy.getsockname()[1])], "already in use"),
+        ):
+            r = CliRunner().invoke(app, ["serve", "--model", str(model_dir / "never-loaded"), *args])
+            assert r.exit_code != 0 and words in str(r.exception), (args, r.exception, r.output)  # the flag's error
+
+
+def test_schemathesis_finds_no_server_error(srv):
+    schemathesis = pytest.importorskip("schemathesis")
+    from hypothesis import HealthCheck, Phase, given, settings
+    from schemathesis import GenerationMode
+
+    base = f"http://127.0.0.1:{srv.port}"
+    schema = schemathesis.openapi.from_url(base + "/openapi.json")
+    ops = [r.ok() for r in schema.get_all_operations()]
+    assert {op.path for op in ops} == {"/health", "/v1/models", "/v1/completions", "/v1/chat/completions"}
+    seen = []
+    with limits(srv, max_choices=4):
+        for op in ops:
+            for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)[: 2 if op.method.upper() == "POST" else 1]:
+
+                @given(case=op.as_strategy(generation_mode=mode))
+                @settings(
+                    max_examples=4,
+                    deadline=None,
+                    database=None,
+                    phases=[Phase.generate],
+                    suppress_health_check=list(HealthCheck),
+                )
+                def check(case):
+                    r = case.call(base_url=base, headers=AUTH, timeout=20)
+                    seen.append(r.status_code)
+                    assert r.status_code < 500, (case.as_curl_command(), r.status_code, r.text[:300])
+
+                check()
+    assert any(s == 200 for s in seen) and any(400 <= s < 500 for s in seen), sorted(set(seen))
+
+
+def test_64_concurrent_requests_while_hostile_requests_are_in_flight(srv):
+    want = srv.http.post("/v1/completions", json={"prompt": "Romeo", "max_tokens": 4, "temperature": 0}).json()
+    want = want["choices"][0]["text"]
+    big = {}
+
+    def fifteen_mb():
+        r = httpx.post(srv.url + "/completions", json={"prompt": "x" * 15_000_000}, headers=AUTH, timeout=60)
+        big["status"], big["error"] = r.status_code, r.json()["error"]
+
+    def one(i):
+        r = srv.http.post("/v1/completions", json={"prompt": "Romeo", "max_tokens": 4, "temperature": 0})
+        return r.status_code, r.json()["choices"][0]["text"] if r.status_code == 200 else r.text
+
+    with socket.create_connection(("127.0.0.1", srv.port)) as fan_out, cf.ThreadPoolExecutor(65) as pool:
+        _send_json(fan_out, FAN_OUT)  # abandoned below, once the others are done
+        _in_flight_soon(srv)
+        hostile = pool.submit(fifteen_mb)
+        results = [pool.submit(one, i) for i in range(64)]
+        health = [health_s(srv) for _ in range(5)]
+        results = [r.result() for r in results]
+        hostile.result()
+    assert [st for st, _ in results] == [200] * 64 and all(t == want for _, t in results), results[:3]
+    assert max(health) < 1, health
+    assert (
+        big["status"] == 400
+        and big["error"]["param"] == "prompt"
+        and "15,000,000 characters" in big["error"]["message"]
+    )
+    _quiet_soon(srv)

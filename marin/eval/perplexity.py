@@ -139,7 +139,8 @@ class HeldOutLoader:
         m = ts.manifest
         self.vocab_size, self.batch_size, self.seq_len = ts.vocab_size, cfg.batch_size, cfg.seq_len
         eos = m["tokenizer"].get("eos_id")
-        self.bos_id = int(eos if eos is not None else 0)
+        bos = m["tokenizer"].get("bos_id", eos)  # a pretrained tokenizer's <bos>, else the document separator
+        self.bos_id = int(bos if bos is not None else 0)
         self.n_documents = budget_documents(ts.doc_lengths, cfg.max_tokens)
         docs = [np.asarray(ts.doc_tokens(i)) for i in range(self.n_documents)]
         self.n_tokens = int(sum(len(d) for d in docs))  # targets scored

@@ -132,11 +132,12 @@ class ServedModel:
 
 # %% ../../nbs/64_server.ipynb #caaedae0
 @patch
-def encode(self: ServedModel, text: str) -> list[int]:
+def encode(self: ServedModel, text: str, add_special_tokens: bool = True) -> list[int]:
+    "A prompt's ids; a rendered chat passes `add_special_tokens=False` (its template placed them, as in `transformers`)."
     if self.tokenizer is None:
         raise ValueError("prompt: this model has no tokenizer.json, so send token ids instead of text")
     try:
-        return self.tokenizer.encode(text, add_special_tokens=True).ids
+        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
     except Exception as e:
         raise ValueError(f"prompt: the tokenizer cannot encode it ({e})") from None
 
@@ -696,7 +697,7 @@ def _chat_response(sm: ServedModel, base: dict, handles, n_prompt: int, want_lp:
 def chat(self: Server, h: Handler, body: dict):
     sm = self.model
     clean = _chat_messages(body.get("messages"))
-    prompt = sm.encode(sm.render_chat(clean))
+    prompt = sm.encode(sm.render_chat(clean), add_special_tokens=False)  # no second <bos>
     want_lp = bool(body.get("logprobs", False))
     n_top = _num(body, "top_logprobs", 0, int, lo=0, hi=TOP_N) if want_lp else 0
     n = _num(body, "n", 1, int, lo=1, hi=16)

@@ -25,6 +25,7 @@ SMALL = {
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # about 15 min on a shared 2-core CPU (import, three evaluations, two SFT runs, lm-eval)
 def test_finetune_pretrained_gemma_end_to_end(lab):
     from marin.models.gguf import package_parts
 

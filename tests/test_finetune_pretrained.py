@@ -53,8 +53,8 @@ def test_finetune_pretrained_gemma_end_to_end(lab):
     for run in ("full", "lora"):
         assert m[f"eval/{run}/chat/bpb"] < m["eval/base/chat/bpb"], m
         assert m[f"sft/{run}/peak_rss_gb"] > 1.0 and m[f"sft/{run}/s_per_step"] > 0
-    # a real model: prose costs about a bit per byte or less (a random 262k-vocabulary model: ~4-5)
-    assert m["eval/base/prose/bpb"] < 1.5, m
+    # a real model: 1.7-2.2 bits per byte on the prose slice (a uniform 262k-vocabulary model: 18 bits per token, ~5 per byte)
+    assert m["eval/base/prose/bpb"] < 3.0, m
     # the LoRA adapter is in PEFT's layout and peft, loading it onto the exported base, computes the lab's logits
     assert m["sft/lora_adapter_peft_layout"] == 1.0 and m["sft/peft_max_logit_diff"] < 1e-2, m
     assert m["serve/answers"] == SMALL["serve_prompts"]

@@ -8,24 +8,14 @@ from conftest import marin_cmd, REPO
 
 pytest.importorskip("lm_eval")
 pytest.importorskip("peft")
-SMALL = {
-    "task_items": 8,
-    "after_items": 8,
-    "ppl_tokens": 512,
-    "held_out_chats": 20,
-    "seq_len": 128,
-    "batch_size": 2,
-    "sft_steps": 4,
-    "lora_steps": 4,
-    "full_lr": 1e-4,
-    "lora_lr": 2e-3,
-    "serve_prompts": 1,
-    "max_new_tokens": 8,
-}
+# few evaluation items; SFT exactly as the notebook's defaults (6 steps of 2 x 256 tokens, lr 3e-5 full / 5e-4 LoRA),
+# the configuration measured to lower held-out chat bits per byte (BENCHMARKS.md). A shorter, hotter SFT (4 steps of
+# 2 x 128 at lr 1e-4 / 2e-3) raised it: 1.300 -> 1.353 full, 1.327 LoRA.
+SMALL = {"task_items": 8, "after_items": 8, "serve_prompts": 1, "max_new_tokens": 8}
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)  # about 15 min on a shared 2-core CPU (import, three evaluations, two SFT runs, lm-eval)
+@pytest.mark.timeout(1800)  # 13-20 min on a shared 2-core CPU (import, three evaluations, two SFT runs, lm-eval)
 def test_finetune_pretrained_gemma_end_to_end(lab):
     from marin.models.gguf import package_parts
 
@@ -34,7 +24,7 @@ def test_finetune_pretrained_gemma_end_to_end(lab):
     nb = REPO / "experiments_nb" / "finetune_pretrained.ipynb"
     args = [a for k, v in SMALL.items() for a in ("-p", k, str(v))]
     r = subprocess.run(
-        marin_cmd("run", str(nb), *args), capture_output=True, text=True, env=os.environ, cwd=REPO, timeout=1200
+        marin_cmd("run", str(nb), *args), capture_output=True, text=True, env=os.environ, cwd=REPO, timeout=1700
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     from marin.core.ledger import Ledger

@@ -137,6 +137,7 @@ def _manifest(cfg: TokenizeConfig, tok, tok_spec: str, shards: list[dict]) -> di
             "vocab_size": tok.vocab_size,
             "eos_id": tok.eos_id,
             "pad_id": tok.pad_id,
+            **({"bos_id": tok.bos_id} if getattr(tok, "bos_id", None) is not None else {}),  # a pretrained <bos>
         },
         "append_eos": cfg.append_eos,
         "docs_per_shard": cfg.docs_per_shard,

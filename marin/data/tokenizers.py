@@ -13,9 +13,9 @@ from ..core.config import Config, check, versioned
 from ..core.executor import Step, StepOrPath
 
 # %% auto #0
-__all__ = ['EOS', 'PAD', 'UNK', 'DNA_ALPHABET', 'PROTEIN_ALPHABET', 'Tokenizer', 'BPETokenizer', 'train_bpe', 'CharTokenizer',
-           'dna_tokenizer', 'protein_tokenizer', 'tokenizer_from_json', 'load_tokenizer', 'VocabTokenizer',
-           'checkpoint_tokenizer', 'BPETrainConfig', 'train_bpe_from_documents', 'train_bpe_step']
+__all__ = ['EOS', 'PAD', 'UNK', 'DNA_ALPHABET', 'PROTEIN_ALPHABET', 'Tokenizer', 'leading_special_id', 'BPETokenizer',
+           'train_bpe', 'CharTokenizer', 'dna_tokenizer', 'protein_tokenizer', 'tokenizer_from_json', 'load_tokenizer',
+           'VocabTokenizer', 'checkpoint_tokenizer', 'BPETrainConfig', 'train_bpe_from_documents', 'train_bpe_step']
 
 # %% ../../nbs/14_tokenizers.ipynb #d8a77b39
 EOS, PAD, UNK = "<|endoftext|>", "<|pad|>", "<unk>"
@@ -27,6 +27,7 @@ class Tokenizer:
     vocab_size: int
     eos_id: int | None
     pad_id: int | None
+    bos_id: int | None = None  # the token every text starts with (a pretrained model's `<bos>`), if any
 
     def encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         raise NotImplementedError
@@ -52,6 +53,12 @@ class Tokenizer:
         return f
 
 # %% ../../nbs/14_tokenizers.ipynb #50b0655d
+def leading_special_id(tok) -> int | None:
+    "The id the tokenizer's post-processor puts before every text (Gemma's and Llama's `<bos>`), else None."
+    plain, full = tok.encode("a", add_special_tokens=False).ids, tok.encode("a").ids
+    return full[0] if len(full) > len(plain) and full[1 : 1 + len(plain)] == plain else None
+
+
 class BPETokenizer(Tokenizer):
     "A Hugging Face `tokenizers.Tokenizer`."
 
@@ -59,6 +66,7 @@ class BPETokenizer(Tokenizer):
         self.tok = tok
         self.vocab_size = tok.get_vocab_size(with_added_tokens=True)
         self.eos_id, self.pad_id = tok.token_to_id(EOS), tok.token_to_id(PAD)
+        self.bos_id = leading_special_id(tok)
 
     def encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         encs = self.tok.encode_batch_fast(list(texts), add_special_tokens=False)

@@ -139,7 +139,8 @@ class HeldOutLoader:
         m = ts.manifest
         self.vocab_size, self.batch_size, self.seq_len = ts.vocab_size, cfg.batch_size, cfg.seq_len
         eos = m["tokenizer"].get("eos_id")
-        self.bos_id = int(eos if eos is not None else 0)
+        bos = m["tokenizer"].get("bos_id", eos)  # a pretrained tokenizer's <bos>, else the document separator
+        self.bos_id = int(bos if bos is not None else 0)
         self.n_documents = budget_documents(ts.doc_lengths, cfg.max_tokens)
         docs = [np.asarray(ts.doc_tokens(i)) for i in range(self.n_documents)]
         self.n_tokens = int(sum(len(d) for d in docs))  # targets scored
@@ -172,12 +173,18 @@ class HeldOutLoader:
         return out
 
 # %% ../../nbs/50_perplexity.ipynb #c29a6246
+_LOGITS_JIT: dict = {}  # compute dtype -> one jitted forward, shared by every model of the process
+
+
 def model_logits_fn(model, compute_dtype: str = "float32") -> Callable:
     "A jitted `(tokens, segment_ids) -> logits` for a `marin.models.transformer.Transformer`."
     import equinox as eqx, jax.numpy as jnp
     from marin.models.transformer import forward
 
-    f = eqx.filter_jit(lambda m, t, s: forward(m, t, s, compute_dtype=jnp.dtype(compute_dtype)))
+    if compute_dtype not in _LOGITS_JIT:
+        dt = jnp.dtype(compute_dtype)
+        _LOGITS_JIT[compute_dtype] = eqx.filter_jit(lambda m, t, s: forward(m, t, s, compute_dtype=dt))
+    f = _LOGITS_JIT[compute_dtype]
     return lambda tokens, segment_ids: f(model, tokens, segment_ids)
 
 

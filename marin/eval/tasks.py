@@ -341,11 +341,13 @@ def evaluate_multiple_choice(
 ) -> TaskResult:
     "Score every choice of every item; accuracy and length-normalised accuracy with standard errors."
     items = items if items is not None else load_items(task)
+    first = getattr(tok, "bos_id", None)  # a pretrained tokenizer's <bos> starts every context, as in lm-eval
     reqs, owner = [], []
     for i, it in enumerate(items):
         ctx = context_of(task, items, i)
         for c in it["choices"]:
-            reqs.append(encode_pair(tok, ctx, c))
+            cx, cont = encode_pair(tok, ctx, c)
+            reqs.append(([first] + cx if first is not None else cx, cont))
             owner.append(i)
     bos = getattr(tok, "eos_id", None) or 0
     scored = score_requests(logits_fn, reqs, max_len=max_len, batch_size=batch_size, bos_id=bos, progress=progress)

@@ -96,10 +96,13 @@ def tokenizer_json_of(tokenizer) -> tuple[str, dict]:
     if isinstance(tokenizer, BPETokenizer):
         tokenizer = tokenizer.tok
     if hasattr(tokenizer, "to_str"):
-        vocab = tokenizer.get_vocab(with_added_tokens=True)
+        from marin.data.tokenizers import leading_special_id
+
+        vocab, bos = tokenizer.get_vocab(with_added_tokens=True), leading_special_id(tokenizer)
         return tokenizer.to_str(), {
             "eos_token": EOS if EOS in vocab else None,
             "pad_token": PAD if PAD in vocab else None,
+            "bos_token": tokenizer.id_to_token(bos) if bos is not None else None,  # a pretrained model's <bos>
         }
     raise TypeError(
         f"tokenizer: {type(tokenizer).__name__} is not a marin tokenizer, a tokenizers.Tokenizer or a character list"
@@ -116,6 +119,7 @@ def tokenizer_config(special: dict, seq_len: int, chat_template: str | None = No
         "add_eos_token": False,
         **{k: v for k, v in special.items() if v is not None},
     }
+    d["add_bos_token"] = d["bos_token"] is not None
     if chat_template:
         d["chat_template"] = chat_template
     return d

@@ -140,11 +140,12 @@ class ServedModel:
 
 # %% ../../nbs/64_server.ipynb #caaedae0
 @patch
-def encode(self: ServedModel, text: str) -> list[int]:
+def encode(self: ServedModel, text: str, add_special_tokens: bool = True) -> list[int]:
+    "A prompt's ids; a rendered chat passes `add_special_tokens=False` (its template placed them, as in `transformers`)."
     if self.tokenizer is None:
         raise ValueError("prompt: this model has no tokenizer.json, so send token ids instead of text")
     try:
-        return self.tokenizer.encode(text, add_special_tokens=True).ids
+        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
     except Exception as e:
         raise ValueError(f"prompt: the tokenizer cannot encode it ({e})") from None
 
@@ -1036,7 +1037,9 @@ def _chat_response(sm: ServedModel, base: dict, handles, n_prompt: int, want_lp:
 def _chat_job(self: Server, req: ChatRequest) -> _Job:
     sm = self.model
     _check_choices(1, req.n, self.limits.max_choices)
-    prompt = sm.encode(sm.render_chat(_chat_messages(req.messages, self.prompt_chars)))
+    prompt = sm.encode(  # the template writes <bos> itself: no second one
+        sm.render_chat(_chat_messages(req.messages, self.prompt_chars)), add_special_tokens=False
+    )
     n_top = req.top_logprobs if req.logprobs else 0
     handles = self._submit_all([prompt], lambda L: sampling_params(sm, req, L, chat=True, logprobs=n_top), req.n)
     base = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()), "model": sm.name}

@@ -407,19 +407,16 @@ def seed_from_base(tc, base_params, output_path: str, base: str, base_step: int 
     """Write a step-0 checkpoint of `tc` holding `base_params` and a fresh optimizer state (the trainer resumes from
     it). With `tc.lora` it holds a fresh adapter and its optimizer state instead, and its meta names the base
     (`base` at `base_step`) for the trainer and `load_model` to rebuild it: the base weights are not copied."""
-    import jax, equinox as eqx
     from marin.models.io import lora_base_meta
-    from marin.train.trainer import checkpoint_meta, init_state, state_shardings
+    from marin.train.trainer import checkpoint_meta, init_state
     from marin.train.sharding import make_mesh
     from marin.train.optim import build_optimizer
     from marin.train.checkpoint import CheckpointManager
 
     mesh = make_mesh(tc.mesh)
     opt, _ = build_optimizer(tc.optimizer, tc.num_train_steps)
-    state = init_state(tc, mesh, opt)  # with LoRA: the adapter as PEFT initialises it, and its optimizer state
-    if tc.lora is None:
-        params = jax.device_put(base_params, state_shardings(tc, mesh, opt).params)
-        state = eqx.tree_at(lambda s: (s.params, s.opt_state), state, (params, opt.init(params)))
+    # full: the base's arrays with fresh moments (no random model beside them); LoRA: the adapter as PEFT initialises it
+    state = init_state(tc, mesh, opt, base_params if tc.lora is None else None)
     if tc.lora is not None and base_step is None:
         raise ValueError("seed_from_base: a LoRA run needs base_step (the base's checkpoint step it adapts)")
     lora_base = lora_base_meta(base, base_step) if tc.lora is not None else None

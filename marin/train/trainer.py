@@ -42,11 +42,12 @@ from .checkpoint import CheckpointConfig, CheckpointManager
 # %% auto #0
 __all__ = ['SUMMARY_FILE', 'ArrayLoader', 'CharDataConfig', 'SyntheticLoader', 'SyntheticDataConfig', 'build_loader',
            'data_problems', 'TrainConfig', 'TrainState', 'base_shardings', 'state_shardings', 'init_state',
-           'make_loss_fn', 'accumulate_gradients', 'make_train_step', 'make_eval_step', 'device_batch', 'TrainingSetup',
-           'setup_training', 'check_batch', 'Throughput', 'TrainingFailed', 'Preempted', 'plain_config', 'check_loader',
-           'write_run_files', 'History', 'DivergenceCheck', 'train_metrics', 'MetricsLogger', 'Evaluator', 'start_from',
-           'checkpoint_meta', 'Checkpointer', 'restore_or_init', 'start_run_tracking', 'progress_bar', 'run_summary',
-           'TrainHooks', 'run_steps', 'train', 'train_step', 'final_params_hash']
+           'abstract_state', 'make_loss_fn', 'accumulate_gradients', 'make_train_step', 'make_eval_step',
+           'device_batch', 'TrainingSetup', 'setup_training', 'check_batch', 'Throughput', 'TrainingFailed',
+           'Preempted', 'plain_config', 'check_loader', 'write_run_files', 'History', 'DivergenceCheck',
+           'train_metrics', 'MetricsLogger', 'Evaluator', 'start_from', 'checkpoint_meta', 'Checkpointer',
+           'restore_or_init', 'start_run_tracking', 'progress_bar', 'run_summary', 'TrainHooks', 'run_steps', 'train',
+           'train_step', 'final_params_hash']
 
 # %% ../../nbs/33_trainer.ipynb #88ba14ad
 class ArrayLoader:
@@ -280,19 +281,39 @@ def state_shardings(cfg: TrainConfig, mesh, opt) -> TrainState:
     return TrainState(step=rep, params=pshard, opt_state=oshard, key=rep)
 
 # %% ../../nbs/33_trainer.ipynb #3325f274
-def init_state(cfg: TrainConfig, mesh, opt) -> TrainState:
-    "A fresh, sharded training state (parameters, or the LoRA adapter, initialised directly in their shards)."
+def _fresh_state(cfg: TrainConfig, opt, key) -> TrainState:
+    "The state `init_state` makes from `key`: the model's (or the LoRA adapter's) parameters and fresh moments."
+    k_model, k_run = jax.random.split(key)
+    if cfg.lora is None:
+        params = eqx.filter(init(cfg.model, key=k_model), eqx.is_array)
+    else:
+        params = init_adapter(cfg.lora, cfg.model, key=jax.random.fold_in(k_model, 1))
+    return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=opt.init(params), key=k_run)
+
+
+def init_state(cfg: TrainConfig, mesh, opt, params=None) -> TrainState:
+    """A fresh, sharded training state: parameters (or the LoRA adapter) initialised directly in their shards, or
+    `params` (a published or earlier model's arrays) placed in their shards, with fresh optimizer moments and the
+    same run key. Nothing is built beside `params` (no random model they would replace) and they are not copied."""
     shard = state_shardings(cfg, mesh, opt)
+    key = jax.random.PRNGKey(cfg.seed)
+    if params is None:
+        return jax.jit(lambda k: _fresh_state(cfg, opt, k), out_shardings=shard)(key)
+    params = jax.device_put(params, shard.params)
+    return TrainState(
+        step=jax.device_put(jnp.zeros((), jnp.int32), shard.step),
+        params=params,
+        opt_state=jax.jit(opt.init, out_shardings=shard.opt_state)(params),
+        key=jax.device_put(jax.random.split(key)[1], shard.key),
+    )
 
-    def make(key):
-        k_model, k_run = jax.random.split(key)
-        if cfg.lora is None:
-            params = eqx.filter(init(cfg.model, key=k_model), eqx.is_array)
-        else:
-            params = init_adapter(cfg.lora, cfg.model, key=jax.random.fold_in(k_model, 1))
-        return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=opt.init(params), key=k_run)
 
-    return jax.jit(make, out_shardings=shard)(jax.random.PRNGKey(cfg.seed))
+def abstract_state(cfg: TrainConfig, mesh, opt) -> TrainState:
+    """The shapes, dtypes and shardings of `init_state`'s state, computing nothing: the target a checkpoint is
+    restored into (a restore then holds one state in memory, not a random one beside it)."""
+    shapes = jax.eval_shape(lambda k: _fresh_state(cfg, opt, k), jax.random.PRNGKey(cfg.seed))
+    shard = state_shardings(cfg, mesh, opt)
+    return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shapes, shard)
 
 # %% ../../nbs/33_trainer.ipynb #37271926
 def make_loss_fn(cfg: TrainConfig, mesh) -> Callable:
@@ -421,9 +442,13 @@ class TrainingSetup:
     frozen: Any = None  # LoRA: the base model's arrays (read by every step, never trained or checkpointed)
     lora_base: dict | None = None  # LoRA: `meta['lora_base']` of the run's checkpoints (see marin.models.io)
 
-    def init_state(self) -> TrainState:
-        "A freshly initialised state on the mesh (parameters from `cfg.seed`, fresh optimizer moments)."
-        return init_state(self.cfg, self.mesh, self.opt)
+    def init_state(self, params=None) -> TrainState:
+        "A fresh state on the mesh: parameters from `cfg.seed` (or `params`), fresh optimizer moments."
+        return init_state(self.cfg, self.mesh, self.opt, params)
+
+    def abstract_state(self) -> TrainState:
+        "The state's shapes and shardings (a checkpoint's restore target), computing nothing."
+        return abstract_state(self.cfg, self.mesh, self.opt)
 
     def batch(self, i: int) -> dict:
         "The loader's batch `i`, split for gradient accumulation and placed on the mesh."
@@ -667,8 +692,8 @@ class Evaluator:
             self(done, params)
 
 # %% ../../nbs/33_trainer.ipynb #cd9f0c48
-def start_from(setup: TrainingSetup, state: TrainState) -> TrainState:
-    """Continued pretraining: `state` with the weights of `cfg.init_from`'s newest checkpoint and fresh optimizer
+def start_from(setup: TrainingSetup) -> TrainState:
+    """Continued pretraining: a state holding the weights of `cfg.init_from`'s newest checkpoint and fresh optimizer
     moments; under LoRA that checkpoint becomes the frozen base and the adapter starts fresh."""
     from marin.models.io import load_model, lora_base_meta
 
@@ -681,9 +706,8 @@ def start_from(setup: TrainingSetup, state: TrainState) -> TrainState:
         )
     if cfg.lora is not None:
         setup.load_base({"model_config": canonical(cfg.model), "lora_base": lora_base_meta(src, meta["step"])})
-        return state
-    params = jax.device_put(eqx.filter(model, eqx.is_array), setup.shardings.params)
-    return eqx.tree_at(lambda s: (s.params, s.opt_state), state, (params, setup.opt.init(params)))
+        return setup.init_state()
+    return setup.init_state(eqx.filter(model, eqx.is_array))
 
 # %% ../../nbs/33_trainer.ipynb #aca15343
 def checkpoint_meta(cfg: TrainConfig, lora_base: dict | None = None) -> dict:
@@ -736,15 +760,14 @@ def _check_lora_checkpoint(cfg: TrainConfig, meta: dict, path: str) -> None:
 def restore_or_init(setup: TrainingSetup, ckpt: CheckpointManager) -> tuple[TrainState, int | None]:
     """(the newest checkpoint's state, its step), or (a fresh state, None) when there is none. A LoRA run also
     places its base: the one the checkpoint names (SFT and DPO seed step 0 with it), else `cfg.seed`'s init."""
-    state = setup.init_state()
     if (latest := latest_checkpoint(ckpt.root)) is None:
         if setup.cfg.init_from is not None:
-            state = start_from(setup, state)
-        elif setup.cfg.lora is not None:
+            return start_from(setup), None
+        if setup.cfg.lora is not None:
             setup.load_base()
-        return state, None
+        return setup.init_state(), None
     _check_lora_checkpoint(setup.cfg, ckpt.read_meta(latest[1]), latest[1])
-    state, meta = ckpt.restore(latest[1], state, model_config=setup.cfg.model)
+    state, meta = ckpt.restore(latest[1], setup.abstract_state(), model_config=setup.cfg.model)
     if setup.cfg.lora is not None:
         setup.load_base(meta)
     return state, latest[0]

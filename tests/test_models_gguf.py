@@ -120,25 +120,11 @@ def test_llama3_rope_scaling_travels_as_rope_freqs(tmp_path, byte_bpe):
 
 def test_tiny_gemma3_norms_window_and_config_match_transformers(tmp_path, byte_bpe):
     "Gemma 3's 1 + w norms, four norms per block, QK-norm, sliding window and two RoPE bases, through a GGUF file."
-    torch.manual_seed(0)
     V = byte_bpe.get_vocab_size()
-    cfg = transformers.Gemma3TextConfig(
-        vocab_size=V,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        query_pre_attn_scalar=8,
-        sliding_window=4,
-        max_position_embeddings=64,
-        rms_norm_eps=1e-6,
+    hf = tiny_transformers_model(  # Gemma 3 ties its embeddings by default
+        "Gemma3", vocab_size=V, head_dim=8, query_pre_attn_scalar=8, sliding_window=4, tie_word_embeddings=True
     )
-    hf = transformers.Gemma3ForCausalLM(cfg).eval()
-    with torch.no_grad():
-        for p in hf.parameters():
-            p.add_(torch.randn_like(p) * 0.3)
+    cfg = hf.config
     folder = hf_folder(tmp_path / "hf", hf, byte_bpe)
     toks = np.random.default_rng(1).integers(0, V, (2, 12))  # longer than the window
     for qtype in ("F32", "Q8_0"):

@@ -194,6 +194,7 @@ def test_64_concurrent_requests_all_complete_correctly(server):
     ]
     refs = {p: "".join(VOCAB[t] for t in _greedy(server["model"], _ids(p), 6)) for p in prompts}
     jobs = [prompts[i % len(prompts)] for i in range(64)]
+    before = _metrics(server)
 
     def one(p):
         r = c.completions.create(model=name, prompt=p, max_tokens=6, temperature=0)
@@ -204,3 +205,20 @@ def test_64_concurrent_requests_all_complete_correctly(server):
     assert len(results) == 64 and all(text == refs[p] for p, text in results), [
         (p, t, refs[p]) for p, t in results if t != refs[p]
     ][:3]
+    after = _metrics(server)  # Prometheus' view of the same 64 requests
+    delta = lambda k: after.get(k, 0) - before.get(k, 0)
+    assert delta('marin_requests_total{route="/v1/completions",status="200"}') == 64
+    assert (
+        delta('marin_tokens_total{kind="generated"}') == 64 * 6
+        and delta("marin_time_to_first_token_seconds_count") == 64
+    )
+    assert delta("marin_inter_token_latency_seconds_count") == 64 * 5 and after["marin_queue_length"] == 0
+    assert delta('marin_tokens_total{kind="prompt"}') == sum(len(_ids(p)) for p in jobs)
+
+
+def _metrics(server) -> dict:
+    "`GET /metrics` (no API key needed) parsed: sample name with labels -> value."
+    with urllib.request.urlopen(server["base"] + "/metrics", timeout=60) as r:
+        assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain")
+        lines = r.read().decode().splitlines()
+    return {k: float(v) for k, v in (l.rsplit(" ", 1) for l in lines if l and not l.startswith("#"))}

@@ -182,7 +182,8 @@ def _in_flight_soon(srv, timeout=20):
         time.sleep(0.01)
 
 
-def _quiet_soon(srv, timeout=5) -> float:
+def _quiet_soon(srv, timeout=30) -> float:
+    "Seconds until nothing is in flight (the bound leaves room for compiling a new batch bucket on a loaded machine)."
     t0 = time.monotonic()
     while srv.model.engine.in_flight:
         assert time.monotonic() - t0 < timeout, f"{srv.model.engine.in_flight} sequences still decoding"
@@ -230,6 +231,8 @@ def test_bad_serve_flags_are_refused_before_the_model_loads(model_dir):
     with busy:
         for args, words in (
             (["--max-batch", "0"], "--max-batch 0: must be at least 1"),
+            (["--prefill-chunk", "0"], "--prefill-chunk 0: must be at least 1"),
+            (["--quantize", "int4", "--group-size", "1"], "--group-size 1: must be at least 2"),
             (["--port", "99999"], "--port 99999: must be in 0..65535"),
             (["--port", str(busy.getsockname()[1])], "already in use"),
         ):

@@ -119,6 +119,7 @@ def _serve_limits(
     max_prompt_chars: int,
     max_choices: int,
     max_concurrent: int,
+    prefill_chunk: int = 512,
 ):
     "The server's limits from the flags; a bad flag is refused by name before anything loads."
     from marin.serve.quantize import QUANT_MODES
@@ -128,7 +129,8 @@ def _serve_limits(
         raise ValueError(f"--quantize {quantize}: use one of {', '.join(QUANT_MODES)}")
     for flag, v, lo, what in (
         ("--max-batch", max_batch, 1, "sequences decoded together"),
-        ("--group-size", group_size, 1, "int4 group size"),
+        ("--prefill-chunk", prefill_chunk, 1, "prompt tokens per prefill pass"),
+        ("--group-size", group_size, 2, "largest int4 group"),
         ("--max-choices", max_choices, 1, "sequences (prompts x n) one request may ask for"),
         ("--max-concurrent", max_concurrent, 1, "generation requests in flight"),
         ("--max-prompt-chars", max_prompt_chars, 0, "characters per prompt; 0: from the context"),
@@ -147,13 +149,19 @@ def _serve_limits(
 # %% ../../nbs/65_serve_cli.ipynb #14489da2
 @app.command("serve")
 def serve_cmd(
-    model: str = typer.Option(..., help="a Hugging Face model folder or a marin training output"),
+    model: str = typer.Option(..., help="a Hugging Face model folder, a .gguf file or a marin training output"),
     port: int = typer.Option(8000, help="TCP port"),
     host: str = typer.Option("127.0.0.1", help="interface to bind (0.0.0.0: all)"),
     quantize: str = typer.Option("none", help="none | int8 | int4 (weight-only)"),
-    group_size: int = typer.Option(128, help="int4 group size"),
+    group_size: int = typer.Option(
+        128, help="largest int4 group: each matrix takes the largest even divisor of its input width up to this"
+    ),
     api_key: str = typer.Option(None, envvar="MARIN_API_KEY", help="require 'Authorization: Bearer KEY'"),
     max_batch: int = typer.Option(8, help="concurrent sequences decoded together"),
+    prefill_chunk: int = typer.Option(
+        512, help="prompt tokens prefilled per pass; a longer prompt is prefilled in chunks between decode steps"
+    ),
+    prefix_cache: bool = typer.Option(True, help="reuse the cached keys/values of a prompt beginning seen before"),
     max_concurrent: int = typer.Option(256, help="generation requests in flight; more are answered 503"),
     max_choices: int = typer.Option(128, help="sequences (prompts x n) one request may ask for"),
     max_prompt_chars: int = typer.Option(0, help="characters per prompt, checked before tokenizing (0: 32/token)"),
@@ -163,14 +171,19 @@ def serve_cmd(
     verbose: bool = typer.Option(False, help="log every request"),
 ):
     "Serve a model over an OpenAI-compatible HTTP API."
-    limits = _serve_limits(max_batch, quantize, group_size, max_body_mb, max_prompt_chars, max_choices, max_concurrent)
+    limits = _serve_limits(
+        max_batch, quantize, group_size, max_body_mb, max_prompt_chars, max_choices, max_concurrent, prefill_chunk
+    )
     if dry_run:
         return _dry_run(model, quantize, group_size, max_batch)
     from marin.serve.server import Server, ServedModel, listen_socket
 
     sock = listen_socket(host, port)  # before the model loads: a busy or bad port fails in a second
     try:
-        sm = ServedModel.load(model, name=name, quantize=quantize, group_size=group_size, max_batch=max_batch)
+        sm = ServedModel.load(
+            model, name=name, quantize=quantize, group_size=group_size, max_batch=max_batch,
+            prefill_chunk=prefill_chunk, prefix_cache=prefix_cache,
+        )  # fmt: skip
     except BaseException:
         sock.close()
         raise

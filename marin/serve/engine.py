@@ -19,7 +19,7 @@ from .quantize import dequantize_tree, qmatmul
 
 # %% auto #0
 __all__ = ['TOP_N', 'serving_moe_config', 'prefill', 'decode', 'sample_tokens', 'prompt_logprobs', 'SamplingParams', 'TokenOut',
-           'Completion', 'RequestHandle', 'length_bucket', 'Engine']
+           'Completion', 'RequestHandle', 'length_bucket', 'Engine', 'common_prefix']
 
 # %% ../../nbs/63_engine.ipynb #99d20f1d
 TOP_N = 20  # top log-probabilities returned with every token (the OpenAI API allows up to 20)
@@ -86,88 +86,103 @@ def _partial_moe(cfg) -> bool:
     return m is not None and hasattr(m, "all_layers_moe") and not m.all_layers_moe(cfg.n_layers)
 
 
-def _run_layers(m, body, x, cache_k, cache_v):
-    """`body(x, (layer weights, k cache, v cache, window, RoPE frequencies))` over the layers: one scan (each layer's
-    window and RoPE base are data it reads, `layer_attention`), or a loop when the layers' MLPs differ."""
+def _run_layers(m, layer, x, cache_k, cache_v):
+    """`layer(i, weights, window, RoPE frequencies, x, cache_k, cache_v) -> (x, cache_k, cache_v)` over the layers.
+    The whole cache rides in the loop's carry and each layer writes its own rows of it in place; a `fori_loop` when
+    every layer has the same structure (weights indexed by the loop counter), a Python loop when the MLPs differ."""
     cfg = m.cfg
     windows, inv_freqs = layer_attention(cfg)
     if not _partial_moe(cfg):
-        x, (cache_k, cache_v) = jax.lax.scan(body, x, (m.blocks, cache_k, cache_v, windows, inv_freqs))
-        return x, cache_k, cache_v
-    ks, vs = [], []
-    for i in range(cfg.n_layers):
-        layer = (layer_params(cfg, m.blocks, i), cache_k[i], cache_v[i], windows[i], inv_freqs[i])
-        x, (k, v) = body(x, layer)  # slices quantized weights too
-        ks.append(k)
-        vs.append(v)
-    return x, jnp.stack(ks), jnp.stack(vs)
+
+        def body(i, carry):
+            p = jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, i, 0, keepdims=False), m.blocks)
+            return layer(i, p, windows[i], inv_freqs[i], *carry)
+
+        return jax.lax.fori_loop(0, cfg.n_layers, body, (x, cache_k, cache_v))
+    for i in range(cfg.n_layers):  # static slices (quantized weights too)
+        x, cache_k, cache_v = layer(i, layer_params(cfg, m.blocks, i), windows[i], inv_freqs[i], x, cache_k, cache_v)
+    return x, cache_k, cache_v
 
 # %% ../../nbs/63_engine.ipynb #c08399ca
-def prefill(model, tokens, length, cache_k, cache_v, slot, dtype=jnp.float32):
-    "Logits [T, V] of a padded prompt `tokens[T]` (valid up to `length`); its K/V written into `slot` of the cache."
+def prefill(
+    model, tokens, length, cache_k, cache_v, slot, start=0, dtype=jnp.float32, every_position=False, attn_len=None
+):
+    """A padded prompt chunk `tokens[T]` (valid up to `length`) at positions `start`, `start + 1`, ... of `slot`:
+    its K/V written into the slot, its queries attending to the slot's cache before `start` too (a reused prefix).
+    Returns the logits [V] of its last valid position, or [T, V] with `every_position` (prompt log-probabilities).
+    `attn_len` (static, default T) is how many of the slot's positions the attention reads."""
     cfg = model.cfg
     m = to_compute_dtype(model, dtype)
     T = tokens.shape[0]
+    A = attn_len or T
     x = embed_tokens(cfg, m.embed, tokens)[None]  # [1, T, D]
-    pos = jnp.arange(T)[None]
-    valid = jnp.arange(T) < length
-    causal = (jnp.tril(jnp.ones((T, T), bool)) & valid[None, :])[None]  # [1, T, T]
-    back = jnp.arange(T)[:, None] - jnp.arange(T)[None, :]  # q - k
+    qpos, kpos = start + jnp.arange(T), jnp.arange(A)
+    causal = (kpos[None, :] <= qpos[:, None]) & (kpos[None, :] < start + length)  # [T, A]
+    back = qpos[:, None] - kpos[None, :]  # q - k
 
-    def body(x, layer):
-        p, ck, cv, window, inv_freq = layer
-        mask = causal & ((window <= 0) | (back < window))[None]  # a window: only the last `window` positions
+    def layer(i, p, window, inv_freq, x, ck, cv):
+        mask = (causal & ((window <= 0) | (back < window)))[None]  # a window: only the last `window` positions
         h = _norm(cfg, x, p.attn_norm)
-        q, k, v = _project_qkv(cfg, p, h, pos, inv_freq)
-        ck = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype), (slot, 0, 0, 0))
-        cv = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype), (slot, 0, 0, 0))
-        return _mlp_and_out(cfg, p, x, _attend(cfg, q, k, v, mask)), (ck, cv)
+        q, k, v = _project_qkv(cfg, p, h, qpos[None], inv_freq)
+        ck = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype)[None], (i, slot, start, 0, 0))
+        cv = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype)[None], (i, slot, start, 0, 0))
+        read = lambda c: jax.lax.dynamic_slice(c, (i, slot, 0, 0, 0), (1, 1, A, *c.shape[3:]))[0]  # [1, A, K, dh]
+        return _mlp_and_out(cfg, p, x, _attend(cfg, q, read(ck), read(cv), mask)), ck, cv
 
-    x, cache_k, cache_v = _run_layers(m, body, x, cache_k, cache_v)
-    return _logits(m, x)[0], cache_k, cache_v
+    x, cache_k, cache_v = _run_layers(m, layer, x, cache_k, cache_v)
+    x = x[0] if every_position else jax.lax.dynamic_index_in_dim(x[0], length - 1, 0, keepdims=False)
+    return _logits(m, x), cache_k, cache_v  # the vocabulary projection only where it is read
 
 # %% ../../nbs/63_engine.ipynb #abccbcb1
-def decode(model, tokens, positions, cache_k, cache_v, attn_len: int, dtype=jnp.float32):
-    "Logits [B, V] of one new token per slot at `positions[B]`; the cache updated in place (donated)."
+def decode(model, tokens, positions, slots, cache_k, cache_v, attn_len: int, dtype=jnp.float32):
+    "Logits [B, V] of one new token for each of `slots[B]` at `positions[B]`; the cache updated in place (donated)."
     cfg = model.cfg
     m = to_compute_dtype(model, dtype)
-    B = tokens.shape[0]
     x = embed_tokens(cfg, m.embed, tokens)[:, None]  # [B, 1, D]
     pos = positions[:, None]
     causal = (jnp.arange(attn_len)[None, :] <= positions[:, None])[:, None]  # [B, 1, A]
     back = positions[:, None] - jnp.arange(attn_len)[None, :]  # q - k
-    rows = jnp.arange(B)
 
-    def body(x, layer):
-        p, ck, cv, window, inv_freq = layer
+    def layer(i, p, window, inv_freq, x, ck, cv):
         mask = causal & ((window <= 0) | (back < window))[:, None]
         h = _norm(cfg, x, p.attn_norm)
         q, k, v = _project_qkv(cfg, p, h, pos, inv_freq)
-        ck = ck.at[rows, positions].set(k[:, 0].astype(ck.dtype))
-        cv = cv.at[rows, positions].set(v[:, 0].astype(cv.dtype))
-        a = _attend(cfg, q, ck[:, :attn_len], cv[:, :attn_len], mask)
-        return _mlp_and_out(cfg, p, x, a), (ck, cv)
+        ck = ck.at[i, slots, positions].set(k[:, 0].astype(ck.dtype))
+        cv = cv.at[i, slots, positions].set(v[:, 0].astype(cv.dtype))
+        a = _attend(cfg, q, ck[i, slots, :attn_len], cv[i, slots, :attn_len], mask)  # [B, A, K, dh] of this layer
+        return _mlp_and_out(cfg, p, x, a), ck, cv
 
-    x, cache_k, cache_v = _run_layers(m, body, x, cache_k, cache_v)
+    x, cache_k, cache_v = _run_layers(m, layer, x, cache_k, cache_v)
     return _logits(m, x)[:, 0], cache_k, cache_v
 
 # %% ../../nbs/63_engine.ipynb #241e79e1
-def sample_tokens(logits, keys, temperature, top_k, top_p):
-    "Per row: (token, its log-probability, top-N log-probs, their ids). Parameters are arrays over rows."
-    logp = jax.nn.log_softmax(logits, axis=-1)
-    top_vals, top_ids = jax.lax.top_k(logp, min(TOP_N, logits.shape[-1]))
-    scaled = logits / jnp.maximum(temperature, 1e-6)[:, None]
+def _truncate(scaled, top_k, top_p):
+    "`scaled` logits outside each row's top-k and top-p set at -inf (one sort of the vocabulary)."
     srt = jnp.sort(scaled, axis=-1)[:, ::-1]  # descending
-    V = logits.shape[-1]
+    V = scaled.shape[-1]
     kth = jnp.take_along_axis(srt, jnp.clip(top_k - 1, 0, V - 1)[:, None], axis=-1)
     kth = jnp.where(top_k[:, None] > 0, kth, -jnp.inf)
     probs = jax.nn.softmax(srt, axis=-1)
     before = jnp.cumsum(probs, axis=-1) - probs  # mass of strictly better tokens
-    keep = before < top_p[:, None]
-    pth = jnp.min(jnp.where(keep, srt, jnp.inf), axis=-1, keepdims=True)
-    masked = jnp.where((scaled >= kth) & (scaled >= pth), scaled, -jnp.inf)
-    sampled = jax.vmap(jax.random.categorical)(keys, masked)
-    tok = jnp.where(temperature > 0, sampled, jnp.argmax(logits, axis=-1)).astype(jnp.int32)
+    pth = jnp.min(jnp.where(before < top_p[:, None], srt, jnp.inf), axis=-1, keepdims=True)
+    return jnp.where((scaled >= kth) & (scaled >= pth), scaled, -jnp.inf)
+
+
+def sample_tokens(logits, keys, temperature, top_k, top_p):
+    """Per row: (token, its log-probability, top-N log-probs, their ids). Parameters are arrays over rows. The sort
+    that top-k/top-p need, and the sampling itself, run only when some row asks for them (`lax.cond`): a batch of
+    greedy requests pays for one argmax."""
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    top_vals, top_ids = jax.lax.top_k(logp, min(TOP_N, logits.shape[-1]))
+    greedy = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+
+    def sampled():
+        scaled = logits / jnp.maximum(temperature, 1e-6)[:, None]
+        truncating = jnp.any((temperature > 0) & ((top_k > 0) | (top_p < 1)))
+        masked = jax.lax.cond(truncating, _truncate, lambda s, k, p: s, scaled, top_k, top_p)
+        return jnp.where(temperature > 0, jax.vmap(jax.random.categorical)(keys, masked), greedy).astype(jnp.int32)
+
+    tok = jax.lax.cond(jnp.any(temperature > 0), sampled, lambda: greedy)
     return tok, jnp.take_along_axis(logp, tok[:, None], axis=-1)[:, 0], top_vals, top_ids
 
 
@@ -242,6 +257,7 @@ class RequestHandle:
         self.error: BaseException | None = None
         self.t_submit = time.perf_counter()
         self._text_len = 0
+        self._t_last = 0.0  # when its last token was emitted (inter-token latency)
         self.cancelled = False
 
     def cancel(self):
@@ -272,6 +288,11 @@ def length_bucket(n: int, limit: int, smallest: int = 16) -> int:
         b *= 2
     return min(b, limit)
 
+
+def _copy_slot(cache_k, cache_v, src, dst):
+    "Slot `dst`'s cache row set to slot `src`'s (every layer, every position): a reused prefix (see below)."
+    return cache_k.at[:, dst].set(cache_k[:, src]), cache_v.at[:, dst].set(cache_v[:, src])
+
 # %% ../../nbs/63_engine.ipynb #7e19683a
 class Engine:
     "Serves one model to many concurrent requests (see above)."
@@ -286,9 +307,17 @@ class Engine:
         decode_text: Callable[[list[int]], str] | None = None,
         dtype: str = "float32",
         cache_dtype: str | None = None,
+        prefix_cache: bool = True,
+        prefill_chunk: int = 512,
     ):
         cfg = model.cfg
         check(int(max_batch) >= 1, "max_batch", f"must be at least 1 (sequences decoded together), got {max_batch}")
+        check(
+            int(prefill_chunk) >= 1,
+            "prefill_chunk",
+            f"must be at least 1 (prompt tokens per prefill pass), got {prefill_chunk}",
+        )
+        self.prefill_chunk = int(prefill_chunk)
         self.model, self.cfg, self.max_batch = model, cfg, int(max_batch)
         self.max_seq_len = min(int(max_seq_len or cfg.seq_len), cfg.seq_len)
         self.eos_ids = tuple(int(i) for i in eos_ids)
@@ -297,9 +326,18 @@ class Engine:
         cdt = jnp.dtype(cache_dtype or dtype)
         shape = (cfg.n_layers, self.max_batch, self.max_seq_len, cfg.n_kv_heads, cfg.head_size)
         self.cache_k, self.cache_v = jnp.zeros(shape, cdt), jnp.zeros(shape, cdt)
-        self._prefill = jax.jit(functools.partial(prefill, dtype=self.dtype), donate_argnums=(3, 4))
+        self._prefill = jax.jit(
+            functools.partial(prefill, dtype=self.dtype),
+            static_argnames=("every_position", "attn_len"),
+            donate_argnums=(3, 4),
+        )
+        self._copy_slot = jax.jit(_copy_slot, donate_argnums=(0, 1))
+        self.prefix_cache = bool(prefix_cache)
+        self._held: list[list[int]] = [[] for _ in range(self.max_batch)]  # the prompt whose K/V each slot holds
+        self._filled = np.zeros(self.max_batch, np.int64)  # prompt tokens prefilled so far, per slot
+        self._prefilling: set[int] = set()  # slots whose prompt is still being prefilled, chunk by chunk
         self._decode = jax.jit(
-            functools.partial(decode, dtype=self.dtype), static_argnames=("attn_len",), donate_argnums=(3, 4)
+            functools.partial(decode, dtype=self.dtype), static_argnames=("attn_len",), donate_argnums=(4, 5)
         )
         self._sample = jax.jit(sample_tokens)
         self._prompt_lp = jax.jit(prompt_logprobs)
@@ -311,7 +349,8 @@ class Engine:
         self._ids = 0
         self._thread: threading.Thread | None = None
         self._stop = False
-        self.stats = {"decode_steps": 0, "prefills": 0, "tokens": 0, "max_active": 0}
+        self.stats = {"decode_steps": 0, "prefills": 0, "tokens": 0, "max_active": 0, "prefix_tokens": 0}
+        self.on_event: Callable[[str, float], None] | None = None  # metrics: ("prompt_tokens" | "ttft" | "itl", value)
 
     @property
     def cache_bytes(self) -> int:
@@ -381,8 +420,8 @@ def _loop(self: Engine):
             self._drop_cancelled()
             admit = []
             while self._pending and None in self._slots:
-                slot = self._slots.index(None)
                 h = self._pending.popleft()
+                slot = self._pick_slot(h)
                 self._slots[slot] = h
                 admit.append((slot, h))
         for slot, h in admit:
@@ -390,6 +429,11 @@ def _loop(self: Engine):
                 self._admit(slot, h)
             except BaseException as e:
                 self._fail(slot, h, e)
+        for slot in sorted(self._prefilling - {s for s, _ in admit}):  # the next chunk of each long prompt
+            try:
+                self._prefill_next(slot, self._slots[slot])
+            except BaseException as e:
+                self._fail(slot, self._slots[slot], e)
         if any(self._slots):
             try:
                 self._step()
@@ -406,6 +450,7 @@ def _loop(self: Engine):
 def _fail(self: Engine, slot, h, e):
     h.error = e
     self._slots[slot] = None
+    self._prefilling.discard(slot)
     h.events.put(None)
     h.done.set()
 
@@ -415,6 +460,7 @@ def _finish(self: Engine, slot: int, h: RequestHandle, reason: str):
     c = h.completion
     c.finish_reason = reason
     self._slots[slot] = None
+    self._prefilling.discard(slot)
     h.events.put(None)
     h.done.set()
 
@@ -434,48 +480,119 @@ def _params_arrays(self: Engine, hs: list):
     p = np.array([h.params.top_p if h else 1.0 for h in hs], np.float32)
     return jnp.asarray(t), jnp.asarray(k), jnp.asarray(p)
 
+# %% ../../nbs/63_engine.ipynb #acae54e37e7d407bbb7b55eff062a284
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    "How many leading tokens `a` and `b` share."
+    n = min(len(a), len(b))
+    diff = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(diff[0]) if diff.size else n
+
+
+@patch
+def _pick_slot(self: Engine, h: RequestHandle) -> int:
+    "The free slot whose remembered prompt shares the longest beginning with `h`'s (the first free one when none)."
+    free = [s for s, x in enumerate(self._slots) if x is None]
+    if not self.prefix_cache:
+        return free[0]
+    return max(free, key=lambda s: (common_prefix(self._held[s], h.prompt), -s))
+
+
+@patch
+def _reuse(self: Engine, slot: int, h: RequestHandle) -> int:
+    "Prompt tokens whose K/V this slot can reuse, copying a longer shared prefix from another slot first."
+    if not self.prefix_cache or h.params.echo:
+        return 0
+    limit = len(h.prompt) - 1  # the last prompt token is always prefilled: its logits give the first token
+    best = max(range(self.max_batch), key=lambda s: (common_prefix(self._held[s], h.prompt), s == slot))
+    n = min(common_prefix(self._held[best], h.prompt), limit)
+    if n > min(common_prefix(self._held[slot], h.prompt), limit):
+        self.cache_k, self.cache_v = self._copy_slot(self.cache_k, self.cache_v, best, slot)
+    else:
+        n = min(common_prefix(self._held[slot], h.prompt), limit)
+    self.stats["prefix_tokens"] += n
+    return n
+
+
 # %% ../../nbs/63_engine.ipynb #1577c045
 @patch
 def _admit(self: Engine, slot: int, h: RequestHandle):
-    P = len(h.prompt)
-    T = length_bucket(P, self.max_seq_len)
+    "Start `h` in `slot`: reuse what the cache holds of its prompt, then prefill its first chunk."
+    self._filled[slot] = self._reuse(slot, h)
+    self._held[slot] = []  # until the prefill has written this prompt
+    self._prefilling.add(slot)
+    self._prefill_next(slot, h)
+
+
+@patch
+def _prefill_next(self: Engine, slot: int, h: RequestHandle):
+    "Prefill the next chunk of `h`'s prompt; after the last, sample its first token (it then decodes)."
+    P, done, echo = len(h.prompt), int(self._filled[slot]), h.params.echo
+    n = P - done if echo else min(P - done, self.prefill_chunk)  # echo: one pass, for every position's logits
+    T = min(length_bucket(n, self.max_seq_len), self.max_seq_len - done)  # the chunk must fit the cache row
     toks = np.zeros(T, np.int32)
-    toks[:P] = h.prompt
+    toks[:n] = h.prompt[done : done + n]
     logits, self.cache_k, self.cache_v = self._prefill(
-        self.model, jnp.asarray(toks), P, self.cache_k, self.cache_v, slot
-    )
+        self.model, jnp.asarray(toks), n, self.cache_k, self.cache_v, slot, done,
+        every_position=echo, attn_len=length_bucket(done + T, self.max_seq_len),
+    )  # fmt: skip
+    self._filled[slot] = done + n
+    self._event("prefill_chunk", n)
+    if done + n < P:
+        return
+    self._prefilling.discard(slot)
+    self._held[slot] = list(h.prompt)
     self.stats["prefills"] += 1
-    c = h.completion
+    self._event("prompt_tokens", P)
+    self._first_token(slot, h, logits, toks)
+
+# %% ../../nbs/63_engine.ipynb #8dd0d8092fe74a7c96281538738b07e2
+@patch
+def _first_token(self: Engine, slot: int, h: RequestHandle, logits, toks):
+    "After the prompt's last chunk: its log-probabilities when `echo` asks, then the first token, sampled right away."
+    P, c = len(h.prompt), h.completion
     if h.params.echo:
         lp, tv, ti = (np.asarray(a) for a in self._prompt_lp(logits, jnp.asarray(toks)))
         c.prompt_logprobs = [None] + [float(x) for x in lp[: P - 1]]
         c.prompt_top = [None] + [list(zip(ti[i].tolist(), tv[i].tolist())) for i in range(P - 1)]
-    if h.params.max_tokens == 0:
+    if h.params.max_tokens == 0 or h.cancelled:
         c.ttft_s = time.perf_counter() - h.t_submit
-        return self._finish(slot, h, "length")
+        return self._finish(slot, h, "cancelled" if h.cancelled else "length")
     t, k, p = self._params_arrays([h])
-    out = self._sample(logits[P - 1][None], self._keys([h], [0]), t, k, p)
+    out = self._sample((logits[P - 1] if h.params.echo else logits)[None], self._keys([h], [0]), t, k, p)
     self._pos[slot], self._next[slot] = P, 0
     self._emit(slot, h, *(np.asarray(a)[0] for a in out))  # np.asarray waits for the device: TTFT is real
+
+
+@patch
+def _event(self: Engine, kind: str, value: float):
+    if self.on_event is not None:
+        self.on_event(kind, value)
 
 # %% ../../nbs/63_engine.ipynb #bb04a340
 @patch
 def _step(self: Engine):
-    active = [s for s, h in enumerate(self._slots) if h is not None]
+    active = [s for s, h in enumerate(self._slots) if h is not None and s not in self._prefilling]
+    if not active:
+        return
     self.stats["max_active"] = max(self.stats["max_active"], len(active))
-    attn_len = length_bucket(int(self._pos[active].max()) + 1, self.max_seq_len)
-    pos = np.where([h is not None for h in self._slots], self._pos, 0).astype(np.int32)
+    rows = active + active[:1] * (length_bucket(len(active), self.max_batch, smallest=1) - len(active))
+    slots = np.array(rows, np.int32)
+    attn_len = length_bucket(int(self._pos[slots].max()) + 1, self.max_seq_len)
     logits, self.cache_k, self.cache_v = self._decode(
-        self.model, jnp.asarray(self._next), jnp.asarray(pos), self.cache_k, self.cache_v, attn_len=attn_len
+        self.model,
+        *(jnp.asarray(a) for a in (self._next[slots], self._pos[slots], slots)),
+        self.cache_k,
+        self.cache_v,
+        attn_len=attn_len,
     )
     self.stats["decode_steps"] += 1
-    hs = list(self._slots)
-    counts = [len(h.completion.tokens) if h else 0 for h in hs]
+    hs = [self._slots[s] for s in rows]
+    counts = [len(h.completion.tokens) for h in hs]
     t, k, p = self._params_arrays(hs)
     tok, lp, tv, ti = (np.asarray(a) for a in self._sample(logits, self._keys(hs, counts), t, k, p))
-    for s in active:
+    for j, s in enumerate(active):
         self._pos[s] += 1
-        self._emit(s, hs[s], tok[s], lp[s], tv[s], ti[s])
+        self._emit(s, hs[j], tok[j], lp[j], tv[j], ti[j])
 
 # %% ../../nbs/63_engine.ipynb #2cb73eb6
 @patch
@@ -485,8 +602,11 @@ def _emit(self: Engine, slot: int, h: RequestHandle, tok, lp, tv, ti):
     c.tokens.append(tok)
     c.logprobs.append(float(lp))
     self.stats["tokens"] += 1
+    now = time.perf_counter()
     if len(c.tokens) == 1:
-        c.ttft_s = time.perf_counter() - h.t_submit
+        c.ttft_s = now - h.t_submit
+    self._event("ttft" if len(c.tokens) == 1 else "itl", c.ttft_s if len(c.tokens) == 1 else now - h._t_last)
+    h._t_last = now
     top = list(zip(ti.tolist(), tv.tolist()))
     c.top.append(top)
     text = self.decode_text(c.tokens)
@@ -535,3 +655,15 @@ def in_flight(self: Engine) -> int:
     "Requests waiting for a slot or decoding."
     with self._cv:
         return len(self._pending) + sum(h is not None for h in self._slots)
+
+
+@patch(as_prop=True)
+def waiting(self: Engine) -> int:
+    "Requests waiting for a slot (the queue)."
+    return len(self._pending)
+
+
+@patch(as_prop=True)
+def running(self: Engine) -> int:
+    "Requests holding a slot (decoding)."
+    return sum(h is not None for h in self._slots)

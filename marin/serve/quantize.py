@@ -12,7 +12,7 @@ from jaxtyping import Array, Float, Int
 
 # %% auto #0
 __all__ = ['QUANT_MODES', 'BLOCK_MATMULS', 'MLP_MATMULS', 'EXPERT_MATMULS', 'Int8Weight', 'quantize_int8', 'Int4Weight',
-           'quantize_int4', 'qmatmul', 'quantize_model', 'dequantize_tree', 'weight_bytes']
+           'quantize_int4', 'qmatmul', 'int4_group_for', 'quantize_model', 'dequantize_tree', 'weight_bytes']
 
 # %% ../../nbs/62_quantize.ipynb #8c4dd082
 QUANT_MODES = ("none", "int8", "int4")
@@ -98,6 +98,14 @@ def qmatmul(x: Float[Array, "... I"], w) -> Float[Array, "... O"]:
     return jnp.einsum("...i,io->...o", x, w.astype(x.dtype))
 
 # %% ../../nbs/62_quantize.ipynb #808e5f6b
+def int4_group_for(n_in: int, group_size: int) -> int:
+    "The int4 group for an input width `n_in`: the largest even divisor of `n_in` that is at most `group_size`."
+    fits = [g for g in range(min(group_size, n_in), 1, -1) if n_in % g == 0 and g % 2 == 0]
+    if not fits:
+        raise ValueError(f"int4: input width {n_in} has no even divisor <= group_size={group_size}; use int8")
+    return fits[0]
+
+
 def _quantize_fields(module, names: tuple, q):
     "`module` with each of its weights in `names` (those present) replaced by `q(weight)`."
     for name in names:
@@ -112,7 +120,7 @@ def quantize_model(model, mode: str = "int8", *, group_size: int = 128, include_
         raise ValueError(f"quantize={mode!r}: use one of {QUANT_MODES}")
     if mode == "none":
         return model
-    q = quantize_int8 if mode == "int8" else (lambda w: quantize_int4(w, group_size))
+    q = quantize_int8 if mode == "int8" else (lambda w: quantize_int4(w, int4_group_for(w.shape[-2], group_size)))
     blocks = _quantize_fields(model.blocks, BLOCK_MATMULS, q)
     for part, names in (("mlp", MLP_MATMULS), ("moe", EXPERT_MATMULS)):  # MoE: every expert matrix, not the router
         if getattr(blocks, part, None) is not None:

@@ -20,12 +20,13 @@ from ..core.config import Config, check
 from ..models.download import looks_like_repo_id
 from ..models.pretrained import resolve_checkpoint
 from .engine import Engine, SamplingParams, TOP_N
+from .quantize import int4_group_for
 
 # %% auto #0
-__all__ = ['DEFAULT_CHAT_TEMPLATE', 'Prompt', 'Stop', 'CHARS_PER_TOKEN', 'GENERATE_ROUTES', 'folder_tokenizer', 'ServedModel',
-           'ApiError', 'StreamOptions', 'CompletionRequest', 'ContentPart', 'ChatMessage', 'ChatRequest',
-           'validation_error', 'library_error', 'sampling_params', 'ServerLimits', 'listen_socket', 'Server',
-           'inspect_model']
+__all__ = ['DEFAULT_CHAT_TEMPLATE', 'Prompt', 'Stop', 'CHARS_PER_TOKEN', 'GENERATE_ROUTES', 'KNOWN_ROUTES', 'folder_tokenizer',
+           'ServedModel', 'ApiError', 'StreamOptions', 'CompletionRequest', 'ContentPart', 'ChatMessage', 'ChatRequest',
+           'validation_error', 'library_error', 'sampling_params', 'ServerLimits', 'ServerMetrics', 'listen_socket',
+           'Server', 'inspect_model']
 
 # %% ../../nbs/64_server.ipynb #bb861ecd
 DEFAULT_CHAT_TEMPLATE = (
@@ -109,6 +110,8 @@ class ServedModel:
         max_batch: int = 8,
         dtype: str = "float32",
         max_seq_len: int | None = None,
+        prefill_chunk: int = 512,
+        prefix_cache: bool = True,
     ) -> "ServedModel":
         from marin.serve.quantize import quantize_model
 
@@ -127,7 +130,14 @@ class ServedModel:
         model = quantize_model(model, quantize, group_size=group_size)
         decode = (lambda ids: tok.decode(ids, skip_special_tokens=False)) if tok is not None else None
         engine = Engine(
-            model, max_batch=max_batch, eos_ids=eos, decode_text=decode, dtype=dtype, max_seq_len=max_seq_len
+            model,
+            max_batch=max_batch,
+            eos_ids=eos,
+            decode_text=decode,
+            dtype=dtype,
+            max_seq_len=max_seq_len,
+            prefill_chunk=prefill_chunk,
+            prefix_cache=prefix_cache,
         )
         return cls(
             name or os.path.basename(given).removesuffix(".gguf"),
@@ -518,6 +528,7 @@ def send_400_response(self: _Protocol, msg: str):
 
 # %% ../../nbs/64_server.ipynb #7af79919
 GENERATE_ROUTES = ("/v1/completions", "/v1/chat/completions")
+KNOWN_ROUTES = ("/health", "/metrics", "/openapi.json", "/v1/models", *GENERATE_ROUTES)  # metrics' route labels
 
 
 async def _reply(send, err: ApiError, *, close: bool = False, headers: tuple = ()):
@@ -585,6 +596,7 @@ class _Guard:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         srv, lim, path = self.server, self.server.limits, scope["path"]
+        send = srv.metrics.counting(send, path)
         headers = dict(scope["headers"])
         length = int(headers[b"content-length"]) if b"content-length" in headers else None  # h11 checked it
         has_body = bool(length) or b"transfer-encoding" in headers
@@ -619,6 +631,53 @@ class _Guard:
             await self.app(scope, _replay(body, receive), send)
         finally:
             srv.in_flight -= generates
+
+# %% ../../nbs/64_server.ipynb #acae54e37e7d407bbb7b55eff062a284
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class ServerMetrics:
+    "The server's Prometheus metrics, in a registry of its own (see above)."
+
+    def __init__(self, engine: Engine):
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = r = CollectorRegistry()
+        self.requests = Counter("marin_requests", "HTTP requests by route and status", ["route", "status"], registry=r)
+        self.tokens = Counter("marin_tokens", "tokens by kind (prompt, generated)", ["kind"], registry=r)
+        Gauge("marin_queue_length", "requests waiting for a slot", registry=r).set_function(lambda: engine.waiting)
+        Gauge("marin_requests_running", "requests decoding", registry=r).set_function(lambda: engine.running)
+        self.ttft = Histogram(
+            "marin_time_to_first_token_seconds", "submit to first token", buckets=_LATENCY_BUCKETS, registry=r
+        )
+        self.itl = Histogram(
+            "marin_inter_token_latency_seconds", "between a request's tokens", buckets=_LATENCY_BUCKETS, registry=r
+        )
+        engine.on_event = self.observe
+
+    def observe(self, kind: str, value: float):
+        "An engine event: a prompt's length once prefilled, a first token's latency, a later token's (others: ignored)."
+        if kind == "prompt_tokens":
+            self.tokens.labels("prompt").inc(value)
+        elif kind in ("ttft", "itl"):
+            self.tokens.labels("generated").inc()
+            (self.ttft if kind == "ttft" else self.itl).observe(value)
+
+    def counting(self, send, path: str):
+        "`send`, counting the response's status under its route (unknown paths as `other`: bounded labels)."
+        route = path if path in KNOWN_ROUTES else "other"
+
+        async def counted(message):
+            if message["type"] == "http.response.start":
+                self.requests.labels(route, str(message["status"])).inc()
+            await send(message)
+
+        return counted
+
+    def exposition(self) -> tuple[bytes, str]:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 # %% ../../nbs/64_server.ipynb #1a773644
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -661,6 +720,7 @@ class Server:
         self._thread: threading.Thread | None = None
         self._limiter = None  # worker threads for tokenizing and waiting on the engine, made in the event loop
         self._jobs, self._jobs_lock = weakref.WeakSet(), threading.Lock()  # requests in flight, for shutdown
+        self.metrics = ServerMetrics(model.engine)
         self.app = self._app()
         protocol = type("BoundProtocol", (_Protocol,), {"marin": self})
         config = uvicorn.Config(
@@ -807,6 +867,11 @@ def _app(self: Server) -> FastAPI:
     @app.get("/health")
     async def health():
         return {"status": "ok", "model": self.model.name}
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics():
+        body, media_type = self.metrics.exposition()
+        return Response(body, media_type=media_type)
 
     @app.get("/v1/models")
     async def list_models():
@@ -1105,7 +1170,11 @@ def _serving_weight_bytes(need: dict[str, list[int]], quantize: str, group_size:
     ]
     block = sum(o * i for o, i in quantized)
     per = {"none": 4.0, "int8": 1.0, "int4": 0.5}[quantize]
-    scales = {"none": 0, "int8": 4 * sum(o for o, _ in quantized), "int4": 4 * block / group_size}[quantize]
+    scales = 0
+    if quantize == "int8":
+        scales = 4 * sum(o for o, _ in quantized)
+    elif quantize == "int4":  # one float32 scale per output column per group of the input (the group adapts per matrix)
+        scales = 4 * sum(o * i // int4_group_for(i, group_size) for o, i in quantized)
     return int(4 * (n_params - block) + per * block + scales)
 
 # %% ../../nbs/64_server.ipynb #1664867b

@@ -1,0 +1,157 @@
+"""Serving speed at a real model's shape (issue #20): marin's engine (float32, int8, int4) against `transformers`
+`generate` and, when `llama-cpp-python` is installed, llama.cpp, side by side in one run.
+
+Run: .venv/bin/python bench/serve_real.py [--new-tokens 64] [--prompt-len 64] [--concurrent 8] [--skip transformers]
+
+The model is the issue's 135M-parameter Llama shape (SmolLM-135M: 30 layers, d_model 576, 9 query / 3 KV heads,
+d_ff 1536, vocabulary 49,152, tied embeddings) with random weights (seed 0): greedy decoding with EOS ignored does
+no data-dependent work, so speed does not depend on the weights. `transformers` gets the same weights
+(`dense_hf_tensors`), and its greedy tokens are compared with ours. Every request generates exactly --new-tokens.
+Rows: decode tokens/s at batch 1 (one request, after its first token), aggregate tokens/s for --concurrent requests
+submitted together, time to first token for a --prompt-len prompt. The profile rows split one engine token into
+the jitted decode step at batch 1 and at --concurrent rows, sampling, and the host's share (the rest). The load
+average is printed: compare ratios within one run, not absolute numbers across runs."""
+
+import argparse, inspect, os, time
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+import jax, jax.numpy as jnp, numpy as np
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--new-tokens", type=int, default=64)
+ap.add_argument("--prompt-len", type=int, default=64)
+ap.add_argument("--concurrent", type=int, default=8)
+ap.add_argument("--threads", type=int, default=os.cpu_count())
+ap.add_argument("--skip", default="", help="comma-separated: transformers,int8,int4")
+args = ap.parse_args()
+skip = set(filter(None, args.skip.split(",")))
+
+from marin.models.transformer import LlamaConfig, init
+from marin.serve import engine as E
+from marin.serve.quantize import quantize_model, weight_bytes
+
+CFG = LlamaConfig(
+    vocab_size=49152, seq_len=2048, d_model=576, n_layers=30, n_heads=9, n_kv_heads=3, d_ff=1536, tie_embeddings=True
+)
+N, P, C = args.new_tokens, args.prompt_len, args.concurrent
+MAX_LEN = 512  # the engine's context: prompt + new tokens fit, and the cache is what a server would hold per slot
+rng = np.random.default_rng(0)
+prompts = [rng.integers(1, CFG.vocab_size, P).tolist() for _ in range(C)]
+model = init(CFG, key=jax.random.PRNGKey(0))
+rows, notes = [], []
+print(f"load average before: {os.getloadavg()}; threads {args.threads}; {CFG.summary()}", flush=True)
+
+
+def timed(fn, *a, reps=5, **kw):
+    out = fn(*a, **kw)
+    jax.block_until_ready(out)
+    t = time.perf_counter()
+    for _ in range(reps):
+        out = fn(*a, **kw)
+    jax.block_until_ready(out)
+    return (time.perf_counter() - t) / reps, out
+
+
+def marin_row(label, m):
+    prm = E.SamplingParams(max_tokens=N, temperature=0.0, ignore_eos=True)
+    with E.Engine(m, max_batch=C, max_seq_len=MAX_LEN) as eng:
+        eng.generate(prompts, prm), eng.generate(prompts[:1], prm)  # compile every bucket these runs meet
+        t = time.perf_counter()
+        one = eng.generate(prompts[:1], prm)[0]
+        wall1 = time.perf_counter() - t
+        t = time.perf_counter()
+        many = eng.generate(prompts, prm)
+        wallc = time.perf_counter() - t
+        ttft = min(eng.generate([prompts[i]], E.SamplingParams(max_tokens=1))[0].ttft_s for i in range(3))
+        step1, stepc, samp = _profile(eng)
+    tok_s = (N - 1) / (wall1 - one.ttft_s)
+    rows.append((label, tok_s, C * N / wallc, ttft * 1e3, weight_bytes(m) / 2**20))
+    per_tok = 1e3 / tok_s
+    notes.append(
+        f"{label}: one token at batch 1 = {per_tok:.1f} ms: decode step {step1 * 1e3:.1f} ms, sampling {samp * 1e3:.1f} ms,"
+        f" host {per_tok - (step1 + samp) * 1e3:.1f} ms; decode step at {C} rows {stepc * 1e3:.1f} ms"
+    )
+    return one.tokens
+
+
+def _profile(eng):
+    "The jitted decode step alone (batch 1 and C rows, attention over 128 positions) and sampling, on the engine's cache."
+    with_slots = "slots" in inspect.signature(E.decode).parameters  # older engines decoded every slot
+    times = []
+    for b in (1, C):
+        b = b if with_slots else eng.max_batch
+        a = [jnp.zeros(b, jnp.int32), jnp.full(b, P, jnp.int32)] + (
+            [jnp.arange(b, dtype=jnp.int32)] if with_slots else []
+        )
+
+        def step():
+            lg, eng.cache_k, eng.cache_v = eng._decode(eng.model, *a, eng.cache_k, eng.cache_v, attn_len=128)
+            return lg
+
+        times.append(timed(step)[0])
+    b = 1 if with_slots else eng.max_batch
+    lg = jax.random.normal(jax.random.PRNGKey(0), (b, CFG.vocab_size))
+    t, k, p = eng._params_arrays([None] * b)
+    return times[0], times[1], timed(eng._sample, lg, eng._keys([None] * b, [0] * b), t, k, p)[0]
+
+
+ours = marin_row("marin float32", model)
+for mode in ("int8", "int4"):
+    if mode not in skip:
+        marin_row(f"marin {mode}", quantize_model(model, mode))
+
+if "transformers" not in skip:
+    import torch
+    from transformers import LlamaConfig as HFLlamaConfig, LlamaForCausalLM
+    from marin.models.hf import dense_hf_tensors
+
+    torch.set_num_threads(args.threads)
+    hf = LlamaForCausalLM(
+        HFLlamaConfig(
+            vocab_size=CFG.vocab_size,
+            hidden_size=CFG.d_model,
+            intermediate_size=CFG.d_ff,
+            num_hidden_layers=CFG.n_layers,
+            num_attention_heads=CFG.n_heads,
+            num_key_value_heads=CFG.n_kv_heads,
+            max_position_embeddings=CFG.seq_len,
+            rope_theta=CFG.rope_theta,
+            rms_norm_eps=CFG.norm_eps,
+            tie_word_embeddings=True,
+        )
+    ).eval()
+    missing = hf.load_state_dict(
+        {k: torch.from_numpy(np.asarray(v)) for k, v in dense_hf_tensors(model).items()}, strict=False
+    )
+    assert not missing.missing_keys or missing.missing_keys == ["lm_head.weight"], missing
+    gen = lambda ids, n: hf.generate(torch.tensor(ids), max_new_tokens=n, min_new_tokens=n, do_sample=False)
+    with torch.no_grad():
+        gen(prompts[:1], 4)
+        t = time.perf_counter()
+        out = gen(prompts[:1], N)
+        wall1 = time.perf_counter() - t
+        ttft = min(timed(gen, prompts[:1], 1, reps=1)[0] for _ in range(3))
+        t = time.perf_counter()
+        gen(prompts, N)  # same-length prompts: no padding, one batch
+        wallc = time.perf_counter() - t
+    same = out[0, P:].tolist()[:16] == ours[:16]
+    rows.append(
+        (
+            "transformers float32",
+            (N - 1) / (wall1 - ttft),
+            C * N / wallc,
+            ttft * 1e3,
+            4 * sum(p.numel() for p in hf.parameters()) / 2**20,
+        )
+    )
+    notes.append(f"transformers' first 16 greedy tokens {'equal' if same else 'DIFFER from'} marin float32's")
+
+print(f"\nload average after: {os.getloadavg()}")
+print(f"| engine | decode tok/s, batch 1 | {C} requests, aggregate tok/s | TTFT, {P}-token prompt | weights MiB |")
+print("|---|---|---|---|---|")
+for r in rows:
+    print(f"| {r[0]} | {r[1]:.1f} | {r[2]:.1f} | {r[3]:.0f} ms | {r[4]:.0f} |")
+base = {r[0]: r for r in rows}
+if "transformers float32" in base:
+    print(f"\nmarin float32 / transformers, batch 1: {base['marin float32'][1] / base['transformers float32'][1]:.2f}x")
+print("\n" + "\n".join(notes))

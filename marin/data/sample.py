@@ -5,8 +5,12 @@
 # %% ../../nbs/17_sample.ipynb #491ae32b
 from __future__ import annotations
 from typing import Sequence
+import base64, json
 import numpy as np
+from fastcore.basics import patch
 from marin.data.tokenizers import (
+    EOS,
+    PAD,
     Tokenizer,
     CharTokenizer,
     dna_tokenizer,
@@ -16,7 +20,9 @@ from marin.data.tokenizers import (
 )
 
 # %% auto #0
-__all__ = ['loss_mask_from_segments', 'Sample', 'TextSample', 'ProteinSample', 'complement_table', 'DNASample', 'sample_for']
+__all__ = ['MU_LAW_MU', 'loss_mask_from_segments', 'Sample', 'TextSample', 'ProteinSample', 'complement_table', 'DNASample',
+           'mulaw_encode', 'mulaw_decode', 'typed_loss_masks', 'AudioTextTokenizer', 'audio_record', 'AudioSample',
+           'sample_for']
 
 # %% ../../nbs/17_sample.ipynb #a51ee600
 def loss_mask_from_segments(segment_ids: np.ndarray) -> np.ndarray:
@@ -31,6 +37,8 @@ class Sample:
     "A modality: `encode` records to tokens, a `tokenizer` (vocabulary), `collate` packed rows to a batch."
 
     name = "sample"
+    reads_documents = False  # True: `encode` needs whole documents (`meta` too), not just their text
+    segment_types: tuple[str, ...] = ()  # names of typed loss masks `collate` adds (`loss_mask/<type>`)
 
     def __init__(self, tokenizer: Tokenizer):
         self.tokenizer = tokenizer
@@ -108,9 +116,132 @@ class DNASample(Sample):
         b["tokens"] = toks
         return b
 
+# %% ../../nbs/17_sample.ipynb #acae54e37e7d407bbb7b55eff062a284
+MU_LAW_MU = 255  # G.711's μ: 256 levels
+
+
+def mulaw_encode(wave: np.ndarray) -> np.ndarray:
+    "A waveform in [-1, 1] (floats; clipped) -> 8-bit μ-law codes (uint8; 128 is silence)."
+    x = np.clip(np.asarray(wave, np.float64), -1.0, 1.0)
+    y = np.sign(x) * np.log1p(MU_LAW_MU * np.abs(x)) / np.log1p(MU_LAW_MU)  # compand to [-1, 1]
+    return np.floor((y + 1) / 2 * MU_LAW_MU + 0.5).astype(np.uint8)  # quantise uniformly
+
+
+def mulaw_decode(codes: np.ndarray) -> np.ndarray:
+    "8-bit μ-law codes -> the waveform (float32 in [-1, 1])."
+    y = np.asarray(codes, np.float64) / MU_LAW_MU * 2 - 1
+    return (np.sign(y) * np.expm1(np.abs(y) * np.log1p(MU_LAW_MU)) / MU_LAW_MU).astype(np.float32)
+
+# %% ../../nbs/17_sample.ipynb #72eea5119410473aa328ad9291626812
+def typed_loss_masks(
+    tokens: np.ndarray, loss_mask: np.ndarray, token_types: np.ndarray, names: Sequence[str]
+) -> dict[str, np.ndarray]:
+    "`segment_types` [B, S] (`token_types[tokens]`) and `loss_mask/<name>`: `loss_mask` where the next token has that type."
+    types = np.asarray(token_types, np.int32)[tokens]
+    target = np.zeros_like(types)
+    target[..., :-1] = types[..., 1:]
+    out = {"segment_types": types}
+    for i, n in enumerate(names):
+        out[f"loss_mask/{n}"] = (loss_mask * (target == i + 1)).astype(np.float32)
+    return out
+
+# %% ../../nbs/17_sample.ipynb #8763a12b2bbd4a93a75aff182afb95dc
+class AudioTextTokenizer(Tokenizer):
+    "Ids: 4 specials (`<|endoftext|>`, `<|pad|>`, `<|text|>`, `<|audio|>`), 256 UTF-8 bytes, 256 μ-law codes."
+
+    special_tokens = (EOS, PAD, "<|text|>", "<|audio|>")
+    text_base, audio_base = 4, 4 + 256
+
+    def __init__(self):
+        self.eos_id, self.pad_id, self.text_id, self.audio_id = range(4)
+        self.vocab_size = self.audio_base + 256
+        self.token_types = np.zeros(self.vocab_size, np.int32)  # 0 special, 1 text, 2 audio
+        self.token_types[self.text_base : self.audio_base], self.token_types[self.audio_base :] = 1, 2
+
+    def encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
+        return [np.frombuffer(t.encode("utf-8"), np.uint8).astype(np.int32) + self.text_base for t in texts]
+
+    def encode_audio(self, codes: np.ndarray) -> np.ndarray:
+        return np.asarray(codes, np.uint8).astype(np.int32) + self.audio_base
+
+    def audio_codes(self, ids) -> np.ndarray:
+        "The μ-law codes among `ids`, in order (uint8)."
+        ids = np.asarray(ids, np.int64)
+        return (ids[ids >= self.audio_base] - self.audio_base).astype(np.uint8)
+
+# %% ../../nbs/17_sample.ipynb #7623eae2785240b9bd12b16a66d81610
+@patch
+def decode(self: AudioTextTokenizer, ids) -> str:
+    "Text bytes as text, specials by name, each run of audio codes as `<audio×N>`."
+    out, text, n_audio = [], bytearray(), 0
+    for i in [int(i) for i in ids] + [-1]:  # -1: flush what is pending
+        kind = "audio" if i >= self.audio_base else "text" if i >= self.text_base else "special"
+        if kind != "audio" and n_audio:
+            out.append(f"<audio×{n_audio}>")
+            n_audio = 0
+        if kind != "text" and text:
+            out.append(text.decode("utf-8", errors="replace"))
+            text = bytearray()
+        if kind == "audio":
+            n_audio += 1
+        elif kind == "text":
+            text.append(i - self.text_base)
+        elif i >= 0:
+            out.append(self.special_tokens[i])
+    return "".join(out)
+
+
+@patch
+def to_json(self: AudioTextTokenizer) -> str:
+    return json.dumps(
+        {"type": "audio_text", "special_tokens": list(self.special_tokens), "text": "utf-8", "audio": "mu-law-8"}
+    )
+
+# %% ../../nbs/17_sample.ipynb #938c804e27f84196a10c8828c723f798
+def audio_record(record: dict | str) -> tuple[str, np.ndarray | None]:
+    "(transcript, μ-law codes or None) of a record: `text`, and base64 bytes in `meta['audio']` (or bytes in `audio`)."
+    if isinstance(record, str):
+        return record, None
+    audio = record.get("audio")
+    if audio is None:
+        meta = record.get("meta") or {}
+        meta = json.loads(meta) if isinstance(meta, str) else meta
+        audio = base64.b64decode(meta["audio"]) if "audio" in meta else None
+    if audio is not None:
+        audio = audio.astype(np.uint8) if isinstance(audio, np.ndarray) else np.frombuffer(bytes(audio), np.uint8)
+    return record.get("text") or "", audio
+
+
+class AudioSample(Sample):
+    "An utterance as `<|text|>` transcript `<|audio|>` μ-law codes `<|endoftext|>`; loss masks per segment type."
+
+    name = "audio"
+    reads_documents = True  # the audio is in `meta`: the tokenize step passes whole documents to `encode`
+    segment_types = ("text", "audio")
+    units = {"text": "byte", "audio": "sample"}  # what one target of each type is (for bits per unit)
+
+    def __init__(self, transcript: bool = True, max_audio: int = 0):
+        super().__init__(AudioTextTokenizer())
+        self.transcript, self.max_audio = transcript, max_audio
+
+    def encode(self, records: Sequence[dict | str]) -> list[np.ndarray]:
+        t, out = self.tokenizer, []
+        for r in records:
+            text, codes = audio_record(r)
+            parts = [[t.text_id], t.encode(text)] if self.transcript and text else []
+            if codes is not None:
+                parts += [[t.audio_id], t.encode_audio(codes[: self.max_audio or None])]
+            out.append(np.concatenate(parts + [[t.eos_id]]).astype(np.int32))
+        return out
+
+    def collate(self, tokens, segment_ids, *, step: int = 0):
+        b = super().collate(tokens, segment_ids, step=step)
+        b.update(typed_loss_masks(b["tokens"], b["loss_mask"], self.tokenizer.token_types, self.segment_types))
+        return b
+
 # %% ../../nbs/17_sample.ipynb #71469092
 def sample_for(kind: str, tokenizer: Tokenizer | None = None, *, rc_prob: float = 0.0, seed: int = 0) -> Sample:
-    "The Sample for a modality name: 'text', 'dna', 'dna:k=N', 'protein'."
+    "The Sample for a modality name: 'text', 'dna', 'dna:k=N', 'protein', 'audio[:no_transcript][:max_audio=N]'."
     if kind == "text":
         if tokenizer is None:
             raise ValueError("a text Sample needs a tokenizer (load_tokenizer(path))")
@@ -119,4 +250,21 @@ def sample_for(kind: str, tokenizer: Tokenizer | None = None, *, rc_prob: float 
         return ProteinSample(tokenizer)
     if kind == "dna" or kind.startswith("dna:k="):
         return DNASample(int(kind.split("=")[1]) if "=" in kind else 1, rc_prob=rc_prob, seed=seed)
-    raise ValueError(f"sample kind {kind!r}: use 'text', 'dna', 'dna:k=N' or 'protein'")
+    if kind == "audio" or kind.startswith("audio:"):
+        return _audio_sample(kind)
+    raise ValueError(
+        f"sample kind {kind!r}: use 'text', 'dna', 'dna:k=N', 'protein' or 'audio[:no_transcript][:max_audio=N]'"
+    )
+
+
+def _audio_sample(kind: str) -> AudioSample:
+    "'audio', 'audio:no_transcript', 'audio:max_audio=N' and their combinations."
+    kw = {}
+    for opt in kind.split(":")[1:]:
+        if opt == "no_transcript":
+            kw["transcript"] = False
+        elif opt.startswith("max_audio=") and opt[10:].isdigit():
+            kw["max_audio"] = int(opt[10:])
+        else:
+            raise ValueError(f"sample kind {kind!r}: unknown option {opt!r}; use no_transcript or max_audio=N")
+    return AudioSample(**kw)

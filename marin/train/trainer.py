@@ -621,6 +621,7 @@ class History:
 
     def record(self, step: int, m: dict) -> None:
         row = {"step": step, "loss": m["loss"], "grad_norm": m["grad_norm"], "lr": m["lr"]}
+        row.update({k: v for k, v in m.items() if k.startswith("loss/")})  # the loss per segment type, if any
         self.rows.append(row)
         if self._file:
             self._file.write(json.dumps(row) + "\n")

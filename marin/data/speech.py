@@ -115,7 +115,7 @@ def speak_documents(cfg: SpeechConfig, output_path: str) -> dict:
         )
     docs = (
         utterance(s, cfg, f"{cfg.name}/{i:06d}", version)
-        for i, (_, s) in enumerate(tqdm(todo, desc="speak", unit="utt"))
+        for i, (_, s) in enumerate(tqdm(todo, desc="speak", unit="utt", mininterval=10))
     )
     s = write_documents(
         (d for d in docs if d is not None), output_path, summary={"source": cfg.name, "espeak": version}

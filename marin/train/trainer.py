@@ -367,19 +367,19 @@ def batch_keys(batch: dict) -> list[str]:
 
 
 def typed_losses(aux: dict) -> dict:
-    "`loss/<type>`: mean NLL over the targets of each segment type, from the loss's per-type sums."
+    "`loss/<type>`: mean NLL over the targets of each segment type (NaN when the batch has none of that type)."
     return {
-        f"loss/{k[8:]}": v / jnp.maximum(aux[f"n_tokens/{k[8:]}"], 1.0)
+        f"loss/{k[8:]}": jnp.where(aux[f"n_tokens/{k[8:]}"] > 0, v / jnp.maximum(aux[f"n_tokens/{k[8:]}"], 1.0), jnp.nan)
         for k, v in aux.items()
         if k.startswith("nll_sum/")
     }
 
 
 def typed_eval_metrics(prefix: str, sums: dict, units: dict) -> dict:
-    "`<prefix>/<type>/loss`, `.../bits_per_<unit>` (unit from the Sample, else token) and `.../targets` per type."
+    "`<prefix>/<type>/loss`, `.../bits_per_<unit>` (unit: the Sample's, else token), `.../targets` per type present."
     out = {}
     for k, v in sums.items():
-        if k.startswith("nll_sum/"):
+        if k.startswith("nll_sum/") and sums[f"n_tokens/{k[8:]}"] > 0:  # a type the loader never holds: no metric
             t, n = k[8:], sums[f"n_tokens/{k[8:]}"]
             out[f"{prefix}/{t}/loss"] = v / max(n, 1.0)
             out[f"{prefix}/{t}/bits_per_{units.get(t, 'token')}"] = v / max(n, 1.0) / math.log(2)
@@ -621,7 +621,7 @@ class History:
 
     def record(self, step: int, m: dict) -> None:
         row = {"step": step, "loss": m["loss"], "grad_norm": m["grad_norm"], "lr": m["lr"]}
-        row.update({k: v for k, v in m.items() if k.startswith("loss/")})  # the loss per segment type, if any
+        row.update({k: v for k, v in m.items() if k.startswith("loss/") and math.isfinite(v)})  # per segment type
         self.rows.append(row)
         if self._file:
             self._file.write(json.dumps(row) + "\n")
@@ -673,7 +673,7 @@ def train_metrics(
         "throughput/tokens": done * tokens_per_step,
         **memory_in_use_gb(),
         **{k: v for k, v in m.items() if k.startswith("moe/")},
-        **{f"train/{k}": v for k, v in m.items() if k.startswith("loss/")},  # train/loss/<segment type>
+        **{f"train/{k}": v for k, v in m.items() if k.startswith("loss/") and math.isfinite(v)},  # per segment type
     }
 
 

@@ -78,7 +78,7 @@ def _tokenizer(spec: str):
     s = _document_sample(spec)
     return s.tokenizer if s is not None else load_tokenizer(spec)
 
-# %% ../../nbs/15_shards.ipynb #18b24c89
+# %% ../../nbs/15_shards.ipynb #c2b219b1
 def _encode_texts(tok, tok_spec: str, texts: list[str], append_eos: bool, batch_size: int) -> list[np.ndarray]:
     arrays: list[np.ndarray] = []
     for i in range(0, len(texts), batch_size):

@@ -369,7 +369,9 @@ def batch_keys(batch: dict) -> list[str]:
 def typed_losses(aux: dict) -> dict:
     "`loss/<type>`: mean NLL over the targets of each segment type (NaN when the batch has none of that type)."
     return {
-        f"loss/{k[8:]}": jnp.where(aux[f"n_tokens/{k[8:]}"] > 0, v / jnp.maximum(aux[f"n_tokens/{k[8:]}"], 1.0), jnp.nan)
+        f"loss/{k[8:]}": jnp.where(
+            aux[f"n_tokens/{k[8:]}"] > 0, v / jnp.maximum(aux[f"n_tokens/{k[8:]}"], 1.0), jnp.nan
+        )
         for k, v in aux.items()
         if k.startswith("nll_sum/")
     }

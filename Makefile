@@ -14,7 +14,7 @@ export JAX_PLATFORMS ?= cpu
 # pytest processes (pytest-xdist, one test file per worker at a time, so module fixtures such as a Ray cluster start once)
 TEST_WORKERS ?= 2
 
-.PHONY: venv venv-test quickstart test test-slow export-check nbtest pytest duplicates chromium lab export readme bench gpu tpu
+.PHONY: venv venv-test quickstart test test-slow export-check nbtest pytest duplicates chromium espeak lab export readme bench gpu tpu
 
 .bootstrap/bin/uv:
 	$(PY) -m venv .bootstrap && .bootstrap/bin/pip install -q uv==$(UV_VERSION)
@@ -31,7 +31,7 @@ quickstart: venv
 	$(BIN)/marin run experiments_nb/quickstart.ipynb
 	$(BIN)/marin report build
 
-test: venv-test chromium export-check nbtest pytest duplicates
+test: venv-test chromium espeak export-check nbtest pytest duplicates
 
 # marin/ must equal a fresh nbdev-export of nbs/
 export-check: venv-test
@@ -63,6 +63,12 @@ chromium:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
 	  { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	    else echo "chromium missing: install Debian's 'chromium' package (the report test needs it)"; exit 1; fi; }
+
+# espeak-ng, the speech synthesizer of the audio–text data (Debian package; nbs/17a_speech, tests/test_audio.py)
+espeak:
+	@command -v espeak-ng >/dev/null || \
+	  { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq espeak-ng >/dev/null; \
+	    else echo "espeak-ng missing: install Debian's 'espeak-ng' package (the audio tests need it)"; exit 1; fi; }
 
 export: venv
 	$(BIN)/nbdev-export

@@ -53,24 +53,33 @@ def _shard_bytes(ids: list[str], token_arrays: list[np.ndarray]) -> bytes:
 
 # %% ../../nbs/15_shards.ipynb #aa00d7b8
 @functools.lru_cache(maxsize=2)
-def _doc_table(path: str) -> pa.Table:
+def _doc_table(path: str, columns: tuple[str, ...] = ("id", "text")) -> pa.Table:
     from marin.data.sources import read_document_table
 
-    return read_document_table(path, columns=["id", "text"])
+    return read_document_table(path, columns=list(columns))
+
+
+@functools.lru_cache(maxsize=4)
+def _document_sample(spec: str):
+    "The Sample a spec names when its `encode` reads whole documents (audio: the waveform is in `meta`), else None."
+    from marin.data.sample import sample_for
+
+    try:
+        s = sample_for(spec)
+    except ValueError:  # a tokenizer, not a modality name
+        return None
+    return s if s.reads_documents else None
 
 
 @functools.lru_cache(maxsize=2)
 def _tokenizer(spec: str):
     from marin.data.tokenizers import load_tokenizer
 
-    return load_tokenizer(spec)
+    s = _document_sample(spec)
+    return s.tokenizer if s is not None else load_tokenizer(spec)
 
-
-def _encode_shard(args) -> dict:
-    docs_path, tok_spec, out_file, start, stop, append_eos, batch_size = args
-    t = _doc_table(docs_path).slice(start, stop - start)
-    tok = _tokenizer(tok_spec)
-    texts, ids = t.column("text").to_pylist(), t.column("id").to_pylist()
+# %% ../../nbs/15_shards.ipynb #c2b219b1
+def _encode_texts(tok, tok_spec: str, texts: list[str], append_eos: bool, batch_size: int) -> list[np.ndarray]:
     arrays: list[np.ndarray] = []
     for i in range(0, len(texts), batch_size):
         arrays.extend(tok.encode_batch(texts[i : i + batch_size]))
@@ -79,6 +88,18 @@ def _encode_shard(args) -> dict:
             raise ValueError(f"tokenizer {tok_spec!r} has no end-of-text token; set append_eos=False")
         eos = np.array([tok.eos_id], np.int32)
         arrays = [np.concatenate([a, eos]) for a in arrays]
+    return arrays
+
+
+def _encode_shard(args) -> dict:
+    docs_path, tok_spec, out_file, start, stop, append_eos, batch_size = args
+    sample = _document_sample(tok_spec)
+    t = _doc_table(docs_path, ("id", "text") if sample is None else ("id", "text", "meta")).slice(start, stop - start)
+    texts, ids = t.column("text").to_pylist(), t.column("id").to_pylist()
+    if sample is None:
+        arrays = _encode_texts(_tokenizer(tok_spec), tok_spec, texts, append_eos, batch_size)
+    else:  # the Sample appends the end-of-text token itself
+        arrays = sample.encode(t.to_pylist())
     data = _shard_bytes(ids, arrays)
     storage.write_bytes(out_file, data)
     return {

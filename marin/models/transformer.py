@@ -568,6 +568,9 @@ def next_token_loss(
     ce = (nll * mask).sum() / n
     z = (jnp.square(lse) * mask).sum() / n
     loss, aux = ce + z_loss_weight * z, {"ce": ce, "z_loss": z, "n_tokens": mask.sum()}
+    for k in [k for k in batch if k.startswith("loss_mask/")]:  # a Sample's typed masks: NLL sum and count per type
+        mk = batch[k].astype(logits.dtype).at[:, -1].set(0.0)
+        aux[f"nll_sum/{k[10:]}"], aux[f"n_tokens/{k[10:]}"] = (nll * mk).sum(), mk.sum()
     if stats:  # MoE: router losses and moe/ metrics
         extra, metrics = moe_loss_and_metrics(model.cfg.moe, stats, model.cfg.n_layers)
         loss = loss + extra

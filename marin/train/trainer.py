@@ -42,12 +42,12 @@ from .checkpoint import CheckpointConfig, CheckpointManager
 # %% auto #0
 __all__ = ['SUMMARY_FILE', 'ArrayLoader', 'CharDataConfig', 'SyntheticLoader', 'SyntheticDataConfig', 'build_loader',
            'data_problems', 'TrainConfig', 'TrainState', 'base_shardings', 'state_shardings', 'init_state',
-           'abstract_state', 'make_loss_fn', 'accumulate_gradients', 'make_train_step', 'make_eval_step',
-           'device_batch', 'TrainingSetup', 'setup_training', 'check_batch', 'Throughput', 'TrainingFailed',
-           'Preempted', 'plain_config', 'check_loader', 'write_run_files', 'History', 'DivergenceCheck',
-           'train_metrics', 'MetricsLogger', 'Evaluator', 'start_from', 'checkpoint_meta', 'Checkpointer',
-           'restore_or_init', 'start_run_tracking', 'progress_bar', 'run_summary', 'TrainHooks', 'run_steps', 'train',
-           'train_step', 'final_params_hash']
+           'abstract_state', 'make_loss_fn', 'accumulate_gradients', 'batch_keys', 'typed_losses', 'typed_eval_metrics',
+           'make_train_step', 'make_eval_step', 'device_batch', 'TrainingSetup', 'setup_training', 'check_batch',
+           'Throughput', 'TrainingFailed', 'Preempted', 'plain_config', 'check_loader', 'write_run_files', 'History',
+           'DivergenceCheck', 'train_metrics', 'MetricsLogger', 'Evaluator', 'start_from', 'checkpoint_meta',
+           'Checkpointer', 'restore_or_init', 'start_run_tracking', 'progress_bar', 'run_summary', 'TrainHooks',
+           'run_steps', 'train', 'train_step', 'final_params_hash']
 
 # %% ../../nbs/33_trainer.ipynb #88ba14ad
 class ArrayLoader:
@@ -332,7 +332,8 @@ def make_loss_fn(cfg: TrainConfig, mesh) -> Callable:
         kw = dict(compute_dtype=dtype, remat=cfg.remat, z_loss_weight=cfg.z_loss, sharding=sharding)
         loss, aux = next_token_loss(model, mb, **kw)
         w = aux["n_tokens"] / total_tokens  # this microbatch's share of the targets
-        return loss * w, {k: v * w for k, v in aux.items() if k != "n_tokens"}
+        typed = ("nll_sum/", "n_tokens/")  # per-segment-type sums: they add over microbatches as they are
+        return loss * w, {k: v if k.startswith(typed) else v * w for k, v in aux.items() if k != "n_tokens"}
 
     return loss_fn
 
@@ -358,6 +359,34 @@ def accumulate_gradients(loss_fn: Callable, params, batch: dict, total, grad_acc
     )
     (grads, loss, aux), _ = jax.lax.scan(micro, zeros, (batch, jnp.arange(grad_accum)))
     return (loss, aux), grads
+
+# %% ../../nbs/33_trainer.ipynb #acae54e37e7d407bbb7b55eff062a284
+def batch_keys(batch: dict) -> list[str]:
+    "The batch arrays the step reads: tokens, segment ids, the loss mask and any typed masks (`loss_mask/<type>`)."
+    return ["tokens", "segment_ids", "loss_mask", *sorted(k for k in batch if k.startswith("loss_mask/"))]
+
+
+def typed_losses(aux: dict) -> dict:
+    "`loss/<type>`: mean NLL over the targets of each segment type (NaN when the batch has none of that type)."
+    return {
+        f"loss/{k[8:]}": jnp.where(
+            aux[f"n_tokens/{k[8:]}"] > 0, v / jnp.maximum(aux[f"n_tokens/{k[8:]}"], 1.0), jnp.nan
+        )
+        for k, v in aux.items()
+        if k.startswith("nll_sum/")
+    }
+
+
+def typed_eval_metrics(prefix: str, sums: dict, units: dict) -> dict:
+    "`<prefix>/<type>/loss`, `.../bits_per_<unit>` (unit: the Sample's, else token), `.../targets` per type present."
+    out = {}
+    for k, v in sums.items():
+        if k.startswith("nll_sum/") and sums[f"n_tokens/{k[8:]}"] > 0:  # a type the loader never holds: no metric
+            t, n = k[8:], sums[f"n_tokens/{k[8:]}"]
+            out[f"{prefix}/{t}/loss"] = v / max(n, 1.0)
+            out[f"{prefix}/{t}/bits_per_{units.get(t, 'token')}"] = v / max(n, 1.0) / math.log(2)
+            out[f"{prefix}/{t}/targets"] = n
+    return out
 
 # %% ../../nbs/33_trainer.ipynb #397f469b
 def make_train_step(cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState) -> Callable:
@@ -392,6 +421,7 @@ def make_train_step(cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState
             "update_norm": optax.tree.norm(updates),
             "param_norm": optax.tree.norm(params),
             "lr": schedule(state.step),
+            **typed_losses(aux),
             **{k: v for k, v in aux.items() if k.startswith("moe/")},
         }
         return new, metrics
@@ -409,7 +439,8 @@ def make_eval_step(cfg: TrainConfig, mesh) -> Callable:
             eqx.combine(params, static) if cfg.lora is None else merge(eqx.combine(frozen, static), params, cfg.lora)
         )
         _, aux = next_token_loss(model, batch, compute_dtype=dtype, sharding=sharding)
-        return aux["ce"] * aux["n_tokens"], aux["n_tokens"]
+        typed = {k: v for k, v in aux.items() if k.startswith(("nll_sum/", "n_tokens/"))}
+        return aux["ce"] * aux["n_tokens"], aux["n_tokens"], typed
 
     return jax.jit(ev)
 
@@ -419,7 +450,7 @@ def device_batch(batch: dict, mesh, grad_accum: int, rules) -> dict:
     Every process computes the same global batch (it is a pure function of the step), and each device takes its
     slice of it, so the same code works on one host and on several."""
     out = {}
-    for k in ("tokens", "segment_ids", "loss_mask"):
+    for k in batch_keys(batch):
         a = np.asarray(batch[k])
         a = a.reshape(grad_accum, a.shape[0] // grad_accum, *a.shape[1:])
         out[k] = jax.make_array_from_callback(a.shape, batch_sharding(mesh, a.shape, rules), lambda idx, a=a: a[idx])
@@ -592,6 +623,7 @@ class History:
 
     def record(self, step: int, m: dict) -> None:
         row = {"step": step, "loss": m["loss"], "grad_norm": m["grad_norm"], "lr": m["lr"]}
+        row.update({k: v for k, v in m.items() if k.startswith("loss/") and math.isfinite(v)})  # per segment type
         self.rows.append(row)
         if self._file:
             self._file.write(json.dumps(row) + "\n")
@@ -643,6 +675,7 @@ def train_metrics(
         "throughput/tokens": done * tokens_per_step,
         **memory_in_use_gb(),
         **{k: v for k, v in m.items() if k.startswith("moe/")},
+        **{f"train/{k}": v for k, v in m.items() if k.startswith("loss/") and math.isfinite(v)},  # per segment type
     }
 
 
@@ -674,14 +707,16 @@ class Evaluator:
     def __call__(self, step: int, params) -> dict:
         out = {}
         for name, ld in self.loaders.items():
-            tot, n = 0.0, 0.0
+            tot, n, sums = 0.0, 0.0, {}
             for i in range(min(self.cfg.eval_batches, getattr(ld, "n_batches", self.cfg.eval_batches))):
                 b = ld.batch(i)
-                s, c = self.eval_fn(params, {k: jnp.asarray(b[k]) for k in ("tokens", "segment_ids", "loss_mask")})
+                s, c, typed = self.eval_fn(params, {k: jnp.asarray(b[k]) for k in batch_keys(b)})
                 tot, n = tot + float(s), n + float(c)
+                sums = {k: sums.get(k, 0.0) + float(v) for k, v in typed.items()}
             loss = tot / max(n, 1.0)
             out[f"eval/{name}/loss"] = loss
             out[f"eval/{name}/bpb"] = loss / math.log(2) / getattr(ld, "bytes_per_token", 1.0)
+            out.update(typed_eval_metrics(f"eval/{name}", sums, getattr(getattr(ld, "sample", None), "units", {})))
         if out:
             self.run.log(out, step=step)
         self.last = out

@@ -155,7 +155,9 @@ def main():
     ap.add_argument("--label", default="")
     a = ap.parse_args()
     cfg = config(a.steps, a.eval_batches, a.eval_every, a.ckpt_every)
-    print(f"marin from {os.path.dirname(marin.__file__)}; {cfg.model.summary()}; {a.steps} steps; load {os.getloadavg()}")
+    print(
+        f"marin from {os.path.dirname(marin.__file__)}; {cfg.model.summary()}; {a.steps} steps; load {os.getloadavg()}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         half = max(a.steps // 2, 1)
         bare = bare_step(cfg, half, fetch=False)  # half before the run, half after: load drift cancels

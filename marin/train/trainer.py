@@ -678,7 +678,9 @@ class Evaluator:
             sums = []  # (sum of target losses, targets) per batch, on the device
             for i in range(min(self.cfg.eval_batches, getattr(ld, "n_batches", self.cfg.eval_batches))):
                 b = ld.batch(i)
-                sums.append(self.eval_fn(params, {k: jnp.asarray(b[k]) for k in ("tokens", "segment_ids", "loss_mask")}))
+                sums.append(
+                    self.eval_fn(params, {k: jnp.asarray(b[k]) for k in ("tokens", "segment_ids", "loss_mask")})
+                )
             tot, n = 0.0, 0.0
             for s, c in jax.device_get(sums):  # summed on the host in float64, batch by batch, as they were before
                 tot, n = tot + float(s), n + float(c)
@@ -840,7 +842,11 @@ class TrainHooks:
 
     def wants_state(self, done: int) -> bool:
         "Whether an evaluation or a checkpoint is due after `done` steps (the loop then syncs before going on)."
-        ev, ck, n = self.evaluator.cfg.eval_every, self.checkpoints.cfg.checkpoint.every, self.evaluator.cfg.num_train_steps
+        ev, ck, n = (
+            self.evaluator.cfg.eval_every,
+            self.checkpoints.cfg.checkpoint.every,
+            self.evaluator.cfg.num_train_steps,
+        )
         return done < n and bool((ev and done % ev == 0) or (ck and done % ck == 0))
 
     def periodic(self, done: int, state: TrainState) -> None:

@@ -13,8 +13,8 @@ from ..core.executor import StepOrPath
 
 # %% auto #0
 __all__ = ['HeldOutSource', 'HeldOutConfig', 'PerplexitySuite', 'budget_documents', 'document_windows', 'pack_windows',
-           'held_out_bytes', 'HeldOutLoader', 'model_logits_fn', 'nll_sums', 'bits_per_byte', 'loader_nll',
-           'evaluate_loaders', 'evaluate_perplexity']
+           'held_out_bytes', 'HeldOutLoader', 'ModelLogits', 'model_logits_fn', 'nll_sums', 'bits_per_byte',
+           'loader_nll', 'evaluate_loaders', 'evaluate_perplexity']
 
 # %% ../../nbs/50_perplexity.ipynb #2c99a588
 @dataclasses.dataclass(frozen=True)
@@ -174,18 +174,45 @@ class HeldOutLoader:
 
 # %% ../../nbs/50_perplexity.ipynb #c29a6246
 _LOGITS_JIT: dict = {}  # compute dtype -> one jitted forward, shared by every model of the process
+_SCORED_JIT: dict = {}  # compute dtype -> one jitted `target_logprobs`, likewise
 
 
-def model_logits_fn(model, compute_dtype: str = "float32") -> Callable:
-    "A jitted `(tokens, segment_ids) -> logits` for a `marin.models.transformer.Transformer`."
-    import equinox as eqx, jax.numpy as jnp
-    from marin.models.transformer import forward
+def _target_logprobs(model, tokens, segment_ids, rows, cols, targets, compute_dtype):
+    "log P(targets[j]) at positions `(rows[j], cols[j])`, and whether it is the argmax: `[N]`, `[N]`."
+    import jax, jax.numpy as jnp
+    from marin.models.transformer import forward, output_logits
 
-    if compute_dtype not in _LOGITS_JIT:
+    h = forward(model, tokens, segment_ids, compute_dtype=compute_dtype, hidden_only=True)  # [B, S, D]
+    logp = jax.nn.log_softmax(output_logits(model, h[rows, cols], compute_dtype=compute_dtype), axis=-1)  # [N, V]
+    return jnp.take_along_axis(logp, targets[:, None], axis=-1)[:, 0], jnp.argmax(logp, axis=-1) == targets
+
+
+class ModelLogits:
+    """A jitted `(tokens, segment_ids) -> logits` of a `marin.models.transformer.Transformer`, and
+    `target_logprobs`, which projects onto the vocabulary only at the positions it is given."""
+
+    def __init__(self, model, compute_dtype: str = "float32"):
+        import equinox as eqx, jax.numpy as jnp
+        from marin.models.transformer import forward
+
         dt = jnp.dtype(compute_dtype)
-        _LOGITS_JIT[compute_dtype] = eqx.filter_jit(lambda m, t, s: forward(m, t, s, compute_dtype=dt))
-    f = _LOGITS_JIT[compute_dtype]
-    return lambda tokens, segment_ids: f(model, tokens, segment_ids)
+        if compute_dtype not in _LOGITS_JIT:
+            _LOGITS_JIT[compute_dtype] = eqx.filter_jit(lambda m, t, s: forward(m, t, s, compute_dtype=dt))
+        if compute_dtype not in _SCORED_JIT:
+            _SCORED_JIT[compute_dtype] = eqx.filter_jit(lambda m, t, s, r, c, y: _target_logprobs(m, t, s, r, c, y, dt))
+        self.model, self._logits, self._scored = model, _LOGITS_JIT[compute_dtype], _SCORED_JIT[compute_dtype]
+
+    def __call__(self, tokens, segment_ids):
+        return self._logits(self.model, tokens, segment_ids)
+
+    def target_logprobs(self, tokens, segment_ids, rows, cols, targets):
+        "`(log P(targets[j] | row rows[j] up to cols[j]), is it the argmax)` for each j, as device arrays `[N]`."
+        return self._scored(self.model, tokens, segment_ids, rows, cols, targets)
+
+
+def model_logits_fn(model, compute_dtype: str = "float32") -> ModelLogits:
+    "A model as a logits function (`ModelLogits`): `(tokens, segment_ids) -> logits`, plus `target_logprobs`."
+    return ModelLogits(model, compute_dtype)
 
 
 def nll_sums(logits_fn: Callable, batch: dict) -> tuple[float, float]:

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/51_tasks.ipynb #a1911f3b
 from __future__ import annotations
-import dataclasses, json, math, os
+import dataclasses, json, math, os, time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 import numpy as np
@@ -228,7 +228,10 @@ def encode_pair(tok, context: str, continuation: str) -> tuple[list[int], list[i
 
 # %% ../../nbs/51_tasks.ipynb #40b66c27
 def _bucket(n: int, cap: int, minimum: int = 16) -> int:
-    return min(max(minimum, 1 << (max(n, 1) - 1).bit_length()), cap)
+    "The smallest of 16, 24, 32, 48, 64, 96, ... (powers of two and 3/4 of them, >= `minimum`) that holds `n`, capped."
+    m = max(n, minimum, 1)
+    p = 1 << (m - 1).bit_length()
+    return min(p * 3 // 4 if p % 4 == 0 and p * 3 // 4 >= m else p, cap)
 
 
 def _gather_impl(logits, targets, mask):
@@ -254,6 +257,100 @@ def _pad_requests(seqs: list[tuple], idx: list[int], B: int, L: int):
         mask[r, n - nc : n] = 1.0
     return toks, segs, tgts, mask
 
+
+def _scored_positions(seqs: list[tuple], idx: list[int], N: int):
+    """Row, column and target of every continuation position of requests `idx` (batch rows 0, 1, ...), padded with
+    position (0, 0) to `N` (one size for a whole task: one head shape); and the batch row of each real position."""
+    rows, cols, ys = [], [], []
+    for r, i in enumerate(idx):
+        inp, tgt, nc = seqs[i]
+        n = len(inp)
+        rows += [r] * nc
+        cols += range(n - nc, n)
+        ys += tgt[n - nc : n]
+    pad = lambda v: np.asarray(v + [0] * (N - len(v)), np.int32)
+    return pad(rows), pad(cols), pad(ys), np.asarray(rows, np.int64)
+
+# %% ../../nbs/51_tasks.ipynb #d7dcf236
+class _ScoreStats:
+    "What `score_requests(stats=...)` reports: counts, padding, and seconds per phase (a no-op without a dict)."
+
+    def __init__(self, stats: dict | None, prepare_s: float):
+        self.d, self.shapes = stats, set()
+        if stats is not None:
+            for k in ("batches", "positions", "tokens", "scored", "scored_padded"):
+                stats.setdefault(k, 0)
+            for k in ("prepare_s", "pad_s", "compile_s", "device_s", "transfer_s"):
+                stats.setdefault(k, 0.0)
+            stats["prepare_s"] += prepare_s
+            stats.setdefault("shapes", set())
+
+    def batch(self, t0: float, t_pad: float, res, shape: tuple, tokens: int, scored: int) -> None:
+        "A batch padded from `t0` to `t_pad`, then dispatched: wait for it and count it."
+        if self.d is None:
+            return
+        import jax
+
+        jax.block_until_ready(res)
+        t2, d = time.perf_counter(), self.d
+        first = shape not in d["shapes"]
+        d["shapes"].add(shape)
+        d["pad_s"] += t_pad - t0
+        d["compile_s" if first else "device_s"] += t2 - t_pad  # a new shape: compile + its first run
+        d["batches"] += 1
+        d["positions"] += shape[0] * shape[1]
+        d["tokens"] += tokens
+        d["scored"] += scored
+        d["scored_padded"] += shape[2]
+
+    def done(self, transfer_s: float) -> None:
+        if self.d is not None:
+            self.d["transfer_s"] += transfer_s
+
+# %% ../../nbs/51_tasks.ipynb #94a6f8a8
+def _as_seqs(requests, max_len: int, bos_id: int) -> list[tuple]:
+    "(inputs, targets, continuation length) per request: the context cut on the left to fit `max_len`."
+    seqs = []
+    for ctx, cont in requests:
+        if not cont:
+            raise ValueError("a continuation encoded to no tokens; check the choices and the delimiter")
+        ctx = list(ctx) or [bos_id]  # an empty context is conditioned on bos
+        full = (ctx + list(cont))[-(max_len + 1) :]
+        seqs.append((full[:-1], full[1:], len(cont)))
+    return seqs
+
+
+def _prepare(logits_fn, seqs, idx, B: int, L: int, N: int) -> tuple:
+    """Host arrays of one batch: `(tokens, segment ids, targets, mask)` `[B, L]`, and for a model (it has
+    `target_logprobs`) its `N` scored positions (`_scored_positions`)."""
+    padded = _pad_requests(seqs, idx, B, L)
+    return padded, (_scored_positions(seqs, idx, N) if hasattr(logits_fn, "target_logprobs") else None)
+
+
+def _dispatch(logits_fn, padded, positions):
+    "Start scoring one batch: the device results (`[N]` or `[B]` log-likelihoods and greedy flags)."
+    import jax, jax.numpy as jnp
+
+    toks, segs, tgts, mask = padded
+    if positions is not None:  # a model: the vocabulary projection at the continuation only
+        rows, cols, ys, _ = positions
+        return logits_fn.target_logprobs(jnp.asarray(toks), jnp.asarray(segs), rows, cols, ys)
+    if "g" not in _GATHER:
+        _GATHER["g"] = jax.jit(_gather_impl)
+    logits = logits_fn(jnp.asarray(toks), jnp.asarray(segs))
+    return _GATHER["g"](logits, jnp.asarray(tgts), jnp.asarray(mask))
+
+
+def _per_request(result, owner, n: int, k: int) -> list[tuple[float, bool]]:
+    "(log-likelihood, greedy) of a batch's `k` requests from its fetched results."
+    a, g = np.asarray(result[0]), np.asarray(result[1])
+    if owner is None:
+        return [(float(a[r]), bool(g[r])) for r in range(k)]
+    ll, greedy = np.zeros(k, np.float32), np.ones(k, bool)
+    np.add.at(ll, owner, a[:n])  # in position order, in float32
+    np.logical_and.at(greedy, owner, g[:n])
+    return [(float(ll[r]), bool(greedy[r])) for r in range(k)]
+
 # %% ../../nbs/51_tasks.ipynb #b3d2ba67
 def score_requests(
     logits_fn: Callable,
@@ -263,32 +360,43 @@ def score_requests(
     batch_size: int = 16,
     bos_id: int = 0,
     progress: bool = False,
+    stats: dict | None = None,
 ) -> list[tuple[float, bool]]:
-    "(log P(continuation | context), greedy) per request, computed in padded batches of similar lengths."
-    import jax, jax.numpy as jnp
-
-    if "g" not in _GATHER:
-        _GATHER["g"] = jax.jit(_gather_impl)
-    seqs = []
-    for ctx, cont in requests:
-        if not cont:
-            raise ValueError("a continuation encoded to no tokens; check the choices and the delimiter")
-        ctx = list(ctx) or [bos_id]  # an empty context is conditioned on bos
-        full = (ctx + list(cont))[-(max_len + 1) :]  # cut the context on the left
-        seqs.append((full[:-1], full[1:], len(cont)))
-    order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i][0]))
-    out: list = [None] * len(seqs)
+    """(log P(continuation | context), greedy) per request, in padded batches of similar lengths (longest first).
+    A model (`model_logits_fn`) projects onto the vocabulary only at the continuation's positions; any other logits
+    function is scored from its full logits. Every batch is dispatched before any result is fetched. `stats` (a
+    dict), when given, is filled with counts (batches, shapes compiled, padding) and a split of the time; the scorer
+    then waits for each batch, to time it."""
+    import jax
     from tqdm.auto import tqdm
 
-    for b in tqdm(range(0, len(order), batch_size), disable=not progress, desc="score", unit="batch"):
-        idx = order[b : b + batch_size]
+    t = time.perf_counter()
+    seqs = _as_seqs(requests, max_len, bos_id)
+    if not seqs:
+        return []
+    order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i][0]))
+    batches = [order[b : b + batch_size] for b in range(0, len(order), batch_size)]
+    # the scored positions of every batch padded to one size (the most any batch has): shapes vary with L only
+    N = max(16, 1 << (max(sum(seqs[i][2] for i in idx) for idx in batches) - 1).bit_length())
+    st = _ScoreStats(stats, time.perf_counter() - t)
+    pending = []
+    for idx in tqdm(batches, disable=not progress, desc="score", unit="batch"):
         L = _bucket(max(len(seqs[i][0]) for i in idx), max_len)
-        toks, segs, tgts, mask = _pad_requests(seqs, idx, batch_size, L)
-        logits = logits_fn(jnp.asarray(toks), jnp.asarray(segs))
-        ll, greedy = _GATHER["g"](logits, jnp.asarray(tgts), jnp.asarray(mask))
-        ll, greedy = np.asarray(ll), np.asarray(greedy)
-        for r, i in enumerate(idx):
-            out[i] = (float(ll[r]), bool(greedy[r]))
+        t = time.perf_counter()
+        padded, positions = _prepare(logits_fn, seqs, idx, batch_size, L, N)
+        t_pad = time.perf_counter()
+        res = _dispatch(logits_fn, padded, positions)
+        owner = None if positions is None else positions[3]
+        n = 0 if owner is None else len(owner)
+        st.batch(t, t_pad, res, (batch_size, L, len(res[0])), sum(len(seqs[i][0]) for i in idx), n)
+        pending.append((idx, owner, n, res))
+    t = time.perf_counter()
+    fetched = jax.device_get([p[3] for p in pending])  # one transfer for the whole task
+    out: list = [None] * len(seqs)
+    for (idx, owner, n, _), res in zip(pending, fetched):
+        for i, r in zip(idx, _per_request(res, owner, n, len(idx))):
+            out[i] = r
+    st.done(time.perf_counter() - t)
     return out
 
 # %% ../../nbs/51_tasks.ipynb #c0b8c59c
@@ -338,8 +446,11 @@ def evaluate_multiple_choice(
     batch_size: int = 16,
     progress: bool = False,
     items: list[dict] | None = None,
+    stats: dict | None = None,
 ) -> TaskResult:
-    "Score every choice of every item; accuracy and length-normalised accuracy with standard errors."
+    """Score every choice of every item; accuracy and length-normalised accuracy with standard errors. `stats`: see
+    `score_requests` (plus `tokenize_s`)."""
+    t = time.perf_counter()
     items = items if items is not None else load_items(task)
     first = getattr(tok, "bos_id", None)  # a pretrained tokenizer's <bos> starts every context, as in lm-eval
     reqs, owner = [], []
@@ -350,7 +461,11 @@ def evaluate_multiple_choice(
             reqs.append(([first] + cx if first is not None else cx, cont))
             owner.append(i)
     bos = getattr(tok, "eos_id", None) or 0
-    scored = score_requests(logits_fn, reqs, max_len=max_len, batch_size=batch_size, bos_id=bos, progress=progress)
+    if stats is not None:
+        stats["tokenize_s"] = stats.get("tokenize_s", 0.0) + time.perf_counter() - t
+    scored = score_requests(
+        logits_fn, reqs, max_len=max_len, batch_size=batch_size, bos_id=bos, progress=progress, stats=stats
+    )
     rows, k = [], 0
     for i, it in enumerate(items):
         n = len(it["choices"])

@@ -36,7 +36,7 @@ __all__ = ['ROPE_SCALINGS', 'ACTIVATION_NAMES', 'ATTENTION_IMPLS', 'LAYER_LOOPS'
            'PARAM_AXES', 'LEGACY_STATE_KEYS', 'REMAT_POLICIES', 'LlamaConfig', 'Block', 'Transformer', 'moe_layer_ids',
            'init', 'count_params', 'param_axes', 'upgrade_state_keys', 'mlp_forward', 'block_forward_with_stats',
            'block_forward', 'layer_params', 'scan_blocks', 'to_compute_dtype', 'layer_attention', 'embed_tokens',
-           'forward', 'next_token_loss', 'post_step_update', 'directional_grad_check', 'generate']
+           'forward', 'output_logits', 'next_token_loss', 'post_step_update', 'directional_grad_check', 'generate']
 
 # %% ../../nbs/20_transformer.ipynb #2acb9b3c
 ROPE_SCALINGS = ("none", "linear", "ntk", "llama3")
@@ -487,10 +487,13 @@ def forward(
     remat: str = "none",
     return_stats: bool = False,
     sharding: ActivationSharding | None = None,
+    hidden_only: bool = False,
 ) -> Float[Array, "B S V"]:
     """Logits (float32) for `tokens`; attention stays within equal `segment_ids` (default: one segment per row).
     With `return_stats`, `(logits, per-layer MLP stats stacked over layers)` (the MoE's routing statistics).
-    `sharding` lays out the activations (and turns on expert parallelism); the default leaves them to XLA."""
+    `sharding` lays out the activations (and turns on expert parallelism); the default leaves them to XLA.
+    `hidden_only`: the final (normed) hidden states `[B, S, D]` instead of the logits, for callers that need the
+    vocabulary projection (`output_logits`) at a few positions only (a scorer: the continuation's)."""
     cfg = model.cfg
     sharding = NO_SHARDING if sharding is None else sharding
     B, S = tokens.shape
@@ -529,6 +532,8 @@ def forward(
         x, stats = scan_blocks(cfg, m.blocks, body, x) if mixed else jax.lax.scan(body, x, m.blocks)
     x = x[0] if cfg.per_layer_attention else x
     x = rms_norm(x, m.final_norm, cfg.norm_eps, cfg.norm_offset)
+    if hidden_only:
+        return (x, stats) if return_stats else x
     head = m.embed.T if cfg.tie_embeddings else m.lm_head  # [D, V]
     logits = softcap(dense(x, head, out_dtype=at_least_f32(x.dtype)), cfg.logit_softcap)
     logits = sharding(logits, ("batch", "seq", "act_vocab"))
@@ -536,6 +541,13 @@ def forward(
 
 
 Transformer.__call__ = forward
+
+
+def output_logits(model: Transformer, x: Float[Array, "... D"], *, compute_dtype=jnp.float32) -> Float[Array, "... V"]:
+    "Logits (float32) of final hidden states `x` (`forward(..., hidden_only=True)`) at whatever positions `x` holds."
+    m = to_compute_dtype(model, jnp.dtype(compute_dtype))
+    head = m.embed.T if model.cfg.tie_embeddings else m.lm_head  # [D, V]
+    return softcap(dense(x, head, out_dtype=at_least_f32(x.dtype)), model.cfg.logit_softcap)
 
 # %% ../../nbs/20_transformer.ipynb #334e2cbd
 def next_token_loss(

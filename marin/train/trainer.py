@@ -699,7 +699,8 @@ class MetricsLogger:
 
 # %% ../../nbs/33_trainer.ipynb #12996b5b
 class Evaluator:
-    "`eval/<name>/loss` and `eval/<name>/bpb` of each evaluation loader; keeps the last result."
+    """`eval/<name>/loss` and `eval/<name>/bpb` of each evaluation loader; keeps the last result. Every batch is
+    dispatched before any sum is fetched (one transfer per evaluation set, not one sync per batch)."""
 
     def __init__(self, cfg: TrainConfig, eval_loaders: dict, eval_fn: Callable, run):
         self.cfg, self.loaders, self.eval_fn, self.run, self.last = cfg, eval_loaders, eval_fn, run, {}
@@ -707,16 +708,18 @@ class Evaluator:
     def __call__(self, step: int, params) -> dict:
         out = {}
         for name, ld in self.loaders.items():
-            tot, n, sums = 0.0, 0.0, {}
+            sums = []  # (sum of target losses, targets, per-type sums) per batch, on the device
             for i in range(min(self.cfg.eval_batches, getattr(ld, "n_batches", self.cfg.eval_batches))):
                 b = ld.batch(i)
-                s, c, typed = self.eval_fn(params, {k: jnp.asarray(b[k]) for k in batch_keys(b)})
+                sums.append(self.eval_fn(params, {k: jnp.asarray(b[k]) for k in batch_keys(b)}))
+            tot, n, typed_sums = 0.0, 0.0, {}
+            for s, c, typed in jax.device_get(sums):  # summed on the host in float64, batch by batch, as before
                 tot, n = tot + float(s), n + float(c)
-                sums = {k: sums.get(k, 0.0) + float(v) for k, v in typed.items()}
+                typed_sums = {k: typed_sums.get(k, 0.0) + float(v) for k, v in typed.items()}
             loss = tot / max(n, 1.0)
             out[f"eval/{name}/loss"] = loss
             out[f"eval/{name}/bpb"] = loss / math.log(2) / getattr(ld, "bytes_per_token", 1.0)
-            out.update(typed_eval_metrics(f"eval/{name}", sums, getattr(getattr(ld, "sample", None), "units", {})))
+            out.update(typed_eval_metrics(f"eval/{name}", typed_sums, getattr(getattr(ld, "sample", None), "units", {})))
         if out:
             self.run.log(out, step=step)
         self.last = out
@@ -859,36 +862,66 @@ class TrainHooks:
     checkpoints: Checkpointer
     bar: Any
 
-    def after_step(self, step: int, t0: float, m: dict, state: TrainState) -> None:
+    def after_step(self, step: int, t0: float, m: dict) -> None:
+        "The host side of step `step` (dispatched at `t0`) from its fetched metrics `m`: history, checks, logs."
         self.throughput.step_done(t0)
         self.history.record(step, m)
         self.divergence(step, m)
         done = step + 1
         self.bar.update(1)
-        self.bar.set_postfix(loss=f"{m['loss']:.4f}", lr=f"{m['lr']:.2e}")
+        if done % self.logger.cfg.log_every == 0 or done == self.logger.cfg.num_train_steps:
+            self.bar.set_postfix(loss=f"{m['loss']:.4f}", lr=f"{m['lr']:.2e}")
         self.logger(done, m)
+
+    def wants_state(self, done: int) -> bool:
+        "Whether an evaluation or a checkpoint is due after `done` steps (the loop then syncs before going on)."
+        ev, ck, n = (
+            self.evaluator.cfg.eval_every,
+            self.checkpoints.cfg.checkpoint.every,
+            self.evaluator.cfg.num_train_steps,
+        )
+        return done < n and bool((ev and done % ev == 0) or (ck and done % ck == 0))
+
+    def periodic(self, done: int, state: TrainState) -> None:
         self.evaluator.periodic(done, state.params)
         self.checkpoints.periodic(done, state)
 
 
+def _fetch(pending: tuple) -> tuple:
+    "`(step, t0, host metrics)` of a dispatched step's `(step, t0, device metrics)`: one transfer, waits for it."
+    step, t0, m = pending
+    return step, t0, {k: float(v) for k, v in jax.device_get(m).items()}
+
+
 def run_steps(setup: TrainingSetup, state: TrainState, hooks: TrainHooks) -> TrainState:
-    "Steps from `state.step` to `num_train_steps`; SIGTERM saves a checkpoint and raises `Preempted`."
+    """Steps from `state.step` to `num_train_steps`; SIGTERM saves a checkpoint and raises `Preempted`. The host
+    never waits for the step it just dispatched: it places the next batch, then fetches the previous step's metrics
+    (done by then, or nearly) and runs their hooks. It syncs only where the state is read (an evaluation, a checkpoint,
+    SIGTERM, the end)."""
     cfg, loader, n = setup.cfg, setup.loader, setup.cfg.num_train_steps
     start = int(state.step)
+    place = lambda host: device_batch(host, setup.mesh, cfg.grad_accum, cfg.mesh.rules)
     with _SigtermFlag() as sigterm:
         host = loader.batch(start) if start < n else None
+        batch, pending = (place(host) if host is not None else None), None
         for step in range(start, n):
             check_batch(host, cfg.model.vocab_size, step)
-            batch = device_batch(host, setup.mesh, cfg.grad_accum, cfg.mesh.rules)
             t0 = time.perf_counter()
             state, m = setup.step(state, batch, setup.frozen)  # dispatched: the device works while the host
-            host = loader.batch(step + 1) if step + 1 < n else None  # reads the next batch
-            m = {k: float(v) for k, v in jax.device_get(m).items()}  # one transfer; syncs: the step is done
-            hooks.after_step(step, t0, m, state)
+            if step + 1 < n:  # reads and places the next batch,
+                host = loader.batch(step + 1)
+                batch = place(host)
+            if pending is not None:  # and hands the previous step's metrics to the hooks
+                hooks.after_step(*_fetch(pending))
+            pending, done = (step, t0, m), step + 1
+            if hooks.wants_state(done) or sigterm.hit or done == n:
+                hooks.after_step(*_fetch(pending))
+                pending = None
+                hooks.periodic(done, state)
             if sigterm.hit:
-                hooks.checkpoints.save(step + 1, state)
+                hooks.checkpoints.save(done, state)
                 hooks.checkpoints.ckpt.wait()
-                raise Preempted(f"SIGTERM at step {step + 1}: checkpoint saved; rerun the step to resume")
+                raise Preempted(f"SIGTERM at step {done}: checkpoint saved; rerun the step to resume")
     return state
 
 # %% ../../nbs/33_trainer.ipynb #fd05612b

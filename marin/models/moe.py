@@ -230,15 +230,21 @@ class Routing(NamedTuple):
     )
 
 
+def _sum_sorted(x: Float[Array, "T E"]) -> Float[Array, "T 1"]:
+    "Row sums over the sorted row: the same bits whatever order the experts are in (a placement permutes them)."
+    return jnp.sort(x, axis=-1).sum(-1, keepdims=True)
+
+
 def route(m: MoEConfig, router_w: Float[Array, "D E"], bias: Float[Array, "E"], h: Float[Array, "T D"]) -> Routing:
-    "Top-k routing in float32; the bias only moves the selection."
+    "Top-k routing in float32; the bias only moves the selection. Permuting the experts permutes every output exactly."
     logits = jnp.einsum("td,de->te", h.astype(jnp.float32), router_w.astype(jnp.float32))
     if m.router == "softmax":
-        scores = jax.nn.softmax(logits, axis=-1)
+        z = jnp.exp(logits - jax.lax.stop_gradient(logits.max(-1, keepdims=True)))
+        scores = z / _sum_sorted(z)
         probs = scores
     else:
         scores = jax.nn.sigmoid(logits)
-        probs = scores / scores.sum(-1, keepdims=True)
+        probs = scores / _sum_sorted(scores)
     qb = m.balance == "quantile"  # QB needs the (k+1)-th score: one top-k serves both
     vals, ids = jax.lax.top_k(scores + jax.lax.stop_gradient(bias.astype(jnp.float32)), m.top_k + qb)
     alpha = jax.lax.stop_gradient(vals[:, m.top_k]) if qb else None
@@ -495,7 +501,7 @@ def moe_mlp(
     if p.shared_gate is not None:
         f = jax.nn.silu(jnp.einsum("bsd,df->bsf", h, p.shared_gate)) * jnp.einsum("bsd,df->bsf", h, p.shared_up)
         y = y + jnp.einsum("bsf,fd->bsd", sharding(f, ("batch", "seq", "act_mlp")), p.shared_down)
-    return y, routing_stats(m, r, p.router_bias, overflow)
+    return y, {**routing_stats(m, r, p.router_bias, overflow), "expert_ids": r.expert_ids}  # ids: unused ones are DCE'd
 
 
 MoEMLP.__call__ = lambda self, cfg, h, sharding=NO_SHARDING: moe_mlp(cfg, self, h, sharding)
@@ -548,6 +554,11 @@ def moe_loss_and_metrics(m: MoEConfig, stats: dict, n_layers: int | None = None)
         for i, l in enumerate(layer_ids):
             for e in range(load.shape[1]):
                 out[f"moe/load/l{l}/e{e}"] = load[i, e]
+    for kind in ("intra", "cross", "cross_dedup"):  # expert parallelism: all-to-all bytes (whole mesh, per pass)
+        if f"a2a_{kind}" in stats:
+            out[f"moe/a2a_bytes/{kind}"] = stats[f"a2a_{kind}"].sum()
+            for i, l in enumerate(layer_ids):
+                out[f"moe/a2a_bytes/{kind}/l{l}"] = stats[f"a2a_{kind}"][i]
     return loss, out
 
 

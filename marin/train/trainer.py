@@ -402,7 +402,10 @@ def make_train_step(cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState
 def make_eval_step(cfg: TrainConfig, mesh) -> Callable:
     "Jitted `(params, batch, frozen) -> (sum of target losses, number of targets)` (`frozen`: a LoRA run's base)."
     _, static = abstract_model(cfg.model)
-    dtype, sharding = jnp.dtype(cfg.compute_dtype), activation_sharding_for(mesh, cfg.mesh.rules, cfg.mesh.devices_per_node)
+    dtype, sharding = (
+        jnp.dtype(cfg.compute_dtype),
+        activation_sharding_for(mesh, cfg.mesh.rules, cfg.mesh.devices_per_node),
+    )
 
     def ev(params, batch, frozen=None):
         model = (

@@ -160,3 +160,38 @@ def test_placement_keeps_logits_bit_identical_and_training_continues():
     assert "expert" in o["spec"]  # still sharded over the expert axis
     assert np.allclose(o["loss"], o["loss_moved"], rtol=1e-5, atol=1e-6), (o["loss"], o["loss_moved"])
     assert all(np.isfinite(o["loss_moved"]))
+
+
+NODE_LIMITED = """
+    from marin.models.moe_parallel import _check_node_groups, mesh_nodes
+    h = jax.random.normal(jax.random.PRNGKey(1), (8, 64, 16))
+    out = {}
+    for M in (0, 1, 2):
+        for balance in ("quantile", "aux_free", "switch"):
+            cfg = tiny(balance=balance, node_groups=2, node_limit=M)
+            p = MoEMLP.init(cfg, key=jax.random.PRNGKey(0))
+            p = p.__class__(**{**vars(p), "router_bias": 0.05 * jax.random.normal(jax.random.PRNGKey(4), (8,))})
+            _, s = jax.jit(lambda p, h: moe_mlp_expert_parallel(cfg, p, h, mesh, devices_per_node=4))(p, h)
+            node = np.asarray(s["expert_ids"]) // 4  # experts 0-3 on node 0, 4-7 on node 1
+            out[f"{M}/{balance}"] = {"spans": int((node.min(-1) != node.max(-1)).sum()), "dedup": float(s["a2a_cross_dedup"]),
+                                     "cross": float(s["a2a_cross"]), "tokens": int(node.shape[0])}
+    try:
+        moe_mlp_expert_parallel(tiny(node_groups=4, node_limit=2), MoEMLP.init(tiny(node_groups=4, node_limit=2), key=jax.random.PRNGKey(0)), h, mesh, devices_per_node=4)
+        out["mismatch"] = "accepted"
+    except ValueError as e:
+        out["mismatch"] = str(e)
+    print("RESULT", json.dumps(out))
+"""
+
+
+def test_node_limited_routing_respects_the_node_limit():
+    "node_limit=1 on 2 nodes x 4: no token's experts span both nodes (any balancer), so a two-stage dispatch sends <= 1 copy."
+    o = run(NODE_LIMITED)
+    row = 16 * 4 + 4 + 16 * 4
+    for bal in ("quantile", "aux_free", "switch"):
+        assert o[f"1/{bal}"]["spans"] == 0, (bal, o)
+        assert o[f"0/{bal}"]["spans"] > 0, (bal, o)  # without the limit tokens do span both
+        assert o[f"2/{bal}"] == o[f"0/{bal}"], bal  # M = number of nodes: the unlimited routing
+        assert o[f"1/{bal}"]["dedup"] <= o[f"1/{bal}"]["tokens"] * row  # at most one remote node per token
+        assert o[f"1/{bal}"]["dedup"] < o[f"0/{bal}"]["dedup"], (bal, o)
+    assert "node_groups=4" in o["mismatch"], o["mismatch"]

@@ -149,6 +149,22 @@ def _local_moe(
     return y, stats
 
 # %% ../../nbs/23_moe_parallel.ipynb #801a89c5
+def _check_node_groups(m: MoEConfig, nodes: np.ndarray, axis: str, axis_names, n: int) -> None:
+    "Node-limited routing on a multi-node topology: the routing groups must be the nodes of the expert axis."
+    ranks = np.moveaxis(nodes, list(axis_names).index(axis), -1).reshape(-1, n)  # [groups of the other axes, n]
+    if not m.node_limit or ranks.max() == ranks.min():
+        return
+    slot_node = np.repeat(ranks, m.n_experts // n, axis=1)  # the node of every expert slot, per expert group
+    group = np.arange(m.n_experts) // (m.n_experts // m.node_groups)
+    if any(len({*slot_node[r, group == g]}) != 1 for r in range(len(ranks)) for g in range(m.node_groups)) or any(
+        len(np.unique(slot_node[r])) != m.node_groups for r in range(len(ranks))
+    ):
+        raise ValueError(
+            f"moe.node_groups={m.node_groups}: its expert groups are not the {len(np.unique(ranks))} nodes the "
+            f"{axis} axis spans (devices_per_node); set node_groups to that number of nodes"
+        )
+
+
 def moe_mlp_expert_parallel(
     cfg, p: MoEMLP, h: Float[Array, "B S D"], mesh: Mesh, axis: str = "expert", devices_per_node: int = 0
 ):
@@ -168,6 +184,7 @@ def moe_mlp_expert_parallel(
         raise ValueError(f"balance_groups={m.balance_groups}: under expert parallelism each device is one group; use 1")
     local_m = m if m.balance_groups == 1 else m.replace(balance_groups=1)
     nodes = mesh_nodes(mesh, devices_per_node)
+    _check_node_groups(m, nodes, axis, mesh.axis_names, n)
     stat_specs = {"load": P(), "aux_loss": P(), "z_loss": P(), "entropy": P(), "overflow": P(), "bias_next": P()}
     stat_specs.update({f"a2a_{k}": P() for k in ("local", "intra", "cross", "cross_dedup")}, expert_ids=P(batch_axes))
     fn = jax.shard_map(

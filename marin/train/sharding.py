@@ -10,7 +10,7 @@ import equinox as eqx
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-from ..core.config import Config, check
+from ..core.config import Config, added, check
 from ..models.layers import ActivationSharding, is_param, param_name
 from ..models.transformer import param_axes
 
@@ -50,7 +50,9 @@ class MeshConfig(Config):
     devices: int = 0  # how many devices to use (0 = all)
     rules: tuple = DEFAULT_RULES
     expert: int = 1  # expert parallelism: MoE experts split over this many devices (a batch axis for the rest)
-    devices_per_node: int = 0  # topology: each run of this many consecutive mesh devices is one node (0: one node)
+    devices_per_node: int = added(
+        0
+    )  # topology: each run of this many consecutive mesh devices is one node (0: one node)
 
     def validate(self):
         sizes = (self.data, self.fsdp, self.tensor, self.expert)

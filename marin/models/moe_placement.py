@@ -106,7 +106,7 @@ def permute_experts(tree, perm, n_layers: int | None = None, group_size: int = 0
         raise ValueError(
             f"the placement moves experts between routing groups of {group_size}; with node_limit, permute within groups"
         )
-    if sorted(perm.reshape(-1, perm.shape[-1])[0].tolist()) != list(range(perm.shape[-1])):
+    if any(sorted(row) != list(range(perm.shape[-1])) for row in perm.reshape(-1, perm.shape[-1]).tolist()):
         raise ValueError(f"perm {perm.tolist()} is not a permutation of the experts")
 
     def one(p):

@@ -25,6 +25,7 @@ class ActivationSharding:
     constrain: Callable[[Array, tuple], Array] | None = None  # (x, logical axes) -> x constrained; None: identity
     mesh: Mesh | None = None  # the mesh the constraint and the expert axis refer to
     expert_axis: str | None = None  # set: MoE MLPs exchange tokens over `mesh[expert_axis]` (expert parallelism)
+    devices_per_node: int = 0  # topology for traffic accounting: consecutive mesh devices per node (0: one node)
 
     def __post_init__(self):
         if self.expert_axis is not None and (self.mesh is None or self.expert_axis not in self.mesh.axis_names):

@@ -18,7 +18,7 @@ from .layers import NO_SHARDING, ActivationSharding, MLPShape
 
 # %% auto #0
 __all__ = ['ROUTERS', 'BALANCERS', 'DISPATCH_MODES', 'KERNELS', 'PALLAS_BACKENDS', 'GROUPED_MATMULS', 'COUNTING_SORT_MAX',
-           'MoEConfig', 'MoEMLP', 'Routing', 'route', 'router_z_loss', 'expert_load', 'switch_aux_loss',
+           'MoEConfig', 'MoEMLP', 'Routing', 'route', 'node_limited', 'router_z_loss', 'expert_load', 'switch_aux_loss',
            'aux_free_bias', 'quantile_bias', 'DispatchPlan', 'sort_by_expert', 'dispatch_impl', 'default_block_rows',
            'grouped_matmul_impl', 'grouped_swiglu', 'capacity', 'expert_outputs', 'next_router_bias', 'routing_stats',
            'moe_mlp', 'moe_mlp_reference', 'load_cv', 'max_violation', 'moe_loss_and_metrics', 'dead_experts',
@@ -59,6 +59,10 @@ class MoEConfig(Config):
     dead_load: float = 0.1  # an expert is dead in a step when its load < dead_load * fair share
     log_expert_load: bool = True  # log moe/load/l{layer}/e{expert} (for the heatmap)
     renormalize: bool = added(True, versioned=True)  # combine weights: chosen scores / their sum (False: the scores)
+    node_groups: int = added(1, versioned=True)  # experts in this many contiguous groups (under EP: one per node)
+    node_limit: int = added(
+        0, versioned=True
+    )  # node-limited routing: a token's top_k within <= this many groups (0: off)
 
     def validate(self):
         check(self.n_experts >= 1, "n_experts", "must be >= 1")
@@ -92,6 +96,23 @@ class MoEConfig(Config):
         )
         check(self.block_rows >= 0, "block_rows", "must be >= 0 (0 = automatic)")
         check(self.qb_iters >= 1 and self.balance_groups >= 1, "qb_iters", "qb_iters and balance_groups must be >= 1")
+        check(
+            self.node_groups >= 1 and self.n_experts % self.node_groups == 0,
+            "node_groups",
+            f"must be >= 1 and divide n_experts={self.n_experts} (the number of nodes), got {self.node_groups}",
+        )
+        check(
+            0 <= self.node_limit <= self.node_groups,
+            "node_limit",
+            f"must be in [1, node_groups={self.node_groups}] (or 0: off), got {self.node_limit}",
+        )
+        qb = self.balance == "quantile"
+        check(
+            not self.node_limit or self.node_limit * self.n_experts // self.node_groups >= self.top_k + qb,
+            "node_limit",
+            f"{self.node_limit} groups of {self.n_experts // self.node_groups} experts leave fewer than top_k"
+            f"{' + 1 (quantile balancing)' if qb else ''} = {self.top_k + qb} to choose from; raise node_limit",
+        )
         check(
             self.aux_loss_coef >= 0 and self.router_z_loss_coef >= 0 and self.bias_step >= 0,
             "aux_loss_coef",
@@ -230,22 +251,42 @@ class Routing(NamedTuple):
     )
 
 
+def _sum_sorted(x: Float[Array, "T E"]) -> Float[Array, "T 1"]:
+    "Row sums over the sorted row: the same bits whatever order the experts are in (a placement permutes them)."
+    return jnp.sort(x, axis=-1).sum(-1, keepdims=True)
+
+
 def route(m: MoEConfig, router_w: Float[Array, "D E"], bias: Float[Array, "E"], h: Float[Array, "T D"]) -> Routing:
-    "Top-k routing in float32; the bias only moves the selection."
+    "Top-k routing in float32; the bias only moves the selection. Permuting the experts permutes every output exactly."
     logits = jnp.einsum("td,de->te", h.astype(jnp.float32), router_w.astype(jnp.float32))
     if m.router == "softmax":
-        scores = jax.nn.softmax(logits, axis=-1)
+        z = jnp.exp(logits - jax.lax.stop_gradient(logits.max(-1, keepdims=True)))
+        scores = z / _sum_sorted(z)
         probs = scores
     else:
         scores = jax.nn.sigmoid(logits)
-        probs = scores / scores.sum(-1, keepdims=True)
+        probs = scores / _sum_sorted(scores)
     qb = m.balance == "quantile"  # QB needs the (k+1)-th score: one top-k serves both
-    vals, ids = jax.lax.top_k(scores + jax.lax.stop_gradient(bias.astype(jnp.float32)), m.top_k + qb)
+    biased = scores + jax.lax.stop_gradient(bias.astype(jnp.float32))
+    vals, ids = jax.lax.top_k(node_limited(m, biased) if m.node_limit else biased, m.top_k + qb)
     alpha = jax.lax.stop_gradient(vals[:, m.top_k]) if qb else None
     ids = ids[:, : m.top_k]
     chosen = jnp.take_along_axis(scores, ids, axis=-1)
     weights = chosen / jnp.maximum(chosen.sum(-1, keepdims=True), 1e-20) if m.renormalize else chosen
     return Routing(logits, probs, scores, ids, weights, alpha)
+
+
+def node_limited(m: MoEConfig, biased: Float[Array, "T E"]) -> Float[Array, "T E"]:
+    """Node-limited routing (DeepSeek-V3): `biased` scores outside each token's best `node_limit` groups set to -inf.
+    A group's affinity is the sum of its top `k // node_limit` biased scores, DeepSeek-V3's rule."""
+    T, E = biased.shape
+    G = m.node_groups
+    per = E // G
+    g = jax.lax.stop_gradient(biased).reshape(T, G, per)
+    affinity = jax.lax.top_k(g, min(max(m.top_k // m.node_limit, 1), per))[0].sum(-1)  # [T, G]
+    _, best = jax.lax.top_k(affinity, m.node_limit)
+    keep = jnp.zeros((T, G), bool).at[jnp.arange(T)[:, None], best].set(True)
+    return jnp.where(jnp.repeat(keep, per, axis=1), biased, -jnp.inf)
 
 
 def router_z_loss(logits: Float[Array, "T E"]) -> Float[Array, ""]:
@@ -495,7 +536,7 @@ def moe_mlp(
     if p.shared_gate is not None:
         f = jax.nn.silu(jnp.einsum("bsd,df->bsf", h, p.shared_gate)) * jnp.einsum("bsd,df->bsf", h, p.shared_up)
         y = y + jnp.einsum("bsf,fd->bsd", sharding(f, ("batch", "seq", "act_mlp")), p.shared_down)
-    return y, routing_stats(m, r, p.router_bias, overflow)
+    return y, {**routing_stats(m, r, p.router_bias, overflow), "expert_ids": r.expert_ids}  # ids: unused ones are DCE'd
 
 
 MoEMLP.__call__ = lambda self, cfg, h, sharding=NO_SHARDING: moe_mlp(cfg, self, h, sharding)
@@ -548,6 +589,11 @@ def moe_loss_and_metrics(m: MoEConfig, stats: dict, n_layers: int | None = None)
         for i, l in enumerate(layer_ids):
             for e in range(load.shape[1]):
                 out[f"moe/load/l{l}/e{e}"] = load[i, e]
+    for kind in ("intra", "cross", "cross_dedup"):  # expert parallelism: all-to-all bytes (whole mesh, per pass)
+        if f"a2a_{kind}" in stats:
+            out[f"moe/a2a_bytes/{kind}"] = stats[f"a2a_{kind}"].sum()
+            for i, l in enumerate(layer_ids):
+                out[f"moe/a2a_bytes/{kind}/l{l}"] = stats[f"a2a_{kind}"][i]
     return loss, out
 
 

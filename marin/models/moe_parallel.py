@@ -9,7 +9,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-from jaxtyping import Array, Float
+import numpy as np
+from jaxtyping import Array, Float, Int
 from marin.models.moe import (
     MoEConfig,
     MoEMLP,
@@ -23,7 +24,7 @@ from marin.models.moe import (
 )
 
 # %% auto #0
-__all__ = ['BATCH_AXES', 'EXPERT_RULES', 'moe_mlp_expert_parallel']
+__all__ = ['BATCH_AXES', 'EXPERT_RULES', 'mesh_nodes', 'a2a_rows', 'split_bytes', 'remote_nodes', 'moe_mlp_expert_parallel']
 
 # %% ../../nbs/23_moe_parallel.ipynb #a4205033
 BATCH_AXES = ("data", "expert", "fsdp")  # mesh axes the batch is split over (those the mesh has)
@@ -40,8 +41,59 @@ def _param_specs(p: MoEMLP, axis: str):
         }
     )
 
+# %% ../../nbs/23_moe_parallel.ipynb #fe94d692
+def mesh_nodes(mesh: Mesh, devices_per_node: int = 0) -> np.ndarray:
+    "The node of every mesh position (shape `mesh.devices.shape`): runs of `devices_per_node` devices in mesh order."
+    n = mesh.devices.size
+    dpn = devices_per_node or n
+    if n % dpn:
+        raise ValueError(f"devices_per_node={dpn} does not divide the mesh's {n} devices; use a divisor of {n}")
+    return (np.arange(n) // dpn).reshape(mesh.devices.shape)
+
+
+def a2a_rows(expert_ids: Int[Array, "n T k"], experts_per_device: int) -> Int[Array, "n n"]:
+    "Rows device `i` sends device `j` in the dispatch all-to-all, from each device's routing decisions."
+    n = expert_ids.shape[0]
+    dest = expert_ids.reshape(n, -1) // experts_per_device
+    return jax.vmap(lambda d: jnp.zeros((n,), jnp.int32).at[d].add(1))(dest)
+
+
+def split_bytes(rows: Int[Array, "... n"], src_node, dst_nodes: Int[Array, "... n"], src_rank, row_bytes) -> dict:
+    "`rows` of `row_bytes` from devices on `src_node` (rank `src_rank`) to peers on `dst_nodes`: local/intra/cross."
+    b = rows.astype(jnp.float32) * row_bytes
+    me = jnp.arange(rows.shape[-1]) == jnp.asarray(src_rank)[..., None]
+    same = dst_nodes == jnp.asarray(src_node)[..., None]
+    return {
+        "local": jnp.where(me, b, 0).sum(),
+        "intra": jnp.where(same & ~me, b, 0).sum(),
+        "cross": jnp.where(~same, b, 0).sum(),
+    }
+
+
+def remote_nodes(
+    expert_ids: Int[Array, "T k"], dst_nodes: Int[Array, "n"], src_node, experts_per_device: int, n_nodes: int
+):
+    "Per token, how many nodes other than `src_node` hold its experts (the cross-node sends of a two-stage dispatch)."
+    node = dst_nodes[expert_ids // experts_per_device]  # [T, k]
+    hit = jnp.zeros((expert_ids.shape[0], n_nodes), bool).at[jnp.arange(expert_ids.shape[0])[:, None], node].set(True)
+    return hit.sum(-1) - hit[:, src_node]
+
 # %% ../../nbs/23_moe_parallel.ipynb #d7a8538e
-def _local_moe(m: MoEConfig, n: int, axis: str, batch_axes: tuple, p: MoEMLP, h: Float[Array, "b S D"]):
+def _traffic(mesh_axes, axis, nodes, r, dsize, C, El, disp_row, comb_row) -> dict:
+    "This device's dispatch + combine bytes by link class, summed over the mesh (the `a2a_*` statistics)."
+    me = {a: jax.lax.axis_index(a) for a in mesh_axes}
+    peers = jnp.asarray(nodes)[tuple(slice(None) if a == axis else me[a] for a in mesh_axes)]  # [n] peer nodes
+    src_node = peers[me[axis]]
+    sent = jnp.minimum(dsize, C)  # rows that fit the buffers (capacity mode drops the rest)
+    out = {f"a2a_{k}": v for k, v in split_bytes(sent, src_node, peers, me[axis], disp_row + comb_row).items()}
+    hops = remote_nodes(r.expert_ids, peers, src_node, El, int(nodes.max()) + 1)
+    out["a2a_cross_dedup"] = hops.sum().astype(jnp.float32) * (disp_row + comb_row)
+    return {k: jax.lax.psum(v, tuple(mesh_axes)) for k, v in out.items()}
+
+
+def _local_moe(
+    m: MoEConfig, n: int, axis: str, batch_axes: tuple, p: MoEMLP, h: Float[Array, "b S D"], nodes=None, mesh_axes=()
+):
     "One device's share: route local tokens, all-to-all to the expert owners, experts, all-to-all back, combine."
     b, S, D = h.shape
     E, k = m.n_experts, m.top_k
@@ -89,12 +141,35 @@ def _local_moe(m: MoEConfig, n: int, axis: str, batch_axes: tuple, p: MoEMLP, h:
         "entropy": ent,
         "overflow": jax.lax.pmean(1.0 - keep.mean(dtype=jnp.float32), ba),
         "bias_next": bias_next,
+        "expert_ids": r.expert_ids,  # [T_local, k]: the routing decisions, gathered over the batch axes
     }
+    if nodes is not None:  # bytes moved, from this batch's routing (per forward pass, the whole mesh)
+        disp_row, comb_row = D * send.dtype.itemsize + 4, D * back.dtype.itemsize  # + the int32 expert id
+        stats.update(_traffic(mesh_axes, axis, nodes, r, dsize, C, El, disp_row, comb_row))
     return y, stats
 
 # %% ../../nbs/23_moe_parallel.ipynb #801a89c5
-def moe_mlp_expert_parallel(cfg, p: MoEMLP, h: Float[Array, "B S D"], mesh: Mesh, axis: str = "expert"):
-    "The MoE MLP with experts sharded over `mesh[axis]` and tokens exchanged by all-to-all (same result as `moe_mlp`)."
+def _check_node_groups(m: MoEConfig, nodes: np.ndarray, axis: str, axis_names, n: int) -> None:
+    "Node-limited routing on a multi-node topology: the routing groups must be the nodes of the expert axis."
+    ranks = np.moveaxis(nodes, list(axis_names).index(axis), -1).reshape(-1, n)  # [groups of the other axes, n]
+    if not m.node_limit or ranks.max() == ranks.min():
+        return
+    slot_node = np.repeat(ranks, m.n_experts // n, axis=1)  # the node of every expert slot, per expert group
+    group = np.arange(m.n_experts) // (m.n_experts // m.node_groups)
+    if any(len({*slot_node[r, group == g]}) != 1 for r in range(len(ranks)) for g in range(m.node_groups)) or any(
+        len(np.unique(slot_node[r])) != m.node_groups for r in range(len(ranks))
+    ):
+        raise ValueError(
+            f"moe.node_groups={m.node_groups}: its expert groups are not the {len(np.unique(ranks))} nodes the "
+            f"{axis} axis spans (devices_per_node); set node_groups to that number of nodes"
+        )
+
+
+def moe_mlp_expert_parallel(
+    cfg, p: MoEMLP, h: Float[Array, "B S D"], mesh: Mesh, axis: str = "expert", devices_per_node: int = 0
+):
+    """The MoE MLP with experts sharded over `mesh[axis]` and tokens exchanged by all-to-all (same result as
+    `moe_mlp`); its statistics add the all-to-all bytes (`a2a_local|intra|cross|cross_dedup`) for the topology."""
     m: MoEConfig = cfg.moe
     n = mesh.shape[axis]
     batch_axes = tuple(a for a in mesh.axis_names if a in BATCH_AXES or a == axis)
@@ -108,9 +183,12 @@ def moe_mlp_expert_parallel(cfg, p: MoEMLP, h: Float[Array, "B S D"], mesh: Mesh
     if m.balance == "quantile" and m.balance_groups not in (1, nb):
         raise ValueError(f"balance_groups={m.balance_groups}: under expert parallelism each device is one group; use 1")
     local_m = m if m.balance_groups == 1 else m.replace(balance_groups=1)
+    nodes = mesh_nodes(mesh, devices_per_node)
+    _check_node_groups(m, nodes, axis, mesh.axis_names, n)
     stat_specs = {"load": P(), "aux_loss": P(), "z_loss": P(), "entropy": P(), "overflow": P(), "bias_next": P()}
+    stat_specs.update({f"a2a_{k}": P() for k in ("local", "intra", "cross", "cross_dedup")}, expert_ids=P(batch_axes))
     fn = jax.shard_map(
-        lambda p, h: _local_moe(local_m, n, axis, batch_axes, p, h),
+        lambda p, h: _local_moe(local_m, n, axis, batch_axes, p, h, nodes, mesh.axis_names),
         mesh=mesh,
         in_specs=(_param_specs(p, axis), P(batch_axes)),
         out_specs=(P(batch_axes), stat_specs),

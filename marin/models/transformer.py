@@ -380,7 +380,7 @@ def mlp_forward(cfg: LlamaConfig, p: Block, h: Float[Array, "B S D"], sharding: 
     if p.moe is None:
         return p.mlp(cfg, h, sharding)
     if sharding.expert_axis is not None:
-        return moe_mlp_expert_parallel(cfg, p.moe, h, sharding.mesh, sharding.expert_axis)
+        return moe_mlp_expert_parallel(cfg, p.moe, h, sharding.mesh, sharding.expert_axis, sharding.devices_per_node)
     return p.moe(cfg, h, sharding)
 
 

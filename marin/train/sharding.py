@@ -10,7 +10,7 @@ import equinox as eqx
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-from ..core.config import Config, check
+from ..core.config import Config, added, check
 from ..models.layers import ActivationSharding, is_param, param_name
 from ..models.transformer import param_axes
 
@@ -50,6 +50,9 @@ class MeshConfig(Config):
     devices: int = 0  # how many devices to use (0 = all)
     rules: tuple = DEFAULT_RULES
     expert: int = 1  # expert parallelism: MoE experts split over this many devices (a batch axis for the rest)
+    devices_per_node: int = added(
+        0
+    )  # topology: each run of this many consecutive mesh devices is one node (0: one node)
 
     def validate(self):
         sizes = (self.data, self.fsdp, self.tensor, self.expert)
@@ -60,6 +63,11 @@ class MeshConfig(Config):
             f"mesh axis sizes (data, fsdp, tensor, expert) must be >= 1 or -1, got {sizes}",
         )
         check(self.devices >= 0, "devices", "must be >= 0 (0 = all devices)")
+        check(
+            self.devices_per_node >= 0,
+            "devices_per_node",
+            f"must be >= 0 (0 = every device on one node), got {self.devices_per_node}",
+        )
 
     def mesh_shape(self, n_devices: int) -> dict[str, int]:
         "Every mesh axis's size over `n_devices` devices (the -1 axis resolved), in `MESH_AXES` order."
@@ -79,6 +87,16 @@ class MeshConfig(Config):
                 "make the product match (or use -1)"
             )
         return sizes
+
+    def n_nodes(self, n_devices: int) -> int:
+        "How many nodes `n_devices` devices form (`devices_per_node` must divide them)."
+        dpn = self.devices_per_node or n_devices
+        if n_devices % dpn:
+            raise ValueError(
+                f"mesh.devices_per_node={dpn} does not divide the {n_devices} devices in use; set it to a divisor "
+                f"of {n_devices} (the devices of one host) or 0 (one node)"
+            )
+        return n_devices // dpn
 
     def axis_sizes(self, n_devices: int) -> tuple[int, int, int]:
         "(data, fsdp, tensor) sizes over `n_devices`, the expert axis accounted for (`mesh_shape` has all four axes)."
@@ -108,6 +126,7 @@ def make_mesh(cfg: MeshConfig | None = None, devices: list | None = None) -> Mes
             raise ValueError(f"mesh.devices={cfg.devices} but only {len(devices)} devices are present")
         devices = devices[: cfg.devices]
     sizes = cfg.mesh_shape(len(devices))
+    cfg.n_nodes(len(devices))  # the topology divides the devices
     return Mesh(np.array(devices).reshape(tuple(sizes[a] for a in MESH_AXES)), MESH_AXES)
 
 # %% ../../nbs/31_sharding.ipynb #db7c1bde
@@ -138,15 +157,16 @@ def param_shardings(model, mesh: Mesh, rules=DEFAULT_RULES):
     )
 
 
-def activation_sharding_for(mesh: Mesh, rules=DEFAULT_RULES) -> ActivationSharding:
+def activation_sharding_for(mesh: Mesh, rules=DEFAULT_RULES, devices_per_node: int = 0) -> ActivationSharding:
     """The `ActivationSharding` the trainer passes to the model: each activation constrained to its logical axes
-    on `mesh`, and expert parallelism over the `expert` axis when that axis is larger than 1."""
+    on `mesh`, and expert parallelism over the `expert` axis when that axis is larger than 1 (its all-to-all
+    traffic attributed to nodes of `devices_per_node` consecutive mesh devices)."""
 
     def constrain(x, axes):
         return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, logical_to_spec(axes, x.shape, mesh, rules)))
 
     expert = "expert" if "expert" in mesh.axis_names and mesh.shape["expert"] > 1 else None
-    return ActivationSharding(constrain=constrain, mesh=mesh, expert_axis=expert)
+    return ActivationSharding(constrain=constrain, mesh=mesh, expert_axis=expert, devices_per_node=devices_per_node)
 
 
 def batch_sharding(mesh: Mesh, shape: tuple[int, ...], rules=DEFAULT_RULES) -> NamedSharding:

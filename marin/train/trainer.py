@@ -322,7 +322,7 @@ def make_loss_fn(cfg: TrainConfig, mesh) -> Callable:
     the adapter is merged into the base inside the loss (`marin.models.lora.merge`), so only it gets a gradient."""
     _, static = abstract_model(cfg.model)
     dtype = jnp.dtype(cfg.compute_dtype)
-    sharding = activation_sharding_for(mesh, cfg.mesh.rules)
+    sharding = activation_sharding_for(mesh, cfg.mesh.rules, cfg.mesh.devices_per_node)
 
     def loss_fn(params, mb, total_tokens, frozen=None, key=None):
         if cfg.lora is None:
@@ -432,7 +432,10 @@ def make_train_step(cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState
 def make_eval_step(cfg: TrainConfig, mesh) -> Callable:
     "Jitted `(params, batch, frozen) -> (sum of target losses, number of targets)` (`frozen`: a LoRA run's base)."
     _, static = abstract_model(cfg.model)
-    dtype, sharding = jnp.dtype(cfg.compute_dtype), activation_sharding_for(mesh, cfg.mesh.rules)
+    dtype, sharding = (
+        jnp.dtype(cfg.compute_dtype),
+        activation_sharding_for(mesh, cfg.mesh.rules, cfg.mesh.devices_per_node),
+    )
 
     def ev(params, batch, frozen=None):
         model = (

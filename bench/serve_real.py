@@ -22,7 +22,9 @@ ap.add_argument("--new-tokens", type=int, default=64)
 ap.add_argument("--prompt-len", type=int, default=64)
 ap.add_argument("--concurrent", type=int, default=8)
 ap.add_argument("--threads", type=int, default=os.cpu_count())
-ap.add_argument("--skip", default="", help="comma-separated: transformers,int8,int4")
+ap.add_argument("--skip", default="", help="comma-separated: transformers,int8,int4,prefix")
+ap.add_argument("--only-prefix", action="store_true", help="only the prefix-cache rows")
+ap.add_argument("--system-len", type=int, default=448, help="the shared system prompt of the prefix-cache rows")
 args = ap.parse_args()
 skip = set(filter(None, args.skip.split(",")))
 
@@ -95,10 +97,31 @@ def _profile(eng):
     return times[0], times[1], timed(eng._sample, lg, eng._keys([None] * b, [0] * b), t, k, p)[0]
 
 
+def prefix_rows(m):
+    "TTFT of a question after a shared --system-len system prompt that an earlier request brought: reused vs not."
+    system = rng.integers(1, CFG.vocab_size, args.system_len).tolist()
+    asks = [system + rng.integers(1, CFG.vocab_size, 16).tolist() for _ in range(5)]
+    one = E.SamplingParams(max_tokens=1)
+    for cached in (False, True):
+        with E.Engine(m, max_batch=C, max_seq_len=MAX_LEN, prefix_cache=cached) as eng:
+            eng.generate(asks[:1], one), eng.generate(asks[1:2], one)  # the system prompt is in a slot; compiled
+            ttft = min(eng.generate([a], one)[0].ttft_s for a in asks[2:])
+            notes.append(
+                f"prefix cache {'on ' if cached else 'off'}: TTFT {ttft * 1e3:.0f} ms for {len(asks[0])} prompt tokens"
+                f" ({eng.stats['prefix_tokens']} reused in all)"
+            )
+
+
+if args.only_prefix:
+    prefix_rows(model)
+    print("\n".join(notes))
+    raise SystemExit
 ours = marin_row("marin float32", model)
 for mode in ("int8", "int4"):
     if mode not in skip:
         marin_row(f"marin {mode}", quantize_model(model, mode))
+if "prefix" not in skip:
+    prefix_rows(model)
 
 if "transformers" not in skip:
     import torch

@@ -77,3 +77,37 @@ def test_espeak_utterances_train_with_metrics_per_segment_type(tmp_path):
     bits = summary["eval/held/audio/bits_per_sample"]
     # barely trained: about log2(516) = 9.0 bits per sample, the uniform guess over the vocabulary
     assert 7.0 < bits < 10.5 and summary["eval/held/audio/targets"] > 0 and "eval/held/text/bits_per_byte" in summary
+
+
+def test_kmeans_codebook_step_tokenizes_utterances_as_frames(tmp_path):
+    "The codebook step fits on the utterances; its output names a frame-level token set (one token per 20 ms)."
+    if shutil.which("espeak-ng") is None:
+        pytest.fail("espeak-ng is not installed: `make espeak` (or `apt-get install -y espeak-ng`) installs it")
+    from marin.core.executor import Executor
+    from marin.data.sources import SourceConfig, import_step, read_documents
+    from marin.data.speech import CodebookConfig, SpeechConfig, codebook_step, speech_step
+    from marin.data.shards import TokenizeConfig, tokenize_step, TokenSet
+    from marin.data.mixture import MixtureConfig, MixtureComponent, MixtureLoader
+    from marin.data.sample import FRAME, AudioSample
+
+    (tmp_path / "prose.txt").write_text(PROSE)
+    ex = Executor(str(tmp_path / "store"), verbose=False)
+    prose = import_step(SourceConfig("prose", (str(tmp_path / "prose.txt"),), format="text"))
+    speech = speech_step(SpeechConfig(prose, max_utterances=8), "speech_test")
+    codebook = codebook_step(CodebookConfig(speech, size=16, iters=3), "speech_test")
+    out = ex.run([speech, codebook])
+    spec = f"audio:codebook={out[codebook]}"
+    tokens = tokenize_step(TokenizeConfig(speech, spec), "tokens/speech_kmeans")
+    out = ex.run([speech, codebook, tokens])  # the first two from the cache
+    docs = list(read_documents(out[speech]))
+    ts = TokenSet(out[tokens])
+    assert ts.manifest["tokenizer"]["vocab_size"] == 4 + 256 + 16
+    k_tok = AudioSample(codebook=out[codebook]).tokenizer  # the token set records which codebook (its content hash)
+    assert ts.manifest["tokenizer"]["hash"] == k_tok.hash != AudioSample().tokenizer.hash
+    assert json.loads(k_tok.to_json())["audio"].startswith("kmeans-16x160-")
+    assert ts.n_tokens == sum(1 + len(d["text"]) + 1 + -(-d["meta"]["samples"] // FRAME) + 1 for d in docs)
+    mix = MixtureConfig((MixtureComponent("k", out[tokens]),), seq_len=128, batch_size=2, sample=spec)
+    loader = MixtureLoader(mix)
+    b = loader.batch(0)
+    assert loader.sample.units["audio"] == "frame" and b["loss_mask/audio"].sum() > 0
+    assert b["tokens"].max() < AudioSample(codebook=out[codebook]).vocab_size

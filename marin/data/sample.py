@@ -5,8 +5,9 @@
 # %% ../../nbs/17_sample.ipynb #491ae32b
 from __future__ import annotations
 from typing import Sequence
-import base64, json
+import base64, dataclasses, functools, hashlib, io, json, tempfile
 import numpy as np
+from ..core import storage
 from fastcore.basics import patch
 from marin.data.tokenizers import (
     EOS,
@@ -20,9 +21,10 @@ from marin.data.tokenizers import (
 )
 
 # %% auto #0
-__all__ = ['MU_LAW_MU', 'loss_mask_from_segments', 'Sample', 'TextSample', 'ProteinSample', 'complement_table', 'DNASample',
-           'mulaw_encode', 'mulaw_decode', 'typed_loss_masks', 'AudioTextTokenizer', 'audio_record', 'AudioSample',
-           'sample_for']
+__all__ = ['MU_LAW_MU', 'FRAME', 'CODEBOOK_FILE', 'loss_mask_from_segments', 'Sample', 'TextSample', 'ProteinSample',
+           'complement_table', 'DNASample', 'mulaw_encode', 'mulaw_decode', 'frames_of', 'frame_features', 'nearest',
+           'KMeansCodebook', 'fit_codebook', 'typed_loss_masks', 'AudioTextTokenizer', 'load_codebook',
+           'codebook_codec', 'audio_record', 'AudioSample', 'sample_for']
 
 # %% ../../nbs/17_sample.ipynb #a51ee600
 def loss_mask_from_segments(segment_ids: np.ndarray) -> np.ndarray:
@@ -132,6 +134,81 @@ def mulaw_decode(codes: np.ndarray) -> np.ndarray:
     y = np.asarray(codes, np.float64) / MU_LAW_MU * 2 - 1
     return (np.sign(y) * np.expm1(np.abs(y) * np.log1p(MU_LAW_MU)) / MU_LAW_MU).astype(np.float32)
 
+# %% ../../nbs/17_sample.ipynb #04eedaeb
+FRAME = 160  # samples per k-means frame: 20 ms at 8 kHz
+CODEBOOK_FILE = "codebook.npz"  # what a codebook step writes
+
+
+def frames_of(wave: np.ndarray, frame: int = FRAME) -> np.ndarray:
+    "A waveform -> its whole frames [N, frame] (a last partial frame is zero-padded; an empty wave has none)."
+    w = np.asarray(wave, np.float32)
+    n = -(-len(w) // frame)
+    return np.pad(w, (0, n * frame - len(w))).reshape(n, frame)
+
+
+def frame_features(frames: np.ndarray) -> np.ndarray:
+    "Frames [N, F] -> log-magnitude spectra [N, F//2+1] (Hann window): what the k-means codebook clusters."
+    spec = np.abs(np.fft.rfft(frames * np.hanning(frames.shape[-1]).astype(np.float32), axis=-1))
+    return np.log(spec + 1e-3).astype(np.float32)
+
+
+def nearest(x: np.ndarray, centroids: np.ndarray, chunk: int = 8192) -> np.ndarray:
+    "Index of each row's nearest centroid (squared Euclidean), in chunks so memory stays small."
+    c2 = (centroids.astype(np.float64) ** 2).sum(1)
+    out = [np.argmin(c2 - 2 * x[i : i + chunk] @ centroids.T, axis=1) for i in range(0, len(x), chunk)]
+    return np.concatenate(out).astype(np.int64) if out else np.zeros(0, np.int64)
+
+# %% ../../nbs/17_sample.ipynb #e5fb0d58
+@dataclasses.dataclass(frozen=True, eq=False)
+class KMeansCodebook:
+    "`size` spectral centroids [K, F//2+1] and their medoid frames [K, F] (what a token plays back)."
+
+    centroids: np.ndarray
+    medoids: np.ndarray
+
+    size = property(lambda self: len(self.centroids))
+    frame = property(lambda self: self.medoids.shape[1])
+
+    def encode(self, wave: np.ndarray) -> np.ndarray:
+        "A waveform -> one token (0..size-1) per frame (int32)."
+        f = frames_of(wave, self.frame)
+        return nearest(frame_features(f), self.centroids).astype(np.int32) if len(f) else np.zeros(0, np.int32)
+
+    def decode(self, tokens) -> np.ndarray:
+        "Tokens -> a waveform: their medoid frames end to end (float32)."
+        return self.medoids[np.asarray(tokens, np.int64)].reshape(-1)
+
+    def save(self, path: str) -> None:
+        buf = io.BytesIO()
+        np.savez(buf, centroids=self.centroids, medoids=self.medoids)
+        storage.write_bytes(path, buf.getvalue())
+
+    @classmethod
+    def load(cls, path: str) -> "KMeansCodebook":
+        z = np.load(io.BytesIO(storage.read_bytes(path)))
+        return cls(z["centroids"], z["medoids"])
+
+# %% ../../nbs/17_sample.ipynb #39d9e555
+def fit_codebook(frames: np.ndarray, size: int = 256, iters: int = 10, seed: int = 0) -> KMeansCodebook:
+    "Lloyd's k-means on the frames' log spectra; deterministic in (frames, size, iters, seed)."
+    if len(frames) < size:
+        raise ValueError(f"fit_codebook: {len(frames)} frames for {size} centroids; give more audio or a smaller size")
+    x = frame_features(frames).astype(np.float64)
+    c = x[np.random.default_rng(seed).choice(len(x), size, replace=False)]
+    for _ in range(iters):
+        a = nearest(x, c)
+        n = np.bincount(a, minlength=size)
+        s = np.zeros_like(c)
+        np.add.at(s, a, x)
+        c = np.where(n[:, None] > 0, s / np.maximum(n, 1)[:, None], c)  # an empty cluster keeps its centroid
+    a = nearest(x, c)
+    d = ((x - c[a]) ** 2).sum(1)
+    med = np.zeros(size, np.int64)
+    for k in range(size):  # medoid: the member nearest the centroid (the nearest frame of all for an empty one)
+        m = np.flatnonzero(a == k)
+        med[k] = m[np.argmin(d[m])] if len(m) else np.argmin(((x - c[k]) ** 2).sum(1))
+    return KMeansCodebook(c.astype(np.float32), frames[med].astype(np.float32))
+
 # %% ../../nbs/17_sample.ipynb #72eea5119410473aa328ad9291626812
 def typed_loss_masks(
     tokens: np.ndarray, loss_mask: np.ndarray, token_types: np.ndarray, names: Sequence[str]
@@ -147,14 +224,15 @@ def typed_loss_masks(
 
 # %% ../../nbs/17_sample.ipynb #8763a12b2bbd4a93a75aff182afb95dc
 class AudioTextTokenizer(Tokenizer):
-    "Ids: 4 specials (`<|endoftext|>`, `<|pad|>`, `<|text|>`, `<|audio|>`), 256 UTF-8 bytes, 256 μ-law codes."
+    "Ids: 4 specials (`<|endoftext|>`, `<|pad|>`, `<|text|>`, `<|audio|>`), 256 UTF-8 bytes, `n_audio` audio codes."
 
     special_tokens = (EOS, PAD, "<|text|>", "<|audio|>")
     text_base, audio_base = 4, 4 + 256
 
-    def __init__(self):
+    def __init__(self, n_audio: int = 256, codec: str = "mu-law-8"):
         self.eos_id, self.pad_id, self.text_id, self.audio_id = range(4)
-        self.vocab_size = self.audio_base + 256
+        self.n_audio, self.codec = n_audio, codec  # 256 μ-law codes, or a k-means codebook's tokens
+        self.vocab_size = self.audio_base + n_audio
         self.token_types = np.zeros(self.vocab_size, np.int32)  # 0 special, 1 text, 2 audio
         self.token_types[self.text_base : self.audio_base], self.token_types[self.audio_base :] = 1, 2
 
@@ -162,12 +240,15 @@ class AudioTextTokenizer(Tokenizer):
         return [np.frombuffer(t.encode("utf-8"), np.uint8).astype(np.int32) + self.text_base for t in texts]
 
     def encode_audio(self, codes: np.ndarray) -> np.ndarray:
-        return np.asarray(codes, np.uint8).astype(np.int32) + self.audio_base
+        codes = np.asarray(codes, np.int32)
+        if len(codes) and not (0 <= codes.min() and codes.max() < self.n_audio):
+            raise ValueError(f"audio codes must lie in 0..{self.n_audio - 1} for codec {self.codec}")
+        return codes + self.audio_base
 
     def audio_codes(self, ids) -> np.ndarray:
-        "The μ-law codes among `ids`, in order (uint8)."
+        "The audio codes among `ids`, in order (int32: μ-law codes or codebook tokens)."
         ids = np.asarray(ids, np.int64)
-        return (ids[ids >= self.audio_base] - self.audio_base).astype(np.uint8)
+        return (ids[ids >= self.audio_base] - self.audio_base).astype(np.int32)
 
 # %% ../../nbs/17_sample.ipynb #7623eae2785240b9bd12b16a66d81610
 @patch
@@ -194,8 +275,25 @@ def decode(self: AudioTextTokenizer, ids) -> str:
 @patch
 def to_json(self: AudioTextTokenizer) -> str:
     return json.dumps(
-        {"type": "audio_text", "special_tokens": list(self.special_tokens), "text": "utf-8", "audio": "mu-law-8"}
+        {"type": "audio_text", "special_tokens": list(self.special_tokens), "text": "utf-8", "audio": self.codec}
     )
+
+# %% ../../nbs/17_sample.ipynb #3345f066
+@functools.lru_cache(maxsize=4)
+def load_codebook(path: str) -> KMeansCodebook:
+    "A k-means codebook: a `codebook.npz` file, or a codebook step's output folder holding one."
+    f = path if path.endswith(".npz") else storage.join(path, CODEBOOK_FILE)
+    if not storage.exists(f):
+        raise ValueError(f"codebook {path!r}: no {f}; run the codebook step (marin.data.speech.codebook_step) first")
+    return KMeansCodebook.load(f)
+
+
+def codebook_codec(path: str) -> str:
+    "The codec name a tokenizer records: the codebook's size and content hash, so token sets of two fits differ."
+    cb = load_codebook(path)
+    h = hashlib.sha256(cb.centroids.tobytes() + cb.medoids.tobytes()).hexdigest()[:12]
+    return f"kmeans-{cb.size}x{cb.frame}-{h}"
+
 
 # %% ../../nbs/17_sample.ipynb #938c804e27f84196a10c8828c723f798
 def audio_record(record: dict | str) -> tuple[str, np.ndarray | None]:
@@ -220,9 +318,17 @@ class AudioSample(Sample):
     segment_types = ("text", "audio")
     units = {"text": "byte", "audio": "sample"}  # what one target of each type is (for bits per unit)
 
-    def __init__(self, transcript: bool = True, max_audio: int = 0):
-        super().__init__(AudioTextTokenizer())
-        self.transcript, self.max_audio = transcript, max_audio
+    def __init__(self, transcript: bool = True, max_audio: int = 0, codebook: str | None = None):
+        self.codebook = load_codebook(codebook) if codebook else None  # None: the μ-law codes themselves
+        cb = self.codebook
+        super().__init__(AudioTextTokenizer() if cb is None else AudioTextTokenizer(cb.size, codebook_codec(codebook)))
+        self.transcript, self.max_audio = transcript, max_audio  # max_audio: samples (μ-law) or frames (k-means)
+        if cb is not None:
+            self.units = {**self.units, "audio": "frame"}
+
+    def audio_tokens(self, codes: np.ndarray) -> np.ndarray:
+        "μ-law codes -> this Sample's audio codes: themselves, or one k-means token per 20 ms frame."
+        return codes if self.codebook is None else self.codebook.encode(mulaw_decode(codes))
 
     def encode(self, records: Sequence[dict | str]) -> list[np.ndarray]:
         t, out = self.tokenizer, []
@@ -230,7 +336,7 @@ class AudioSample(Sample):
             text, codes = audio_record(r)
             parts = [[t.text_id], t.encode(text)] if self.transcript and text else []
             if codes is not None:
-                parts += [[t.audio_id], t.encode_audio(codes[: self.max_audio or None])]
+                parts += [[t.audio_id], t.encode_audio(self.audio_tokens(codes)[: self.max_audio or None])]
             out.append(np.concatenate(parts + [[t.eos_id]]).astype(np.int32))
         return out
 
@@ -241,7 +347,7 @@ class AudioSample(Sample):
 
 # %% ../../nbs/17_sample.ipynb #71469092
 def sample_for(kind: str, tokenizer: Tokenizer | None = None, *, rc_prob: float = 0.0, seed: int = 0) -> Sample:
-    "The Sample for a modality name: 'text', 'dna', 'dna:k=N', 'protein', 'audio[:no_transcript][:max_audio=N]'."
+    "The Sample for a modality name: 'text', 'dna', 'dna:k=N', 'protein', 'audio[:no_transcript][:max_audio=N][:codebook=PATH]'."
     if kind == "text":
         if tokenizer is None:
             raise ValueError("a text Sample needs a tokenizer (load_tokenizer(path))")
@@ -253,18 +359,26 @@ def sample_for(kind: str, tokenizer: Tokenizer | None = None, *, rc_prob: float 
     if kind == "audio" or kind.startswith("audio:"):
         return _audio_sample(kind)
     raise ValueError(
-        f"sample kind {kind!r}: use 'text', 'dna', 'dna:k=N', 'protein' or 'audio[:no_transcript][:max_audio=N]'"
+        f"sample kind {kind!r}: use 'text', 'dna', 'dna:k=N', 'protein' or "
+        "'audio[:no_transcript][:max_audio=N][:codebook=PATH]'"
     )
 
 
 def _audio_sample(kind: str) -> AudioSample:
-    "'audio', 'audio:no_transcript', 'audio:max_audio=N' and their combinations."
+    "'audio', 'audio:no_transcript', 'audio:max_audio=N', 'audio:codebook=PATH' (last: a path may hold ':')."
     kw = {}
-    for opt in kind.split(":")[1:]:
+    head, sep, path = kind.partition(":codebook=")
+    if sep:
+        if not path:
+            raise ValueError(f"sample kind {kind!r}: codebook= needs the codebook step's output path")
+        kw["codebook"] = path
+    for opt in head.split(":")[1:]:
         if opt == "no_transcript":
             kw["transcript"] = False
         elif opt.startswith("max_audio=") and opt[10:].isdigit():
             kw["max_audio"] = int(opt[10:])
         else:
-            raise ValueError(f"sample kind {kind!r}: unknown option {opt!r}; use no_transcript or max_audio=N")
+            raise ValueError(
+                f"sample kind {kind!r}: unknown option {opt!r}; use no_transcript, max_audio=N or codebook=PATH (last)"
+            )
     return AudioSample(**kw)

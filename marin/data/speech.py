@@ -8,11 +8,21 @@ import base64, dataclasses, os, re, shutil, subprocess, tempfile, wave
 import numpy as np
 from ..core.config import Config, check, versioned
 from ..core.executor import Step, StepOrPath
-from .sample import mulaw_encode
+from ..core import storage
+from marin.data.sample import (
+    CODEBOOK_FILE,
+    audio_record,
+    fit_codebook,
+    frame_features,
+    frames_of,
+    mulaw_decode,
+    mulaw_encode,
+    nearest,
+)
 
 # %% auto #0
 __all__ = ['sentences', 'espeak_version', 'espeak', 'trim_silence', 'to_mulaw_8k', 'SpeechConfig', 'utterance', 'speak_documents',
-           'speech_step']
+           'speech_step', 'CodebookConfig', 'fit_codebook_step', 'codebook_step']
 
 # %% ../../nbs/17a_speech.ipynb #68141a14
 _PLAIN = re.compile(r"[A-Za-z][A-Za-z ,;:'\-]*[A-Za-z][.!?]")
@@ -125,3 +135,37 @@ def speak_documents(cfg: SpeechConfig, output_path: str) -> dict:
 
 def speech_step(cfg: SpeechConfig, name: str = "speech") -> Step:
     return Step(f"documents/{name}", speak_documents, cfg, description=f"speak sentences with espeak-ng ({cfg.voice})")
+
+# %% ../../nbs/17a_speech.ipynb #dd3faa44
+@dataclasses.dataclass(frozen=True)
+class CodebookConfig(Config):
+    "Fit a k-means codebook of 20 ms frames on an utterance document set (its training side)."
+
+    documents: StepOrPath = versioned()  # utterance documents with μ-law audio in `meta` (training utterances only)
+    size: int = versioned(256)  # tokens in the codebook
+    iters: int = versioned(10)  # Lloyd iterations
+    max_frames: int = versioned(100_000)  # an evenly spaced subset of the frames, when there are more
+    seed: int = versioned(0)
+
+    def validate(self):
+        check(2 <= self.size <= 4096, "size", f"{self.size}: use 2 to 4096 centroids")
+        check(self.iters >= 1, "iters", "must be >= 1")
+        check(self.max_frames >= self.size, "max_frames", f"must be >= size ({self.size})")
+
+
+def fit_codebook_step(cfg: CodebookConfig, output_path: str) -> dict:
+    "Executor step: frames of every utterance -> `codebook.npz` (centroids and medoid frames)."
+    from marin.data.sources import read_documents
+
+    waves = [mulaw_decode(audio_record(d)[1]) for d in read_documents(str(cfg.documents), ["text", "meta"])]
+    frames = np.concatenate([frames_of(w) for w in waves if len(w)])
+    if len(frames) > cfg.max_frames:
+        frames = frames[np.linspace(0, len(frames) - 1, cfg.max_frames).astype(np.int64)]
+    cb = fit_codebook(frames, cfg.size, cfg.iters, cfg.seed)
+    cb.save(storage.join(output_path, CODEBOOK_FILE))
+    used = len(np.unique(nearest(frame_features(frames), cb.centroids)))
+    return {"data/utterances": len(waves), "data/frames": len(frames), "codebook/used": used}
+
+
+def codebook_step(cfg: CodebookConfig, name: str = "codebook") -> Step:
+    return Step(f"codebooks/{name}", fit_codebook_step, cfg, description=f"k-means codebook, {cfg.size} frames")

@@ -134,7 +134,7 @@ def mulaw_decode(codes: np.ndarray) -> np.ndarray:
     y = np.asarray(codes, np.float64) / MU_LAW_MU * 2 - 1
     return (np.sign(y) * np.expm1(np.abs(y) * np.log1p(MU_LAW_MU)) / MU_LAW_MU).astype(np.float32)
 
-# %% ../../nbs/17_sample.ipynb #04eedaeb
+# %% ../../nbs/17_sample.ipynb #b938f51b
 FRAME = 160  # samples per k-means frame: 20 ms at 8 kHz
 CODEBOOK_FILE = "codebook.npz"  # what a codebook step writes
 
@@ -158,7 +158,7 @@ def nearest(x: np.ndarray, centroids: np.ndarray, chunk: int = 8192) -> np.ndarr
     out = [np.argmin(c2 - 2 * x[i : i + chunk] @ centroids.T, axis=1) for i in range(0, len(x), chunk)]
     return np.concatenate(out).astype(np.int64) if out else np.zeros(0, np.int64)
 
-# %% ../../nbs/17_sample.ipynb #e5fb0d58
+# %% ../../nbs/17_sample.ipynb #345d4a33
 @dataclasses.dataclass(frozen=True, eq=False)
 class KMeansCodebook:
     "`size` spectral centroids [K, F//2+1] and their medoid frames [K, F] (what a token plays back)."
@@ -188,7 +188,7 @@ class KMeansCodebook:
         z = np.load(io.BytesIO(storage.read_bytes(path)))
         return cls(z["centroids"], z["medoids"])
 
-# %% ../../nbs/17_sample.ipynb #39d9e555
+# %% ../../nbs/17_sample.ipynb #a16e4da2
 def fit_codebook(frames: np.ndarray, size: int = 256, iters: int = 10, seed: int = 0) -> KMeansCodebook:
     "Lloyd's k-means on the frames' log spectra; deterministic in (frames, size, iters, seed)."
     if len(frames) < size:
@@ -278,7 +278,7 @@ def to_json(self: AudioTextTokenizer) -> str:
         {"type": "audio_text", "special_tokens": list(self.special_tokens), "text": "utf-8", "audio": self.codec}
     )
 
-# %% ../../nbs/17_sample.ipynb #3345f066
+# %% ../../nbs/17_sample.ipynb #bd705caf
 @functools.lru_cache(maxsize=4)
 def load_codebook(path: str) -> KMeansCodebook:
     "A k-means codebook: a `codebook.npz` file, or a codebook step's output folder holding one."
@@ -293,7 +293,6 @@ def codebook_codec(path: str) -> str:
     cb = load_codebook(path)
     h = hashlib.sha256(cb.centroids.tobytes() + cb.medoids.tobytes()).hexdigest()[:12]
     return f"kmeans-{cb.size}x{cb.frame}-{h}"
-
 
 # %% ../../nbs/17_sample.ipynb #938c804e27f84196a10c8828c723f798
 def audio_record(record: dict | str) -> tuple[str, np.ndarray | None]:

@@ -136,7 +136,7 @@ def speak_documents(cfg: SpeechConfig, output_path: str) -> dict:
 def speech_step(cfg: SpeechConfig, name: str = "speech") -> Step:
     return Step(f"documents/{name}", speak_documents, cfg, description=f"speak sentences with espeak-ng ({cfg.voice})")
 
-# %% ../../nbs/17a_speech.ipynb #dd3faa44
+# %% ../../nbs/17a_speech.ipynb #84178d22
 @dataclasses.dataclass(frozen=True)
 class CodebookConfig(Config):
     "Fit a k-means codebook of 20 ms frames on an utterance document set (its training side)."

@@ -512,7 +512,6 @@ def _reuse(self: Engine, slot: int, h: RequestHandle) -> int:
     self.stats["prefix_tokens"] += n
     return n
 
-
 # %% ../../nbs/63_engine.ipynb #1577c045
 @patch
 def _admit(self: Engine, slot: int, h: RequestHandle):

@@ -722,7 +722,9 @@ class Evaluator:
             loss = tot / max(n, 1.0)
             out[f"eval/{name}/loss"] = loss
             out[f"eval/{name}/bpb"] = loss / math.log(2) / getattr(ld, "bytes_per_token", 1.0)
-            out.update(typed_eval_metrics(f"eval/{name}", typed_sums, getattr(getattr(ld, "sample", None), "units", {})))
+            out.update(
+                typed_eval_metrics(f"eval/{name}", typed_sums, getattr(getattr(ld, "sample", None), "units", {}))
+            )
         if out:
             self.run.log(out, step=step)
         self.last = out

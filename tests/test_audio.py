@@ -14,13 +14,27 @@ PROSE = (
 )
 
 
-def test_espeak_utterances_train_with_metrics_per_segment_type(tmp_path):
-    "espeak-ng speaks eight sentences; they tokenize as text + audio and train two steps with typed metrics."
+@pytest.fixture(scope="module")
+def spoken(tmp_path_factory):
+    "One store in which espeak-ng has spoken PROSE's eight sentences (a cached step): (executor, the speech step)."
     if shutil.which("espeak-ng") is None:
         pytest.fail("espeak-ng is not installed: `make espeak` (or `apt-get install -y espeak-ng`) installs it")
     from marin.core.executor import Executor
-    from marin.data.sources import SourceConfig, import_step, read_documents
+    from marin.data.sources import SourceConfig, import_step
     from marin.data.speech import SpeechConfig, speech_step
+
+    d = tmp_path_factory.mktemp("audio")
+    (d / "prose.txt").write_text(PROSE)
+    ex = Executor(str(d / "store"), verbose=False)
+    prose = import_step(SourceConfig("prose", (str(d / "prose.txt"),), format="text"))
+    speech = speech_step(SpeechConfig(prose, max_utterances=8), "speech_test")
+    ex.run([speech])
+    return ex, speech
+
+
+def test_espeak_utterances_train_with_metrics_per_segment_type(spoken):
+    "espeak-ng speaks eight sentences; they tokenize as text + audio and train two steps with typed metrics."
+    from marin.data.sources import read_documents
     from marin.data.shards import TokenizeConfig, tokenize_step, TokenSet
     from marin.data.mixture import MixtureConfig, MixtureComponent, MixtureLoader
     from marin.data.sample import AudioSample, mulaw_decode
@@ -29,10 +43,7 @@ def test_espeak_utterances_train_with_metrics_per_segment_type(tmp_path):
     from marin.train.optim import OptimizerConfig
     from marin.train.checkpoint import CheckpointConfig
 
-    (tmp_path / "prose.txt").write_text(PROSE)
-    ex = Executor(str(tmp_path / "store"), verbose=False)
-    prose = import_step(SourceConfig("prose", (str(tmp_path / "prose.txt"),), format="text"))
-    speech = speech_step(SpeechConfig(prose, max_utterances=8), "speech_test")
+    ex, speech = spoken
     spec = "audio:max_audio=96"
     with_text = tokenize_step(TokenizeConfig(speech, spec), "tokens/speech_text")
     no_text = tokenize_step(TokenizeConfig(speech, "audio:no_transcript:max_audio=96"), "tokens/speech_audio")
@@ -79,21 +90,15 @@ def test_espeak_utterances_train_with_metrics_per_segment_type(tmp_path):
     assert 7.0 < bits < 10.5 and summary["eval/held/audio/targets"] > 0 and "eval/held/text/bits_per_byte" in summary
 
 
-def test_kmeans_codebook_step_tokenizes_utterances_as_frames(tmp_path):
+def test_kmeans_codebook_step_tokenizes_utterances_as_frames(spoken):
     "The codebook step fits on the utterances; its output names a frame-level token set (one token per 20 ms)."
-    if shutil.which("espeak-ng") is None:
-        pytest.fail("espeak-ng is not installed: `make espeak` (or `apt-get install -y espeak-ng`) installs it")
-    from marin.core.executor import Executor
-    from marin.data.sources import SourceConfig, import_step, read_documents
-    from marin.data.speech import CodebookConfig, SpeechConfig, codebook_step, speech_step
+    from marin.data.sources import read_documents
+    from marin.data.speech import CodebookConfig, codebook_step
     from marin.data.shards import TokenizeConfig, tokenize_step, TokenSet
     from marin.data.mixture import MixtureConfig, MixtureComponent, MixtureLoader
     from marin.data.sample import FRAME, AudioSample
 
-    (tmp_path / "prose.txt").write_text(PROSE)
-    ex = Executor(str(tmp_path / "store"), verbose=False)
-    prose = import_step(SourceConfig("prose", (str(tmp_path / "prose.txt"),), format="text"))
-    speech = speech_step(SpeechConfig(prose, max_utterances=8), "speech_test")
+    ex, speech = spoken
     codebook = codebook_step(CodebookConfig(speech, size=16, iters=3), "speech_test")
     out = ex.run([speech, codebook])
     spec = f"audio:codebook={out[codebook]}"

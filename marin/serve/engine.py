@@ -350,7 +350,9 @@ class Engine:
         self._thread: threading.Thread | None = None
         self._stop = False
         self.stats = {"decode_steps": 0, "prefills": 0, "tokens": 0, "max_active": 0, "prefix_tokens": 0}
-        self.on_event: Callable[[str, float], None] | None = None  # metrics: ("prompt_tokens" | "ttft" | "itl", value)
+        self.on_event: Callable[[str, float], None] | None = (
+            None  # metrics: ("prefill_chunk" | "prompt_tokens" | "ttft" | "itl", value)
+        )
 
     @property
     def cache_bytes(self) -> int:
@@ -503,14 +505,12 @@ def _reuse(self: Engine, slot: int, h: RequestHandle) -> int:
     if not self.prefix_cache or h.params.echo:
         return 0
     limit = len(h.prompt) - 1  # the last prompt token is always prefilled: its logits give the first token
-    best = max(range(self.max_batch), key=lambda s: (common_prefix(self._held[s], h.prompt), s == slot))
-    n = min(common_prefix(self._held[best], h.prompt), limit)
-    if n > min(common_prefix(self._held[slot], h.prompt), limit):
+    shared = [min(common_prefix(held, h.prompt), limit) for held in self._held]
+    best = max(range(self.max_batch), key=lambda s: (shared[s], s == slot))  # this slot itself on a tie
+    if best != slot:
         self.cache_k, self.cache_v = self._copy_slot(self.cache_k, self.cache_v, best, slot)
-    else:
-        n = min(common_prefix(self._held[slot], h.prompt), limit)
-    self.stats["prefix_tokens"] += n
-    return n
+    self.stats["prefix_tokens"] += shared[best]
+    return shared[best]
 
 # %% ../../nbs/63_engine.ipynb #1577c045
 @patch

@@ -9,6 +9,7 @@ from typing import Any
 from fastcore.basics import patch
 from ..core import storage
 from ..core.config import Config, check
+from ..core.tasks import register_shard_pool
 from marin.core.executor import (
     Executor,
     register_backend,
@@ -28,7 +29,8 @@ from ..core.settings import SETTINGS_BY_KEY, effective_settings
 # %% auto #0
 __all__ = ['FORWARDED_ENV', 'SECRET_NAME', 'SYSTEM_FAILURES', 'OK_STATUSES', 'Resources', 'step_resources', 'is_secret_name',
            'worker_env', 'redact', 'ray_address', 'run_attempt', 'Attempt', 'ClusterReport', 'is_system_failure',
-           'record_lost_attempt', 'dominant_share', 'balanced_node', 'RayBackend', 'backend_from_setting']
+           'record_lost_attempt', 'dominant_share', 'balanced_node', 'RayBackend', 'backend_from_setting',
+           'RayShardPool']
 
 # %% ../../nbs/71_cluster_ray.ipynb #7f3853b4
 @dataclasses.dataclass(frozen=True)
@@ -702,3 +704,39 @@ def backend_from_setting(cluster: str) -> RayBackend:
 
 
 register_backend("ray", backend_from_setting)  # `cluster=ray` / `ray://ADDRESS` selects this backend
+
+# %% ../../nbs/71_cluster_ray.ipynb #f26ac19c
+def _call(fn, item):
+    "What a shard's Ray task runs (Ray wraps Python functions only, not builtins)."
+    return fn(item)
+
+
+class RayShardPool:
+    "A data stage's tasks as Ray tasks (one CPU each), at most `workers` in flight (0: the cluster's CPUs)."
+
+    def __init__(self, workers: int = 0, cluster: str = "ray", max_retries: int = 3):
+        self.cluster, self.max_retries, self._workers = cluster, max_retries, workers
+
+    @property
+    def workers(self) -> int:
+        import ray
+
+        return self._workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+    def imap(self, fn, items):
+        import ray
+
+        if not ray.is_initialized():  # a driver with cluster=ray; a step's worker is connected already
+            RayBackend(address=ray_address(self.cluster), verbose=False).connect()
+        remote = ray.remote(num_cpus=1, max_retries=self.max_retries)(_call)
+        pending, nxt, window = {}, 0, self.workers
+        while pending or nxt < len(items):
+            while nxt < len(items) and len(pending) < window:
+                pending[remote.remote(fn, items[nxt])] = nxt
+                nxt += 1
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                yield pending.pop(ref), ray.get(ref)
+
+
+register_shard_pool("ray", lambda workers, cluster: RayShardPool(workers, cluster))

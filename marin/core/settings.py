@@ -54,6 +54,12 @@ SETTINGS: tuple[Setting, ...] = (
         "(the node with the least in-flight load; for sweeps of equal steps)",
         ("ray", "balanced"),
     ),
+    Setting(
+        "data_workers",
+        "0",
+        "processes a data stage runs its shards on when steps run locally: 0 = one per CPU core (never more than"
+        " the stage has shards; a one-shard stage runs in the step's own process)",
+    ),
 )
 SETTINGS_BY_KEY = {s.key: s for s in SETTINGS}
 
@@ -126,6 +132,7 @@ class Settings:
     cluster: str
     lease_seconds: float
     cluster_placement: str = "ray"
+    data_workers: int = 0
 
 
 def settings(start: str | Path | None = None) -> Settings:
@@ -141,9 +148,10 @@ def settings(start: str | Path | None = None) -> Settings:
             cluster=d["cluster"],
             lease_seconds=float(d["lease_seconds"]),
             cluster_placement=d["cluster_placement"],
+            data_workers=int(d["data_workers"]),
         )
     except ValueError as e:
-        raise ValueError(f"bad setting value ({e}); seed must be an integer and lease_seconds a number") from None
+        raise ValueError(f"bad setting value ({e}); seed and data_workers must be integers and lease_seconds a number") from None
 
 # %% ../../nbs/01_settings.ipynb #6484ae82
 def shared_data_dir(required: bool = True) -> Path | None:

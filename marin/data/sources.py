@@ -10,11 +10,13 @@ import pyarrow as pa, pyarrow.parquet as pq
 from ..core import storage
 from ..core.config import Config, check, versioned
 from ..core.executor import Step, StepOrPath
+from ..core.tasks import run_tasks
 
 # %% auto #0
-__all__ = ['FORMATS', 'SPLITS', 'DOC_SCHEMA', 'DOCS_PER_FILE', 'SourceConfig', 'expand_paths', 'file_format', 'split_paragraphs',
-           'read_fasta', 'iter_documents', 'write_documents', 'document_files', 'read_documents', 'read_document_table',
-           'document_summary', 'EmptySourceError', 'check_source', 'import_documents', 'import_step', 'MergeConfig',
+__all__ = ['FORMATS', 'SPLITS', 'DOC_SCHEMA', 'DOCS_PER_FILE', 'ATTRIBUTE_COLUMNS', 'SourceConfig', 'expand_paths', 'file_format',
+           'split_paragraphs', 'read_fasta', 'iter_documents', 'write_documents', 'document_files', 'read_documents',
+           'read_document_table', 'document_summary', 'map_document_shard', 'finish_document_stage', 'map_documents',
+           'read_attributes', 'EmptySourceError', 'check_source', 'import_documents', 'import_step', 'MergeConfig',
            'merge_documents', 'merge_step']
 
 # %% ../../nbs/10_sources.ipynb #f2364457
@@ -344,6 +346,112 @@ def read_document_table(path: str, columns: list[str] | None = None) -> pa.Table
 
 def document_summary(path: str) -> dict:
     return storage.read_json(storage.join(path, "summary.json"))
+
+# %% ../../nbs/10_sources.ipynb #4d7403fe
+ATTRIBUTE_COLUMNS = ("id", "kept", "reason")  # every stage's attributes have these; stages add their own
+
+
+def _attribute_table(attrs, n: int, src: str) -> pa.Table:
+    t = attrs if isinstance(attrs, pa.Table) else pa.table(attrs)
+    missing = [c for c in ATTRIBUTE_COLUMNS if c not in t.column_names]
+    if missing or t.num_rows != n:
+        raise ValueError(
+            f"{src}: a stage's attributes need columns {list(ATTRIBUTE_COLUMNS)} and one row per input document"
+            f" (got columns {t.column_names}, {t.num_rows} rows for {n} documents)"
+        )
+    return t
+
+
+def _count_batch(c: dict, docs: list[dict], kept: list[dict], attrs: pa.Table) -> None:
+    "Add one batch to a shard's counts (in, kept, bytes, by source, dropped by reason)."
+    c["documents_in"] += len(docs)
+    c["bytes_in"] += sum(len(d["text"].encode()) for d in docs)
+    for d in kept:
+        b = len(d["text"].encode())
+        c["documents"] += 1
+        c["bytes"] += b
+        s = c["by_source"].setdefault(d["source"], {"documents": 0, "bytes": 0})
+        s["documents"] += 1
+        s["bytes"] += b
+    for k, r in zip(attrs.column("kept").to_pylist(), attrs.column("reason").to_pylist()):
+        if not k:
+            c["dropped"][r or "dropped"] = c["dropped"].get(r or "dropped", 0) + 1
+
+# %% ../../nbs/10_sources.ipynb #07864664
+def map_document_shard(task: tuple) -> dict:
+    """One task of `map_documents`: stream the input shard `src` in batches through `fn(cfg, docs)`, writing the kept
+    documents to the output shard of the same name and the attributes to `attributes-…` beside it; its counts."""
+    fn, cfg, src, output_path, batch_size = task
+    name = src.rstrip("/").rsplit("/", 1)[-1]
+    c = {"documents_in": 0, "bytes_in": 0, "documents": 0, "bytes": 0, "by_source": {}, "dropped": {}}
+    fs, p = storage.fs_path(src)
+    attr_url = storage.join(output_path, "attributes-" + name.split("-", 1)[-1])
+    with (
+        fs.open(p, "rb") as fh,
+        storage.atomic_open(storage.join(output_path, name)) as fd,
+        storage.atomic_open(attr_url) as fa,
+    ):
+        doc_w, attr_w = pq.ParquetWriter(fd, DOC_SCHEMA, compression="zstd"), None
+        for batch in pq.ParquetFile(fh).iter_batches(batch_size=batch_size):
+            docs = batch.to_pylist()
+            for d in docs:
+                d["meta"] = json.loads(d.get("meta") or "{}")
+            kept, attrs = fn(cfg, docs)
+            attrs = _attribute_table(attrs, len(docs), src)
+            attr_w = attr_w or pq.ParquetWriter(fa, attrs.schema, compression="zstd")
+            attr_w.write_table(attrs.cast(attr_w.schema))
+            doc_w.write_table(_table(kept), row_group_size=batch_size)
+            _count_batch(c, docs, kept, attrs)
+        doc_w.close()
+        if attr_w is None:  # an empty input shard: empty attributes with the common columns
+            empty = pa.schema([("id", pa.string()), ("kept", pa.bool_()), ("reason", pa.string())])
+            attr_w = pq.ParquetWriter(fa, empty)
+        attr_w.close()
+    return c
+
+# %% ../../nbs/10_sources.ipynb #d65221b5
+def finish_document_stage(results: list[dict], output_path: str, stage: str, **extra) -> dict:
+    """Sum the shards' counts into the set's `summary.json` (what `document_summary` reads); returns them as the
+    step's metrics (`data/documents_in`, `data/documents`, `data/bytes_in`, `data/bytes`, `data/dropped/<reason>`)."""
+    tot = {k: sum(r[k] for r in results) for k in ("documents_in", "bytes_in", "documents", "bytes")}
+    by_source, dropped = {}, {}
+    for r in results:
+        for s, v in r["by_source"].items():
+            b = by_source.setdefault(s, {"documents": 0, "bytes": 0})
+            b["documents"] += v["documents"]
+            b["bytes"] += v["bytes"]
+        for k, v in r["dropped"].items():
+            dropped[k] = dropped.get(k, 0) + v
+    dropped = dict(sorted(dropped.items()))
+    summary = {**tot, "by_source": dict(sorted(by_source.items())), "files": len(results), "stage": stage}
+    storage.write_json(storage.join(output_path, "summary.json"), {**summary, "dropped": dropped, **extra})
+    return {
+        **{f"data/{k}": tot[k] for k in ("documents_in", "documents", "bytes_in", "bytes")},
+        **{f"data/dropped/{k}": v for k, v in dropped.items()},
+    }
+
+# %% ../../nbs/10_sources.ipynb #2a08e622
+def map_documents(
+    fn, cfg, input_path: str, output_path: str, *, stage: str, workers: int = 0, batch_size: int = 2048, desc: str = ""
+) -> dict:
+    """Run `fn(cfg, docs) -> (kept documents, attributes)` over every shard of the document set `input_path` into
+    `output_path`, one task per shard (`run_tasks`: resumable, local processes or Ray); the step's metrics."""
+    tasks = [(fn, cfg, f, output_path, batch_size) for f in document_files(input_path)]
+    results = run_tasks(map_document_shard, tasks, output_path, stage=stage, workers=workers, desc=desc or stage)
+    return finish_document_stage(results, output_path, stage)
+
+
+def read_attributes(path: str, columns: list[str] | None = None) -> pa.Table:
+    "The attributes of a stage's output (one row per input document, in order): `attributes-*.parquet`."
+    fs, p = storage.fs_path(path)
+    files = sorted(fs.glob(storage.join(p, "attributes-*.parquet"))) or sorted(fs.glob(storage.join(p, "attributes.parquet")))
+    if not files:
+        raise FileNotFoundError(f"{path}: no attributes-*.parquet (not the output of a document stage)")
+    tables = []
+    for f in files:
+        with fs.open(f, "rb") as fh:
+            tables.append(pq.read_table(fh, columns=columns))
+    return pa.concat_tables(tables, promote_options="default")
 
 # %% ../../nbs/10_sources.ipynb #f4d7824b
 class EmptySourceError(ValueError):

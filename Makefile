@@ -11,6 +11,13 @@ BIN := $(VENV)/bin
 export WANDB_MODE ?= offline
 export HF_HUB_OFFLINE ?= 1
 export JAX_PLATFORMS ?= cpu
+# XLA's persistent compilation cache, shared by every process of a test run (pytest workers, subprocesses, Ray
+# workers, the notebooks' tests): the tiny test models compile the same programs many times over, and compiling is
+# most of the suite's time. Under the checkout (ignored by git), so a clean clone starts cold and reruns start warm.
+export JAX_COMPILATION_CACHE_DIR ?= $(CURDIR)/.cache/jax
+export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS ?= 0.1
+export JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES ?= 0
+export JAX_COMPILATION_CACHE_MAX_SIZE ?= 2000000000
 # pytest processes (pytest-xdist, one test file per worker at a time, so module fixtures such as a Ray cluster start once)
 TEST_WORKERS ?= 2
 

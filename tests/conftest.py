@@ -28,6 +28,13 @@ if COMPILE_FAST_XLA_FLAGS not in os.environ.get("XLA_FLAGS", ""):
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
+# XLA's persistent compilation cache (the Makefile sets the same): the suite compiles the same tiny programs in many
+# tests and processes; a cache hit returns the very executable a compile would, so results do not change.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(REPO / ".cache" / "jax"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(2 * 10**9))  # least recently used entries go first
+
 # `make test` runs the files on 2 pytest-xdist workers, one whole file per worker at a time (module fixtures such as a
 # Ray cluster start once). xdist hands files out in order; by default it sorts them by their number of tests, which
 # sent the single-test files (the Ray CLI test, the quickstart: minutes each) last, so one worker finished them while

@@ -705,7 +705,7 @@ def backend_from_setting(cluster: str) -> RayBackend:
 
 register_backend("ray", backend_from_setting)  # `cluster=ray` / `ray://ADDRESS` selects this backend
 
-# %% ../../nbs/71_cluster_ray.ipynb #f26ac19c
+# %% ../../nbs/71_cluster_ray.ipynb #7b1e69d2
 def _call(fn, item):
     "What a shard's Ray task runs (Ray wraps Python functions only, not builtins)."
     return fn(item)

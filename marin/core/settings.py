@@ -151,7 +151,9 @@ def settings(start: str | Path | None = None) -> Settings:
             data_workers=int(d["data_workers"]),
         )
     except ValueError as e:
-        raise ValueError(f"bad setting value ({e}); seed and data_workers must be integers and lease_seconds a number") from None
+        raise ValueError(
+            f"bad setting value ({e}); seed and data_workers must be integers and lease_seconds a number"
+        ) from None
 
 # %% ../../nbs/01_settings.ipynb #6484ae82
 def shared_data_dir(required: bool = True) -> Path | None:

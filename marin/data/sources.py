@@ -347,7 +347,7 @@ def read_document_table(path: str, columns: list[str] | None = None) -> pa.Table
 def document_summary(path: str) -> dict:
     return storage.read_json(storage.join(path, "summary.json"))
 
-# %% ../../nbs/10_sources.ipynb #4d7403fe
+# %% ../../nbs/10_sources.ipynb #c1e92590
 ATTRIBUTE_COLUMNS = ("id", "kept", "reason")  # every stage's attributes have these; stages add their own
 
 
@@ -377,7 +377,7 @@ def _count_batch(c: dict, docs: list[dict], kept: list[dict], attrs: pa.Table) -
         if not k:
             c["dropped"][r or "dropped"] = c["dropped"].get(r or "dropped", 0) + 1
 
-# %% ../../nbs/10_sources.ipynb #07864664
+# %% ../../nbs/10_sources.ipynb #66a0c451
 def map_document_shard(task: tuple) -> dict:
     """One task of `map_documents`: stream the input shard `src` in batches through `fn(cfg, docs)`, writing the kept
     documents to the output shard of the same name and the attributes to `attributes-…` beside it; its counts."""
@@ -409,7 +409,7 @@ def map_document_shard(task: tuple) -> dict:
         attr_w.close()
     return c
 
-# %% ../../nbs/10_sources.ipynb #d65221b5
+# %% ../../nbs/10_sources.ipynb #aa461769
 def finish_document_stage(results: list[dict], output_path: str, stage: str, **extra) -> dict:
     """Sum the shards' counts into the set's `summary.json` (what `document_summary` reads); returns them as the
     step's metrics (`data/documents_in`, `data/documents`, `data/bytes_in`, `data/bytes`, `data/dropped/<reason>`)."""
@@ -430,7 +430,7 @@ def finish_document_stage(results: list[dict], output_path: str, stage: str, **e
         **{f"data/dropped/{k}": v for k, v in dropped.items()},
     }
 
-# %% ../../nbs/10_sources.ipynb #2a08e622
+# %% ../../nbs/10_sources.ipynb #35548428
 def map_documents(
     fn, cfg, input_path: str, output_path: str, *, stage: str, workers: int = 0, batch_size: int = 2048, desc: str = ""
 ) -> dict:
@@ -444,7 +444,9 @@ def map_documents(
 def read_attributes(path: str, columns: list[str] | None = None) -> pa.Table:
     "The attributes of a stage's output (one row per input document, in order): `attributes-*.parquet`."
     fs, p = storage.fs_path(path)
-    files = sorted(fs.glob(storage.join(p, "attributes-*.parquet"))) or sorted(fs.glob(storage.join(p, "attributes.parquet")))
+    files = sorted(fs.glob(storage.join(p, "attributes-*.parquet"))) or sorted(
+        fs.glob(storage.join(p, "attributes.parquet"))
+    )
     if not files:
         raise FileNotFoundError(f"{path}: no attributes-*.parquet (not the output of a document stage)")
     tables = []

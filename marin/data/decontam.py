@@ -4,54 +4,70 @@
 
 # %% ../../nbs/13a_decontam.ipynb #f6293fd0
 from __future__ import annotations
-import dataclasses, json, os, re, unicodedata
+import dataclasses, json, os
 from pathlib import Path
 from typing import Sequence
-import numpy as np, pyarrow as pa, pyarrow.parquet as pq, xxhash
+import numpy as np, pyarrow as pa, pyarrow.compute as pc, pyarrow.parquet as pq, xxhash
 from ..core import storage
 from ..core.config import Config, check, versioned
 from ..core.executor import Step, StepOrPath
 from .sources import map_documents
 
 # %% auto #0
-__all__ = ['DECONTAM_ACTIONS', 'ATTRIBUTE_SCHEMA', 'normalize_words', 'hash_ngrams', 'ngram_hashes', 'EvalTexts',
-           'eval_texts_from_task_file', 'eval_items', 'ContaminationIndexConfig', 'build_contamination_index',
-           'contamination_index_step', 'ContaminationIndex', 'load_contamination_index', 'DecontamConfig',
-           'decontaminate_batch', 'decontaminate_documents', 'decontam_step']
+__all__ = ['DECONTAM_ACTIONS', 'ATTRIBUTE_SCHEMA', 'batch_words', 'normalize_words', 'word_hashes', 'hash_ngrams', 'ngram_hashes',
+           'EvalTexts', 'eval_texts_from_task_file', 'eval_items', 'ContaminationIndexConfig',
+           'build_contamination_index', 'contamination_index_step', 'ContaminationIndex', 'load_contamination_index',
+           'DecontamConfig', 'decontaminate_batch', 'decontaminate_documents', 'decontam_step']
 
 # %% ../../nbs/13a_decontam.ipynb #725c8e32
-_WORD = re.compile(r"[^\W_]+")
+_SEPARATOR = r"[^\p{L}\p{N}]+"  # anything but letters and digits separates words
 _BASE = np.uint64(0x100000001B3)  # FNV prime as the polynomial base
 
 
+def batch_words(texts: Sequence[str]) -> tuple[pa.Array, np.ndarray]:
+    "The normalised words of all `texts` (NFKC, lower case, letter/digit runs) in one flat array, and each one's count."
+    a = pc.utf8_lower(pc.utf8_normalize(pa.array(list(texts), pa.large_string()), "NFKC"))
+    parts = pc.split_pattern_regex(a, _SEPARATOR)
+    flat, parent = pc.list_flatten(parts), pc.list_parent_indices(parts)
+    nonempty = pc.greater(pc.binary_length(flat), 0)  # a leading or trailing separator leaves an empty part
+    flat, parent = flat.filter(nonempty), parent.filter(nonempty).to_numpy()
+    return flat, np.bincount(parent, minlength=len(texts)).astype(np.int64)
+
+
 def normalize_words(text: str) -> list[str]:
-    "Lower-cased NFKC words (runs of letters and digits): case, punctuation and spacing never hide a match."
-    return _WORD.findall(unicodedata.normalize("NFKC", text).lower())
+    "One text's normalised words (`batch_words`)."
+    return batch_words([text])[0].to_pylist()
 
 
-def hash_ngrams(words: Sequence[Sequence[str]], n: int) -> tuple[np.ndarray, np.ndarray]:
-    "uint64 hashes of every word n-gram of every word list, and per-list start offsets into them (len(words)+1)."
-    vocab: dict[str, int] = {}
-    ids = np.fromiter((vocab.setdefault(w, len(vocab)) for ws in words for w in ws), np.int64)
+def word_hashes(words: pa.Array) -> np.ndarray:
+    "xxh3-64 of each word (hashing each distinct word once)."
+    enc = pc.dictionary_encode(words)
+    vocab = enc.dictionary.to_pylist()
     wh = np.fromiter((xxhash.xxh3_64_intdigest(w.encode()) for w in vocab), np.uint64, count=len(vocab))
-    lens = np.fromiter((len(ws) for ws in words), np.int64, count=len(words))
+    return wh[enc.indices.to_numpy(zero_copy_only=False)] if len(words) else np.zeros(0, np.uint64)
+
+# %% ../../nbs/13a_decontam.ipynb #6e090061
+def hash_ngrams(wh: np.ndarray, lens: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """uint64 hashes of every n-gram of words (hashes `wh`, the texts' words joined, `lens` words each), and per-text
+    start offsets into them (len(lens)+1)."""
     counts = np.maximum(lens - n + 1, 0)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     if not counts.sum():
         return np.zeros(0, np.uint64), offsets
-    buf, m = wh[ids], ids.size - n + 1
+    m = wh.size - n + 1
     h = np.zeros(m, np.uint64)
     with np.errstate(over="ignore"):
         for k in range(n):
-            h = h * _BASE + buf[k : k + m]
-    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])  # each list's first word in the joined buffer
+            h = h * _BASE + wh[k : k + m]
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])  # each text's first word in the joined array
     within = np.arange(offsets[-1]) - np.repeat(offsets[:-1], counts)
     return h[np.repeat(starts, counts) + within], offsets
 
 
 def ngram_hashes(texts: Sequence[str], n: int) -> tuple[np.ndarray, np.ndarray]:
-    "`hash_ngrams` of the normalised words of each text."
-    return hash_ngrams([normalize_words(t) for t in texts], n)
+    "The n-gram hashes of the normalised words of each text, and per-text offsets into them."
+    words, lens = batch_words(texts)
+    return hash_ngrams(word_hashes(words), lens, n)
 
 # %% ../../nbs/13a_decontam.ipynb #1a2b46ed
 @dataclasses.dataclass(frozen=True)
@@ -225,8 +241,9 @@ class DecontamConfig(Config):
 def decontaminate_batch(cfg: DecontamConfig, docs: list[dict]) -> tuple[list[dict], dict]:
     "One batch of `map_documents`: the documents kept and their attributes (matched n-grams and sets)."
     ix = load_contamination_index(str(cfg.index))
-    words = [normalize_words(d["text"]) for d in docs]
-    h, offs = hash_ngrams(words, ix.n)
+    words, lens = batch_words([d["text"] for d in docs])
+    h, offs = hash_ngrams(word_hashes(words), lens, ix.n)
+    starts = np.concatenate([[0], np.cumsum(lens)])
     found = ix.lookup(h)
     hit = np.flatnonzero(found)
     doc_of = np.searchsorted(offs, hit, side="right") - 1
@@ -248,7 +265,7 @@ def decontaminate_batch(cfg: DecontamConfig, docs: list[dict]) -> tuple[list[dic
         cols["contaminated"].append(bool(names))
         cols["matched_ngrams"].append(int(matched[i]))
         cols["tasks"].append(names)
-        cols["example"].append(" ".join(words[i][first : first + ix.n]) if names else "")
+        cols["example"].append(" ".join(words.slice(starts[i] + first, ix.n).to_pylist()) if names else "")
     return kept, pa.table(cols, schema=ATTRIBUTE_SCHEMA)
 
 

@@ -18,11 +18,14 @@ SMALL = {
     "mc_items": 8,
 }
 STEPS = {
+    "decontam-index",
     "documents/prose",
+    "decontam/prose",
     "dedup/prose",
     "quality/prose",
     "quickstart/holdout/prose",
     "documents/code",
+    "decontam/code",
     "dedup/code",
     "quickstart/holdout/code",
     "quickstart/tokenizer-documents",
@@ -66,6 +69,14 @@ def test_quickstart_end_to_end_then_cached(lab):
     sm = {s: json.loads(by.metrics[s] or "{}") for s in STEPS}
     # the data chain: dedup and quality keep most prose, the split holds some out, the tokenizer has the asked-for vocabulary
     assert sm["documents/prose"]["data/documents"] == 240 and 0 < sm["quality/prose"]["data/documents"] <= 240
+    # decontamination checked every imported document against ARC-Easy (the task evaluated) before dedup
+    assert sm["decontam-index"]["data/decontam_index/arc_easy/items"] == 2376
+    for src in ("prose", "code"):
+        dc = sm[f"decontam/{src}"]
+        assert dc["data/documents_in"] == sm[f"documents/{src}"]["data/documents"]
+        assert dc["data/documents"] + dc["data/dropped/contaminated"] == dc["data/documents_in"]
+        assert dc["data/decontam/arc_easy"] == dc["data/dropped/contaminated"]
+        assert sm[f"dedup/{src}"]["data/documents_in"] == dc["data/documents"]
     split = sm["quickstart/holdout/prose"]
     assert (
         split["data/validation_documents"] >= 1

@@ -32,6 +32,7 @@ class ThreeSourceRecipe(Config):
     seed: int = versioned(0)
     dedup: bool = versioned(True)  # exact + MinHash near-duplicate removal per source
     quality: bool = versioned(True)  # Gopher/C4 heuristic rules on the web source
+    decontaminate: tuple = versioned(())  # EvalTexts: drop documents sharing a 13-gram with these evaluation sets
     workers: int = 1
 
     def validate(self):
@@ -43,8 +44,19 @@ class ThreeSourceRecipe(Config):
 
 # %% ../../nbs/19a_recipe.ipynb #35763236
 def _clean_steps(recipe: ThreeSourceRecipe, docs: dict[str, Step]) -> dict[str, Step]:
-    "The last cleaning step of each source: its import, then dedup and (web only) quality filtering as configured."
+    "The last cleaning step of each source: its import, then decontamination, dedup and (web only) quality filtering."
     clean = dict(docs)
+    if recipe.decontaminate:
+        from marin.data.decontam import (
+            ContaminationIndexConfig,
+            DecontamConfig,
+            contamination_index_step,
+            decontam_step,
+        )
+
+        index = contamination_index_step(ContaminationIndexConfig(recipe.decontaminate))
+        dc = lambda k: DecontamConfig(clean[k], index, workers=recipe.workers)
+        clean = {k: decontam_step(dc(k), f"decontam/{k}") for k in clean}
     if recipe.dedup:
         from marin.data.dedup import DedupConfig, dedup_step
 
@@ -109,8 +121,10 @@ def local_recipe(limit: int = 0, *, stdlib_packages: bool = False, **overrides) 
     """The recipe on this machine: shared prose, the Python stdlib as code (its top-level modules; with
     `stdlib_packages` its packages too, about 2.5x the code), shared math (each capped at `limit` docs)."""
     from marin.core.settings import shared_data_dir
+    from marin.data.decontam import EvalTexts
 
     d = shared_data_dir()
+    overrides.setdefault("decontaminate", (EvalTexts("arc_easy", "arc_easy_test.jsonl"),))
     return ThreeSourceRecipe(
         web=SourceConfig("web", (str(d / "text" / "*.txt"),), split="paragraphs", max_chars=3000, limit=limit),
         code=SourceConfig("code", python_stdlib_globs(stdlib_packages), format="text", split="file", limit=limit),

@@ -17,8 +17,9 @@ eval_tokenizer = checkpoint_tokenizer  # the name evaluation code uses
 
 # %% auto #0
 __all__ = ['eval_tokenizer', 'TASK_KINDS', 'BUILTIN_TASKS', 'Task', 'task_from_dict', 'load_task_file', 'tasks_from_dir',
-           'task_registry', 'get_task', 'TaskFileError', 'load_items', 'fewshot_prefix', 'context_of', 'encode_pair',
-           'score_requests', 'mean_stderr', 'choice_credit', 'TaskResult', 'evaluate_multiple_choice']
+           'task_registry', 'get_task', 'decontamination_texts', 'TaskFileError', 'load_items', 'fewshot_prefix',
+           'context_of', 'encode_pair', 'score_requests', 'mean_stderr', 'choice_credit', 'TaskResult',
+           'evaluate_multiple_choice']
 
 # %% ../../nbs/51_tasks.ipynb #16d2629f
 TASK_KINDS = ("multiple_choice", "generation")
@@ -137,6 +138,18 @@ def get_task(spec: str | Task, extra_dirs: Sequence[str] = ()) -> Task:
             "or pass its path"
         )
     return reg[spec]
+
+# %% ../../nbs/51_tasks.ipynb #e19d3334
+def decontamination_texts(specs: Sequence[str | Task], extra_dirs: Sequence[str] = ()) -> tuple:
+    """The evaluation sets of tasks (names in the registry, task files or `Task`s) as `marin.data.decontam.EvalTexts`
+    for the data layer's decontamination step: one per distinct file, named after the first task that reads it."""
+    from marin.data.decontam import EvalTexts
+
+    out = {}
+    for s in specs:
+        t = get_task(s, extra_dirs)
+        out.setdefault(t.resolved_path, EvalTexts(t.name, t.path, base_dir=t.base_dir))
+    return tuple(out.values())
 
 # %% ../../nbs/51_tasks.ipynb #39ca0c06
 class TaskFileError(ValueError):

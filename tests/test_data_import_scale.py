@@ -162,3 +162,21 @@ def test_a_big_file_streams_in_bounded_memory(tmp_path):
     assert big < 1.5 * small, (small, big)  # the file is 4x larger; the memory is not
     assert big < 0.5 * r_big["bytes_in"], (big, r_big["bytes_in"])  # and less than the file's text: never read whole
     assert pq.ParquetFile(tmp_path / "o2" / r_big["parts"][-1]["file"]).metadata.num_rows == 2_000
+
+
+def test_hf_dataset_folders_are_one_task_each(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    paths = []
+    for name in ("first", "second"):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "train.jsonl").write_text("".join(json.dumps({"content": f"{name} {i}"}) + "\n" for i in range(3)))
+        paths.append(str(d))
+    cfg = SourceConfig("hf", tuple(paths), format="hf", text_field="content", workers=1)
+    m = import_documents(cfg, str(tmp_path / "out"))
+    assert [f.rsplit("/", 1)[-1] for f in document_files(str(tmp_path / "out"))] == [
+        "documents-00000-0000.parquet",
+        "documents-00001-0000.parquet",
+    ]
+    assert [d["id"] for d in read_documents(str(tmp_path / "out"))] == [d["id"] for d in iter_documents(cfg)]
+    assert m["data/documents"] == 6

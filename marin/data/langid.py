@@ -57,7 +57,9 @@ def langid_batch(cfg: LangIdConfig, docs: list[dict]) -> tuple[list[dict], dict]
     "One batch: the kept documents (labelled in `meta`) and one attribute row per document (`lang`, `lang_score`)."
     labels = [identify_language(d["text"]) for d in docs]
     ok = [(not cfg.languages or lang in cfg.languages) and score >= cfg.min_confidence for lang, score in labels]
-    kept = [dict(d, meta=dict(d["meta"], lang=lang, lang_score=score)) for d, (lang, score), k in zip(docs, labels, ok) if k]
+    kept = [
+        dict(d, meta=dict(d["meta"], lang=lang, lang_score=score)) for d, (lang, score), k in zip(docs, labels, ok) if k
+    ]
     attrs = {
         "id": [d["id"] for d in docs],
         "kept": ok,

@@ -576,7 +576,7 @@ def import_tasks(cfg: SourceConfig, output_path: str) -> list[tuple]:
     units = source_units(cfg)
     if cfg.format == "hf":
         return [(cfg, i, [u], output_path) for i, u in enumerate(units)]
-    sizes = [storage.fs_path(url)[0].size(storage.fs_path(url)[1]) for url, _ in units]
+    sizes = [fs.size(p) for fs, p in (storage.fs_path(url) for url, _ in units)]
     return [(cfg, i, units[r.start : r.stop], output_path) for i, r in enumerate(pack_files(sizes, cfg.task_bytes))]
 
 # %% ../../nbs/10_sources.ipynb #7e997732

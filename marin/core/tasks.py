@@ -127,7 +127,8 @@ def run_tasks(
     if not todo:
         return results
     pool, t0 = shard_pool(len(todo), workers), time.time()
-    with tqdm(total=len(tasks), initial=len(tasks) - len(todo), desc=desc or stage, unit="shard") as bar:
+    bar_kw = dict(desc=desc or stage, unit="shard", disable=len(tasks) < 2)  # one task: a bar would say nothing
+    with tqdm(total=len(tasks), initial=len(tasks) - len(todo), **bar_kw) as bar:
         for k, r in pool.imap(fn, [tasks[i] for i in todo]):
             storage.write_json(storage.join(mdir, f"{todo[k]:05d}.json"), r)
             results[todo[k]] = r

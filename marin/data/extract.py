@@ -7,11 +7,12 @@ from __future__ import annotations
 import dataclasses, html as htmlmod, json, re
 from typing import Callable
 from ..core import storage
-from ..core.config import Config, check, versioned
+from ..core.config import Config, added, check, versioned
 from ..core.executor import Step, StepOrPath
 
 # %% auto #0
-__all__ = ['EXTRACTORS', 'extract_text', 'evaluate_extractor', 'ExtractConfig', 'extract_documents', 'extract_step']
+__all__ = ['EXTRACTORS', 'extract_text', 'evaluate_extractor', 'ExtractConfig', 'extract_batch', 'extract_documents',
+           'extract_step']
 
 # %% ../../nbs/11_extract.ipynb #9b57cb1a
 def _naive(page: bytes) -> str:
@@ -90,36 +91,41 @@ class ExtractConfig(Config):
     documents: StepOrPath = versioned()  # a document set (HTML or WARC import): a Step or its path
     extractor: str = versioned("trafilatura")
     min_chars: int = versioned(200)
+    workers: int = added(0)  # processes (0: the data_workers setting); does not change the output
 
     def validate(self):
         check(self.extractor in EXTRACTORS, "extractor", f"{self.extractor!r}: use one of {sorted(EXTRACTORS)}")
+        check(self.workers >= 0, "workers", f"{self.workers}: use 0 (the data_workers setting) or a positive number")
 
 
+def extract_batch(cfg: ExtractConfig, docs: list[dict]) -> tuple[list[dict], dict]:
+    "One batch of pages: the kept documents (text extracted) and one attribute row per page (`chars` extracted)."
+    kept, chars = [], []
+    for d in docs:
+        text = extract_text(d["text"], cfg.extractor).strip()
+        chars.append(len(text))
+        if len(text) >= cfg.min_chars:
+            kept.append(dict(d, text=text, meta=dict(d["meta"], format="text", extractor=cfg.extractor)))
+    ok = [c >= cfg.min_chars for c in chars]
+    reasons = ["" if k else "too-short" for k in ok]
+    return kept, {"id": [d["id"] for d in docs], "kept": ok, "reason": reasons, "chars": chars}
+
+# %% ../../nbs/11_extract.ipynb #357630d0
 def extract_documents(cfg: ExtractConfig, output_path: str) -> dict:
-    "Executor step: HTML document set → text document set."
-    from tqdm.auto import tqdm
-    from marin.data.sources import read_documents, write_documents
+    "Executor step: HTML document set → text document set (a map over its shards)."
+    from marin.data.sources import map_documents
 
-    stats = {"in": 0, "bytes_in": 0, "too_short": 0}
-
-    def gen():
-        for d in tqdm(read_documents(str(cfg.documents)), desc=f"extract ({cfg.extractor})", unit="page"):
-            stats["in"] += 1
-            stats["bytes_in"] += len(d["text"].encode())
-            text = extract_text(d["text"], cfg.extractor).strip()
-            if len(text) < cfg.min_chars:
-                stats["too_short"] += 1
-                continue
-            yield dict(d, text=text, meta=dict(d["meta"], format="text", extractor=cfg.extractor))
-
-    s = write_documents(gen(), output_path)
-    return {
-        "data/documents_in": stats["in"],
-        "data/documents": s["documents"],
-        "data/bytes_in": stats["bytes_in"],
-        "data/bytes": s["bytes"],
-        "data/dropped/too-short": stats["too_short"],
-    }
+    m = map_documents(
+        extract_batch,
+        cfg,
+        str(cfg.documents),
+        output_path,
+        stage="extract",
+        workers=cfg.workers,
+        batch_size=256,
+        desc=f"extract ({cfg.extractor})",
+    )
+    return {"data/dropped/too-short": 0, **m}
 
 
 def extract_step(cfg: ExtractConfig, name: str) -> Step:

@@ -4,23 +4,24 @@
 
 # %% ../../nbs/10_sources.ipynb #4cfebea0
 from __future__ import annotations
-import dataclasses, glob as globmod, io, json, os, re, sys
+import contextlib, dataclasses, glob as globmod, io, json, os, re, sys
 from typing import Any, Iterable, Iterator
 import pyarrow as pa, pyarrow.parquet as pq
 from ..core import storage
-from ..core.config import Config, check, versioned
+from ..core.config import Config, added, check, versioned
 from ..core.executor import Step, StepOrPath
 from ..core.tasks import run_tasks
 
 # %% auto #0
-__all__ = ['FORMATS', 'SPLITS', 'DOC_SCHEMA', 'DOCS_PER_FILE', 'ATTRIBUTE_COLUMNS', 'SourceConfig', 'expand_paths', 'file_format',
-           'split_paragraphs', 'read_fasta', 'iter_documents', 'write_documents', 'document_files', 'read_documents',
+__all__ = ['FORMATS', 'COMPRESSIONS', 'SPLITS', 'DOC_SCHEMA', 'DOCS_PER_FILE', 'ATTRIBUTE_COLUMNS', 'SourceConfig',
+           'expand_paths', 'file_format', 'open_stream', 'text_lines', 'split_paragraphs', 'read_fasta', 'read_warc',
+           'source_units', 'unit_documents', 'iter_documents', 'write_documents', 'document_files', 'read_documents',
            'read_document_table', 'document_summary', 'map_document_shard', 'finish_document_stage', 'map_documents',
-           'read_attributes', 'EmptySourceError', 'check_source', 'import_documents', 'import_step', 'MergeConfig',
-           'merge_documents', 'merge_step']
+           'read_attributes', 'EmptySourceError', 'check_source', 'pack_files', 'import_tasks', 'shard_name',
+           'import_task', 'import_documents', 'import_step', 'MergeConfig', 'merge_documents', 'merge_step']
 
 # %% ../../nbs/10_sources.ipynb #f2364457
-FORMATS = ("auto", "text", "jsonl", "parquet", "fasta", "html", "hf")
+FORMATS = ("auto", "text", "jsonl", "parquet", "fasta", "html", "warc", "hf")
 _EXT_FORMAT = {
     ".txt": "text",
     ".md": "text",
@@ -36,7 +37,9 @@ _EXT_FORMAT = {
     ".faa": "fasta",
     ".html": "html",
     ".htm": "html",
+    ".warc": "warc",
 }
+COMPRESSIONS = (".gz", ".zst", ".zstd")  # decompressed while streaming; a WARC reader decompresses by itself
 SPLITS = ("file", "paragraphs", "lines")
 
 # %% ../../nbs/10_sources.ipynb #f079daaa
@@ -48,13 +51,16 @@ class SourceConfig(Config):
     paths: tuple[str, ...] = versioned(
         ()
     )  # files, folders, globs or fsspec URLs; for format='hf' a dataset name or local dir
-    format: str = versioned("auto")  # auto (by extension) | text | jsonl | parquet | fasta | html | hf
+    format: str = versioned("auto")  # auto (by extension) | text | jsonl | parquet | fasta | html | warc | hf
     text_field: str = versioned("text")  # the field holding the text in jsonl / parquet / hf records
     split: str = versioned("file")  # text files: one document per file, per paragraph group, or per line
     max_chars: int = versioned(0)  # with split='paragraphs': group paragraphs into documents of at most this many chars
-    limit: int = versioned(0)  # keep at most this many documents (0 = all)
+    limit: int = versioned(0)  # keep at most this many documents, the first ones in document order (0 = all)
     hf_config: str | None = versioned(None)  # the `name` argument of datasets.load_dataset
     hf_split: str = versioned("train")
+    shard_docs: int = added(20_000, versioned=True)  # documents per output shard (a later stage's unit of work)
+    task_bytes: int = added(64 << 20, versioned=True)  # small files are packed into import tasks of about this size
+    workers: int = added(0)  # processes for the import tasks (0: the data_workers setting); output does not change
 
     def validate(self):
         check(
@@ -70,6 +76,8 @@ class SourceConfig(Config):
         check(self.format in FORMATS, "format", f"{self.format!r} is not one of {FORMATS}")
         check(self.split in SPLITS, "split", f"{self.split!r} is not one of {SPLITS}")
         check(self.max_chars >= 0 and self.limit >= 0, "max_chars/limit", "must be >= 0")
+        check(self.shard_docs >= 1 and self.task_bytes >= 1, "shard_docs/task_bytes", "must be >= 1")
+        check(self.workers >= 0, "workers", f"{self.workers}: use 0 (the data_workers setting) or a positive number")
 
 # %% ../../nbs/10_sources.ipynb #b7223d2a
 def _has_magic(p: str) -> bool:
@@ -115,23 +123,54 @@ def expand_paths(paths: Iterable[str], *, source: str = "source") -> list[tuple[
     return sorted(out.items(), key=lambda kv: (kv[1], kv[0]))
 
 # %% ../../nbs/10_sources.ipynb #bf5bb55c
+def _strip_compression(url: str) -> tuple[str, str]:
+    "`url` without its compression suffix, and the suffix ('' when none)."
+    low = url.lower()
+    for c in COMPRESSIONS:
+        if low.endswith(c):
+            return url[: -len(c)], c
+    return url, ""
+
+
 def file_format(url: str, declared: str = "auto") -> str:
     "The reader to use for `url`: the declared format, else one chosen by extension."
     if declared != "auto":
         return declared
-    ext = os.path.splitext(url.removesuffix(".gz"))[1].lower()
+    ext = os.path.splitext(_strip_compression(url)[0])[1].lower()
     if ext not in _EXT_FORMAT:
         raise ValueError(f"{url}: cannot tell the format from {ext!r}; set SourceConfig.format to one of {FORMATS}")
     return _EXT_FORMAT[ext]
 
 # %% ../../nbs/10_sources.ipynb #bf282feb
-def _open_text(url: str) -> str:
-    data = storage.read_bytes(url)
-    if url.endswith(".gz"):
-        import gzip
+@contextlib.contextmanager
+def open_stream(url: str) -> Iterator[Any]:
+    "A binary stream of `url`'s bytes, decompressed on the fly when its name ends in .gz or .zst (never read whole)."
+    fs, p = storage.fs_path(url)
+    comp = _strip_compression(url)[1]
+    with fs.open(p, "rb") as raw:
+        if comp == ".gz":
+            import gzip
 
-        data = gzip.decompress(data)
-    return data.decode("utf-8", errors="replace")
+            with gzip.GzipFile(fileobj=raw) as f:
+                yield f
+        elif comp:
+            import zstandard
+
+            with zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=False) as f:
+                yield io.BufferedReader(f)
+        else:
+            yield raw
+
+
+def _open_text(url: str) -> str:
+    with open_stream(url) as f:
+        return f.read().decode("utf-8", errors="replace")
+
+
+def text_lines(f) -> Iterator[str]:
+    "The lines of a binary stream, one at a time, cut where `str.splitlines` cuts its decoded text (bad UTF-8 replaced)."
+    for line in io.TextIOWrapper(f, encoding="utf-8", errors="replace", newline=""):
+        yield from line.splitlines()
 
 
 def split_paragraphs(text: str, max_chars: int = 0) -> list[str]:
@@ -151,10 +190,10 @@ def split_paragraphs(text: str, max_chars: int = 0) -> list[str]:
     return out
 
 # %% ../../nbs/10_sources.ipynb #cb7aaa20
-def read_fasta(text: str) -> Iterator[tuple[str, str]]:
-    "(header, sequence) for each record of a FASTA text."
+def read_fasta(text: str | Iterable[str]) -> Iterator[tuple[str, str]]:
+    "(header, sequence) for each record of a FASTA text (or of its lines, streamed)."
     header, seq = None, []
-    for line in text.splitlines():
+    for line in text.splitlines() if isinstance(text, str) else text:
         if line.startswith(">"):
             if header is not None:
                 yield header, "".join(seq).upper()
@@ -174,26 +213,26 @@ def _record(rec: dict, i: int, url: str, cfg: SourceConfig) -> tuple[str, str, d
     return str(rec.get("id", i)), str(rec[cfg.text_field]), meta
 
 
-def _iter_hf(cfg: SourceConfig) -> Iterator[tuple[str, str, dict]]:
+def _iter_hf(cfg: SourceConfig, path: str) -> Iterator[tuple[str, str, dict]]:
+    "The records of one Hugging Face dataset (a name or a local folder), streamed."
     import datasets
 
-    for path in cfg.paths:
-        ds = datasets.load_dataset(path, cfg.hf_config, split=cfg.hf_split, streaming=True)
-        for i, rec in enumerate(ds):
-            k, t, m = _record(rec, i, path, cfg)
-            yield f"{os.path.basename(path.rstrip('/'))}:{k}", t, m
+    ds = datasets.load_dataset(path, cfg.hf_config, split=cfg.hf_split, streaming=True)
+    for i, rec in enumerate(ds):
+        k, t, m = _record(rec, i, path, cfg)
+        yield f"{os.path.basename(path.rstrip('/'))}:{k}", t, m
 
 # %% ../../nbs/10_sources.ipynb #cf7155f9
 def _text_pieces(url: str, cfg: SourceConfig) -> Iterator[tuple[str, str, dict]]:
-    text = _open_text(url)
-    if cfg.split == "file":
-        yield "0", text, {"format": "text"}
-    elif cfg.split == "lines":
-        for i, line in enumerate(text.splitlines()):
-            if line.strip():
-                yield str(i), line, {"format": "text"}
+    if cfg.split == "lines":
+        with open_stream(url) as f:
+            for i, line in enumerate(text_lines(f)):
+                if line.strip():
+                    yield str(i), line, {"format": "text"}
+    elif cfg.split == "file":
+        yield "0", _open_text(url), {"format": "text"}
     else:
-        for i, p in enumerate(split_paragraphs(text, cfg.max_chars)):
+        for i, p in enumerate(split_paragraphs(_open_text(url), cfg.max_chars)):
             yield str(i), p, {"format": "text"}
 
 
@@ -211,55 +250,108 @@ def _json_line(line: str, i: int, url: str) -> dict:
     return rec
 
 
+def _read_parquet(url: str, cfg: SourceConfig) -> Iterator[tuple[str, str, dict]]:
+    fs, p = storage.fs_path(url)
+    with fs.open(p, "rb") as f:
+        try:
+            pf = pq.ParquetFile(f)
+        except pa.ArrowException as e:
+            raise ValueError(f"{url}: not a readable Parquet file ({e}); check the file, or set SourceConfig.format")
+        i = 0
+        for batch in pf.iter_batches(batch_size=2048):
+            for rec in batch.to_pylist():
+                yield _record(rec, i, url, cfg)
+                i += 1
+
+# %% ../../nbs/10_sources.ipynb #90af34cd
 def _read_file(url: str, fmt: str, cfg: SourceConfig) -> Iterator[tuple[str, str, dict]]:
     if fmt == "text":
         yield from _text_pieces(url, cfg)
     elif fmt == "html":
         yield "0", _open_text(url), {"format": "html"}
     elif fmt == "fasta":
-        for i, (h, s) in enumerate(read_fasta(_open_text(url))):
-            yield str(i), s, {"format": "fasta", "header": h}
+        with open_stream(url) as f:
+            for i, (h, s) in enumerate(read_fasta(text_lines(f))):
+                yield str(i), s, {"format": "fasta", "header": h}
     elif fmt == "jsonl":
-        for i, line in enumerate(_open_text(url).splitlines()):
-            if line.strip():
-                yield _record(_json_line(line, i, url), i, url, cfg)
+        with open_stream(url) as f:
+            for i, line in enumerate(f):
+                if line.strip():
+                    yield _record(_json_line(line.decode("utf-8", errors="replace"), i, url), i, url, cfg)
     elif fmt == "parquet":
-        fs, p = storage.fs_path(url)
-        try:
-            with fs.open(p, "rb") as f:
-                table = pq.read_table(f)
-        except pa.ArrowException as e:
-            raise ValueError(f"{url}: not a readable Parquet file ({e}); check the file, or set SourceConfig.format")
-        for i, rec in enumerate(table.to_pylist()):
-            yield _record(rec, i, url, cfg)
+        yield from _read_parquet(url, cfg)
+    elif fmt == "warc":
+        yield from read_warc(url)
     else:
         raise ValueError(f"{url}: format {fmt!r} cannot be read from a file")
 
+# %% ../../nbs/10_sources.ipynb #8e11b4db
+def _is_text_type(ctype: str) -> bool:
+    return not ctype or ctype.startswith("text/") or "html" in ctype
+
+
+def _decode(body: bytes, charset: str | None) -> str:
+    import codecs
+
+    try:
+        enc = codecs.lookup(charset).name if charset else "utf-8"
+    except LookupError:
+        enc = "utf-8"
+    return body.decode(enc, errors="replace")
+
+
+def read_warc(url: str) -> Iterator[tuple[str, str, dict]]:
+    "(key, page, meta) for each 2xx text/HTML response and each conversion record of a WARC (.gz/.zst) file, streamed."
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    fs, p = storage.fs_path(url)
+    with fs.open(p, "rb") as f:
+        for i, rec in enumerate(ArchiveIterator(f, record_types=WarcRecordType.response | WarcRecordType.conversion)):
+            uri = rec.headers.get("WARC-Target-URI") or ""
+            meta = {"url": uri, "date": rec.headers.get("WARC-Date") or ""}
+            if rec.record_type == WarcRecordType.response:
+                status = rec.http_headers.status_code if rec.is_http else None
+                ctype = (rec.http_content_type or "").lower() if rec.is_http else ""
+                if not rec.is_http or not 200 <= (status or 0) < 300 or not _is_text_type(ctype):
+                    continue
+                meta |= {"format": "html" if "html" in ctype or not ctype else "text", "status": status}
+                charset = rec.http_charset
+            else:  # a WET conversion record: extracted text, no HTTP envelope
+                ctype, charset = (rec.headers.get("Content-Type") or "text/plain").lower(), "utf-8"
+                meta["format"] = "text"
+            key = (rec.record_id or "").strip("<>") or uri or str(i)
+            yield key, _decode(rec.reader.read(), charset), meta | {"content_type": ctype}
+
 # %% ../../nbs/10_sources.ipynb #de33024b
-def iter_documents(cfg: SourceConfig, *, progress: bool = False) -> Iterator[dict]:
-    "The documents `{id, text, source, meta}` of a source, in a stable order."
-    n = 0
+def source_units(cfg: SourceConfig) -> list[tuple[str, str | None]]:
+    "What a source reads, in order: `(url, relative name)` per file, or `(dataset, None)` per Hugging Face path."
     if cfg.format == "hf":
-        it = ((k, t, m) for k, t, m in _iter_hf(cfg))
-        items = (({"id": f"{cfg.name}/{k}", "text": t, "source": cfg.name, "meta": m}) for k, t, m in it)
+        return [(str(p), None) for p in cfg.paths]
+    return expand_paths(cfg.paths, source=cfg.name)
+
+
+def unit_documents(cfg: SourceConfig, url: str, rel: str | None) -> Iterator[dict]:
+    "The non-empty documents `{id, text, source, meta}` of one file (or Hugging Face dataset) of a source, in order."
+    if rel is None:
+        pieces = _iter_hf(cfg, url)
     else:
-        files = expand_paths(cfg.paths, source=cfg.name)
+        pieces = ((f"{rel}:{k}", t, m) for k, t, m in _read_file(url, file_format(url, cfg.format), cfg))
+    for k, t, m in pieces:
+        if t:
+            yield {"id": f"{cfg.name}/{k}", "text": t, "source": cfg.name, "meta": m}
 
-        def gen():
-            from tqdm.auto import tqdm
 
-            for url, rel in tqdm(files, desc=f"read {cfg.name}", unit="file", disable=not progress or len(files) < 2):
-                for k, t, m in _read_file(url, file_format(url, cfg.format), cfg):
-                    yield {"id": f"{cfg.name}/{rel}:{k}", "text": t, "source": cfg.name, "meta": m}
+def iter_documents(cfg: SourceConfig, *, progress: bool = False) -> Iterator[dict]:
+    "The documents `{id, text, source, meta}` of a source, in a stable order (the first `cfg.limit` when set)."
+    from tqdm.auto import tqdm
 
-        items = gen()
-    for d in items:
-        if not d["text"]:
-            continue
-        yield d
-        n += 1
-        if cfg.limit and n >= cfg.limit:
-            return
+    units, n = source_units(cfg), 0
+    for url, rel in tqdm(units, desc=f"read {cfg.name}", unit="file", disable=not progress or len(units) < 2):
+        for d in unit_documents(cfg, url, rel):
+            yield d
+            n += 1
+            if cfg.limit and n >= cfg.limit:
+                return
 
 # %% ../../nbs/10_sources.ipynb #ac581700
 DOC_SCHEMA = pa.schema(
@@ -283,8 +375,8 @@ def _table(docs: list[dict]) -> pa.Table:
     )
 
 # %% ../../nbs/10_sources.ipynb #229eb182
-def _write_part(docs: list[dict], output_path: str, part: int) -> None:
-    with storage.atomic_open(storage.join(output_path, f"documents-{part:05d}.parquet"), "wb") as f:
+def _write_part(docs: list[dict], url: str) -> None:
+    with storage.atomic_open(url, "wb") as f:
         pq.write_table(_table(docs), f, compression="zstd", row_group_size=2048)
 
 
@@ -302,11 +394,11 @@ def write_documents(
         s["documents"] += 1
         s["bytes"] += b
         if len(buf) >= docs_per_file:
-            _write_part(buf, output_path, part)
+            _write_part(buf, storage.join(output_path, f"documents-{part:05d}.parquet"))
             part += 1
             buf = []
     if buf:
-        _write_part(buf, output_path, part)
+        _write_part(buf, storage.join(output_path, f"documents-{part:05d}.parquet"))
         part += 1
     out = {"documents": n, "bytes": nbytes, "by_source": by_source, "files": part, **(summary or {})}
     storage.write_json(storage.join(output_path, "summary.json"), out)
@@ -466,16 +558,98 @@ def check_source(cfg: SourceConfig) -> None:
         expand_paths(cfg.paths, source=cfg.name)
 
 
+def pack_files(sizes: list[int], task_bytes: int) -> list[range]:
+    "Consecutive files (by index) packed into tasks of about `task_bytes`; a file at least that big is a task alone."
+    packs, start, acc = [], 0, 0
+    for i, s in enumerate(sizes):
+        if i > start and acc + s > task_bytes:
+            packs.append(range(start, i))
+            start, acc = i, 0
+        acc += s
+    if start < len(sizes):
+        packs.append(range(start, len(sizes)))
+    return packs
+
+
+def import_tasks(cfg: SourceConfig, output_path: str) -> list[tuple]:
+    "The import's tasks `(cfg, index, [(url, rel), ...], output_path)`, in document order."
+    units = source_units(cfg)
+    if cfg.format == "hf":
+        return [(cfg, i, [u], output_path) for i, u in enumerate(units)]
+    sizes = [fs.size(p) for fs, p in (storage.fs_path(url) for url, _ in units)]
+    return [(cfg, i, units[r.start : r.stop], output_path) for i, r in enumerate(pack_files(sizes, cfg.task_bytes))]
+
+# %% ../../nbs/10_sources.ipynb #7e997732
+def shard_name(task: int, part: int) -> str:
+    "The file of a task's `part`-th output shard: name order is document order (tasks, then parts)."
+    return f"documents-{task:05d}-{part:04d}.parquet"
+
+
+def import_task(task: tuple) -> dict:
+    "One import task: stream its files' documents into shards of `cfg.shard_docs` (at most `cfg.limit` in all)."
+    cfg, index, units, output_path = task
+    parts, buf, n = [], [], 0
+
+    def flush():
+        name = shard_name(index, len(parts))
+        _write_part(buf, storage.join(output_path, name))
+        parts.append({"file": name, "documents": len(buf), "bytes": sum(len(d["text"].encode()) for d in buf)})
+        buf.clear()
+
+    docs = (d for url, rel in units for d in unit_documents(cfg, url, rel))
+    for d in docs:
+        buf.append(d)
+        n += 1
+        if len(buf) >= cfg.shard_docs:
+            flush()
+        if cfg.limit and n >= cfg.limit:
+            break
+    docs.close()
+    if buf:
+        flush()
+    return {"documents_in": n, "bytes_in": sum(p["bytes"] for p in parts), "parts": parts}
+
+
+def _keep_first(parts: list[dict], limit: int, output_path: str) -> list[dict]:
+    "The shards holding the first `limit` documents: the one crossing it cut, the ones after it removed."
+    kept, n = [], 0
+    for part in parts:
+        url = storage.join(output_path, part["file"])
+        fs, p = storage.fs_path(url)
+        if n >= limit:
+            if fs.exists(p):
+                fs.rm(p)
+            continue
+        if n + part["documents"] > limit:
+            with fs.open(p, "rb") as fh:
+                t = pq.read_table(fh)
+            docs = t.slice(0, limit - n).to_pylist()
+            if t.num_rows != len(docs):
+                _write_part(docs, url)
+            part = dict(part, documents=len(docs), bytes=sum(len(d["text"].encode()) for d in docs))
+        kept.append(part)
+        n += part["documents"]
+    return kept
+
+# %% ../../nbs/10_sources.ipynb #557ed13e
 def import_documents(cfg: SourceConfig, output_path: str) -> dict:
-    "Executor step: read a source into a document set."
+    "Executor step: read a source into a document set (tasks over its files; see above)."
     check_source(cfg)
-    summary = write_documents(iter_documents(cfg, progress=True), output_path, summary={"source": cfg.name})
-    if summary["documents"] == 0:
+    tasks = import_tasks(cfg, output_path)
+    results = run_tasks(import_task, tasks, output_path, stage="import", workers=cfg.workers, desc=f"import {cfg.name}")
+    parts = [p for r in results for p in r["parts"]]
+    if cfg.limit:
+        parts = _keep_first(parts, cfg.limit, output_path)
+    n, nbytes = sum(p["documents"] for p in parts), sum(p["bytes"] for p in parts)
+    if n == 0:
         raise EmptySourceError(
             f"source {cfg.name!r} yielded no documents from {list(cfg.paths)}; "
             "check SourceConfig.paths, SourceConfig.format and SourceConfig.text_field"
         )
-    return {"data/documents": summary["documents"], "data/bytes": summary["bytes"]}
+    by_source = {cfg.name: {"documents": n, "bytes": nbytes}}
+    summary = {"documents": n, "bytes": nbytes, "by_source": by_source, "files": len(parts), "source": cfg.name}
+    storage.write_json(storage.join(output_path, "summary.json"), summary)
+    return {"data/documents": n, "data/bytes": nbytes}
 
 
 def import_step(cfg: SourceConfig) -> Step:

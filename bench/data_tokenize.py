@@ -45,9 +45,9 @@ k = 0
 def writer():
     global k
     k += 1
-    return tokenize_documents(TokenizeConfig(tmp + "/docs", tmp + "/tok", docs_per_shard=1024), f"{tmp}/out{k}")[
-        "data/tokens"
-    ]
+    return tokenize_documents(
+        TokenizeConfig(tmp + "/docs", tmp + "/tok", docs_per_shard=1024, workers=1), f"{tmp}/out{k}"
+    )["data/tokens"]
 
 
 bare()

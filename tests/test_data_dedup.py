@@ -5,7 +5,7 @@ import numpy as np, pyarrow.parquet as pq
 from marin.core.executor import Executor
 from marin.core.settings import shared_data_dir
 from marin.data.dedup import near_duplicate_clusters, clusters_from_pairs, DedupConfig, dedup_step
-from marin.data.sources import split_paragraphs, write_documents, read_documents
+from marin.data.sources import split_paragraphs, write_documents, read_documents, read_attributes
 from marin.data.filters import QualityConfig, quality_step, ClassifierTrainConfig, train_classifier_step
 
 
@@ -91,7 +91,7 @@ def test_dedup_then_quality_steps(tmp_path):
     assert (a.reason == "exact-duplicate").sum() == 1 and a.reason.isin(
         ["near-duplicate", "all-paragraphs-duplicate"]
     ).sum() >= 0.9 * len(planted)
-    qa = pq.read_table(pathlib.Path(r[q]) / "attributes.parquet").to_pandas()
+    qa = read_attributes(r[q]).to_pandas()  # one attributes-N.parquet per shard
     assert set(qa[~qa.kept].reason) <= {
         "few-stop-words",
         "too-few-words",

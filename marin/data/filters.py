@@ -4,7 +4,7 @@
 
 # %% ../../nbs/12_filters.ipynb #78aa0db8
 from __future__ import annotations
-import collections, dataclasses, io, re
+import collections, dataclasses, functools, io, re
 from typing import Sequence
 import numpy as np, pyarrow as pa, pyarrow.parquet as pq, xxhash
 from fastcore.basics import patch, patch_to
@@ -13,9 +13,9 @@ from ..core.config import Config, check, versioned
 from ..core.executor import Step
 
 # %% auto #0
-__all__ = ['STOP_WORDS', 'N_FEATURES', 'RuleConfig', 'document_stats', 'rule_verdict', 'hashed_features', 'QualityClassifier',
-           'ClassifierTrainConfig', 'train_classifier', 'train_classifier_step', 'QualityConfig', 'quality_filter',
-           'quality_step']
+__all__ = ['STOP_WORDS', 'N_FEATURES', 'SCORES_DIR', 'RuleConfig', 'document_stats', 'rule_verdict', 'hashed_features',
+           'QualityClassifier', 'ClassifierTrainConfig', 'train_classifier', 'train_classifier_step', 'QualityConfig',
+           'quality_attributes', 'top_fraction_cut', 'quality_filter', 'quality_step']
 
 # %% ../../nbs/12_filters.ipynb #cf2aeff7
 STOP_WORDS = frozenset("the be to of and that have with".split())
@@ -170,15 +170,18 @@ class ClassifierTrainConfig(Config):
 
 # %% ../../nbs/12_filters.ipynb #0a3647fb
 def _read_texts(sets: Sequence, limit: int) -> list[str]:
-    "The texts of the first `limit` documents of the document sets `sets`, in order."
-    from marin.data.sources import read_documents
+    "The texts of the first `limit` documents of the document sets `sets`, in order, read a batch at a time."
+    from marin.data.sources import document_files
 
-    out = []
+    out: list[str] = []
     for p in sets:
-        for d in read_documents(str(p), columns=["text"]):
-            if len(out) >= limit:
-                return out
-            out.append(d["text"])
+        for f in document_files(str(p)):
+            fs, path = storage.fs_path(f)
+            with fs.open(path, "rb") as fh:
+                for b in pq.ParquetFile(fh).iter_batches(batch_size=1024, columns=["text"]):
+                    out.extend(b.column(0).to_pylist()[: limit - len(out)])
+                    if len(out) >= limit:
+                        return out
     return out
 
 
@@ -206,58 +209,132 @@ class QualityConfig(Config):
     classifier: StepOrPath | None = versioned(None)  # a trained classifier (step or path), or None
     min_score: float = versioned(0.0)  # keep documents scoring at least this
     keep_top_fraction: float = versioned(1.0)  # of those passing the rules, keep the best-scoring fraction
+    workers: int = 0  # processes or Ray tasks (0: the data_workers setting); not versioned, never changes the output
 
     def validate(self):
         check(0 < self.keep_top_fraction <= 1, "keep_top_fraction", "a fraction in (0, 1]")
         check(0 <= self.min_score <= 1, "min_score", "a probability in [0, 1]")
+        check(self.workers >= 0, "workers", "0 (the data_workers setting) or a number of processes")
 
 # %% ../../nbs/12_filters.ipynb #31024ac7
-def _classifier_verdicts(cfg: QualityConfig, texts: list[str], reasons: list[str]) -> np.ndarray:
-    """Scores of every document; marks (in place) the documents that passed the rules but score below
-    `min_score` or outside the best `keep_top_fraction`."""
-    scores = QualityClassifier.load(str(cfg.classifier)).score(texts)
-    alive = [i for i, r in enumerate(reasons) if not r]
-    for i in alive:
-        if scores[i] < cfg.min_score:
-            reasons[i] = "classifier-score"
-    alive = [i for i in alive if not reasons[i]]
-    if cfg.keep_top_fraction < 1 and alive:
-        k = int(np.ceil(cfg.keep_top_fraction * len(alive)))
-        order = sorted(alive, key=lambda i: (-scores[i], i))
-        for i in order[k:]:
-            reasons[i] = "classifier-top-fraction"
-    return scores
+@functools.lru_cache(maxsize=4)
+def _load_classifier(path: str, stamp: str) -> QualityClassifier:
+    return QualityClassifier.load(path)
 
-# %% ../../nbs/12_filters.ipynb #63888ee9
-def quality_filter(cfg: QualityConfig, output_path: str) -> dict:
-    "Executor step: apply the rules and the classifier; write kept documents and attributes."
-    from tqdm.auto import tqdm
-    from marin.data.sources import read_documents, write_documents
 
-    docs = list(read_documents(str(cfg.documents)))
+def _classifier(path: str) -> QualityClassifier:
+    "The classifier at `path`, loaded once per process (again only if its file changed), not once per batch."
+    fs, p = storage.fs_path(storage.join(path, "classifier.npz"))
+    info = fs.info(p) if fs.exists(p) else {}
+    return _load_classifier(path, f"{info.get('size')}:{info.get('mtime') or info.get('updated')}")
+
+
+def quality_attributes(cfg: QualityConfig, docs: list[dict]) -> tuple[list[dict], dict]:
+    "One batch's per-document verdicts (the rules, then the classifier's `min_score`): (kept documents, attributes)."
     reasons, stats = [], []
-    for d in tqdm(docs, desc="quality rules", unit="doc", mininterval=1):
+    for d in docs:
         r, s = rule_verdict(d["text"], cfg.rules) if cfg.rules is not None else ("", {})
         reasons.append(r)
         stats.append(s)
     scores = np.full(len(docs), np.nan)
     if cfg.classifier is not None:
-        scores = _classifier_verdicts(cfg, [d["text"] for d in docs], reasons)
-    kept = [d for d, r in zip(docs, reasons) if not r]
-    s = write_documents(kept, output_path)
+        scores = _classifier(str(cfg.classifier)).score([d["text"] for d in docs])
+        reasons = [r or ("classifier-score" if x < cfg.min_score else "") for r, x in zip(reasons, scores)]
     cols = {"id": [d["id"] for d in docs], "kept": [not r for r in reasons], "reason": reasons, "score": scores}
     for k in stats[0] if stats and stats[0] else {}:
         cols[k] = [float(st[k]) for st in stats]
-    with storage.atomic_open(storage.join(output_path, "attributes.parquet")) as f:
-        pq.write_table(pa.table(cols), f)
-    dropped = collections.Counter(r for r in reasons if r)
-    return {
-        "data/documents_in": len(docs),
-        "data/documents": s["documents"],
-        "data/bytes_in": sum(len(d["text"].encode()) for d in docs),
-        "data/bytes": s["bytes"],
-        **{f"data/dropped/{k}": v for k, v in sorted(dropped.items())},
-    }
+    return [d for d, r in zip(docs, reasons) if not r], cols
+
+
+def _score_batch(cfg: QualityConfig, docs: list[dict]) -> tuple[list, dict]:
+    "Pass 1 of a top-fraction filter: every document's attributes, no text written."
+    return [], quality_attributes(cfg, docs)[1]
+
+# %% ../../nbs/12_filters.ipynb #63888ee9
+def top_fraction_cut(scores: Sequence[np.ndarray], fraction: float) -> tuple[float, list[int]]:
+    """Where the best `ceil(fraction·n)` of n scores (given per shard, in document order) end: a threshold `t` (keep
+    scores above it) and per shard how many scores of exactly `t` it keeps (its first ones, in document order)."""
+    s = np.concatenate([np.asarray(x) for x in scores]) if scores else np.zeros(0, np.float32)
+    k = int(np.ceil(fraction * len(s)))
+    if k >= len(s):
+        return -np.inf, [0] * len(scores)
+    t = float(np.partition(s, len(s) - k)[len(s) - k])  # the k-th largest
+    left, ties = k - int((s > t).sum()), []  # documents scoring exactly t still to keep
+    for x in scores:
+        ties.append(min(int((np.asarray(x) == t).sum()), left))
+        left -= ties[-1]
+    return t, ties
+
+# %% ../../nbs/12_filters.ipynb #10075b05
+SCORES_DIR = ".scores"  # pass 1 of a top-fraction filter, inside the step's output; hidden: not part of its manifest
+
+
+def _pass1_file(output_path: str, shard: str) -> str:
+    "Pass 1's attributes for the document shard `shard` (`documents-N.parquet` → `attributes-N.parquet`)."
+    return storage.join(output_path, SCORES_DIR, "attributes-" + shard.rstrip("/").rsplit("/", 1)[-1].split("-", 1)[-1])
+
+
+def _alive_scores(url: str) -> np.ndarray:
+    "The scores of one shard's documents that passed the rules and `min_score` (pass 1's `kept`)."
+    fs, p = storage.fs_path(url)
+    with fs.open(p, "rb") as fh:
+        f = pq.ParquetFile(fh)
+        if "score" not in f.schema_arrow.names:  # an empty shard
+            return np.zeros(0, np.float32)
+        t = f.read(columns=["kept", "score"])
+    return t.column("score").to_numpy()[t.column("kept").to_numpy(zero_copy_only=False)]
+
+# %% ../../nbs/12_filters.ipynb #07cfb9ae
+class _TopFraction:
+    """Pass 3's input for one shard: where its pass-1 attributes are (read on its first batch: one shard's, never
+    the set's), the cut's threshold, and how many of its documents scoring exactly that are kept."""
+
+    def __init__(self, scores_url: str, threshold: float, ties_kept: int):
+        self.scores_url, self.threshold, self.ties_left = scores_url, threshold, ties_kept
+        self.attrs, self.row = None, 0
+
+
+def _top_fraction_batch(tf: _TopFraction, docs: list[dict]) -> tuple[list[dict], pa.Table]:
+    "Pass 3 on one batch (a shard's batches come in order): the cut applied to what passed the rules and `min_score`."
+    if tf.attrs is None:
+        fs, p = storage.fs_path(tf.scores_url)
+        with fs.open(p, "rb") as fh:
+            tf.attrs = pq.read_table(fh)
+    a, tf.row = tf.attrs.slice(tf.row, len(docs)), tf.row + len(docs)
+    if a.column("id").to_pylist() != [d["id"] for d in docs]:
+        raise RuntimeError(f"{tf.scores_url}: pass-1 scores do not match their shard; rerun the step with --force")
+    reasons = a.column("reason").to_pylist()
+    for j, s in enumerate(a.column("score").to_numpy()):
+        if reasons[j] or s > tf.threshold:
+            continue
+        if s == tf.threshold and tf.ties_left > 0:
+            tf.ties_left -= 1
+        else:
+            reasons[j] = "classifier-top-fraction"
+    a = a.set_column(a.column_names.index("kept"), "kept", pa.array([not r for r in reasons]))
+    a = a.set_column(a.column_names.index("reason"), "reason", pa.array(reasons, a.schema.field("reason").type))
+    return [d for d, r in zip(docs, reasons) if not r], a
+
+# %% ../../nbs/12_filters.ipynb #719e5b6c
+def quality_filter(cfg: QualityConfig, output_path: str, *, batch_size: int = 2048) -> dict:
+    "Executor step: the rules and the classifier over every shard; the kept documents and their attributes."
+    from marin.core.tasks import run_tasks
+    from marin.data.sources import document_files, finish_document_stage, map_document_shard, map_documents
+
+    docs, kw = str(cfg.documents), dict(workers=cfg.workers, batch_size=batch_size)
+    if cfg.classifier is None or cfg.keep_top_fraction >= 1:  # every verdict is per document: one pass
+        return map_documents(quality_attributes, cfg, docs, output_path, stage="quality", **kw)
+    shards = document_files(docs)
+    map_documents(_score_batch, cfg, docs, storage.join(output_path, SCORES_DIR), stage="quality-scores", **kw)
+    files = [_pass1_file(output_path, f) for f in shards]
+    t, ties = top_fraction_cut([_alive_scores(f) for f in files], cfg.keep_top_fraction)
+    tasks = [
+        (_top_fraction_batch, _TopFraction(a, t, n), f, output_path, batch_size) for a, n, f in zip(files, ties, shards)
+    ]
+    results = run_tasks(
+        map_document_shard, tasks, output_path, stage="quality", workers=cfg.workers, desc="quality cut"
+    )
+    return finish_document_stage(results, output_path, "quality", score_threshold=t if np.isfinite(t) else None)
 
 
 def quality_step(cfg: QualityConfig, name: str) -> Step:

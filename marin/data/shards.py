@@ -4,9 +4,7 @@
 
 # %% ../../nbs/15_shards.ipynb #1c037f16
 from __future__ import annotations
-import dataclasses, functools, json, os
-from concurrent.futures import ProcessPoolExecutor
-import multiprocessing as mp
+import dataclasses, functools, itertools, json, os
 import numpy as np, pyarrow as pa, pyarrow.parquet as pq, xxhash
 from fastcore.basics import patch
 from ..core import storage
@@ -14,8 +12,8 @@ from ..core.config import Config, check, versioned
 from ..core.executor import Step
 
 # %% auto #0
-__all__ = ['SHARD_SCHEMA', 'MANIFEST', 'TokenizeConfig', 'set_hash', 'tokenize_documents', 'tokenize_step', 'CorruptShardError',
-           'TokenSet']
+__all__ = ['SHARD_SCHEMA', 'MANIFEST', 'SHARD_RECORD', 'TokenizeConfig', 'set_hash', 'tokenize_documents', 'tokenize_step',
+           'CorruptShardError', 'TokenSet']
 
 # %% ../../nbs/15_shards.ipynb #2861b5ec
 SHARD_SCHEMA = pa.schema([("id", pa.string()), ("tokens", pa.list_(pa.int32()))])
@@ -31,12 +29,12 @@ class TokenizeConfig(Config):
     tokenizer: StepOrPath = versioned()
     docs_per_shard: int = versioned(4096)
     append_eos: bool = versioned(True)  # end every document with the tokenizer's end-of-text token
-    workers: int = 1  # processes; does not change the output
+    workers: int = 0  # processes or Ray tasks (0: the data_workers setting); does not change the output
     batch_size: int = 512  # documents per encode_batch call; does not change the output
 
     def validate(self):
         check(self.docs_per_shard > 0, "docs_per_shard", "must be > 0")
-        check(self.workers >= 1, "workers", "must be >= 1")
+        check(self.workers >= 0, "workers", "0 (the data_workers setting) or a number of processes")
 
 # %% ../../nbs/15_shards.ipynb #5f0ac854
 def _shard_bytes(ids: list[str], token_arrays: list[np.ndarray]) -> bytes:
@@ -52,11 +50,19 @@ def _shard_bytes(ids: list[str], token_arrays: list[np.ndarray]) -> bytes:
     return sink.getvalue().to_pybytes()
 
 # %% ../../nbs/15_shards.ipynb #aa00d7b8
-@functools.lru_cache(maxsize=2)
-def _doc_table(path: str, columns: tuple[str, ...] = ("id", "text")) -> pa.Table:
-    from marin.data.sources import read_document_table
-
-    return read_document_table(path, columns=list(columns))
+def _read_rows(pieces: list[tuple[str, int, int]], columns: tuple[str, ...]) -> pa.Table:
+    "Rows [a, b) of each piece's file, in order, reading only the row groups that hold them."
+    tables = []
+    for url, a, b in pieces:
+        fs, p = storage.fs_path(url)
+        with fs.open(p, "rb") as fh:
+            f = pq.ParquetFile(fh)
+            sizes = [f.metadata.row_group(g).num_rows for g in range(f.num_row_groups)]
+            starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+            groups = [g for g in range(len(sizes)) if starts[g] < b and starts[g + 1] > a]
+            t = f.read_row_groups(groups, columns=list(columns))
+            tables.append(t.slice(a - starts[groups[0]], b - a) if groups else t)
+    return pa.concat_tables(tables) if tables else pa.table({c: pa.array([], pa.string()) for c in columns})
 
 
 @functools.lru_cache(maxsize=4)
@@ -91,10 +97,14 @@ def _encode_texts(tok, tok_spec: str, texts: list[str], append_eos: bool, batch_
     return arrays
 
 
+SHARD_RECORD = ("file", "documents", "tokens", "bytes", "size", "xxh3")  # what the manifest says of a shard
+
+
 def _encode_shard(args) -> dict:
-    docs_path, tok_spec, out_file, start, stop, append_eos, batch_size = args
+    "One task: encode the documents of `pieces` into the shard `out_file`; its manifest record (+ progress counts)."
+    pieces, tok_spec, out_file, append_eos, batch_size = args
     sample = _document_sample(tok_spec)
-    t = _doc_table(docs_path, ("id", "text") if sample is None else ("id", "text", "meta")).slice(start, stop - start)
+    t = _read_rows(pieces, ("id", "text") if sample is None else ("id", "text", "meta"))
     texts, ids = t.column("text").to_pylist(), t.column("id").to_pylist()
     if sample is None:
         arrays = _encode_texts(_tokenizer(tok_spec), tok_spec, texts, append_eos, batch_size)
@@ -102,13 +112,16 @@ def _encode_shard(args) -> dict:
         arrays = sample.encode(t.to_pylist())
     data = _shard_bytes(ids, arrays)
     storage.write_bytes(out_file, data)
+    n_bytes = int(sum(len(s.encode("utf-8")) for s in texts))
     return {
         "file": os.path.basename(out_file),
         "documents": len(ids),
         "tokens": int(sum(len(a) for a in arrays)),
-        "bytes": int(sum(len(s.encode("utf-8")) for s in texts)),
+        "bytes": n_bytes,
         "size": len(data),
         "xxh3": xxhash.xxh3_128_hexdigest(data),
+        "documents_in": len(ids),  # for the progress bar's docs/s and MB/s; not in the manifest
+        "bytes_in": n_bytes,
     }
 
 # %% ../../nbs/15_shards.ipynb #63db095d
@@ -120,32 +133,32 @@ def set_hash(shards: list[dict]) -> str:
     return h.hexdigest()
 
 # %% ../../nbs/15_shards.ipynb #0b56f8a9
-def _shard_jobs(cfg: TokenizeConfig, docs_path: str, tok_spec: str, n_docs: int, output_path: str) -> list[tuple]:
-    "One `_encode_shard` argument tuple per shard: shard k holds documents [k·docs_per_shard, (k+1)·docs_per_shard)."
-    return [
-        (
-            docs_path,
-            tok_spec,
-            storage.join(output_path, f"shard-{k:05d}.arrow"),
-            s,
-            min(s + cfg.docs_per_shard, n_docs),
-            cfg.append_eos,
-            cfg.batch_size,
-        )
-        for k, s in enumerate(range(0, n_docs, cfg.docs_per_shard))
-    ]
+def _input_rows(docs_path: str) -> list[tuple[str, int]]:
+    "Every file of the document set with its row count, from the Parquet footers."
+    from marin.data.sources import document_files
+
+    out = []
+    for f in document_files(docs_path):
+        fs, p = storage.fs_path(f)
+        with fs.open(p, "rb") as fh:
+            out.append((f, pq.ParquetFile(fh).metadata.num_rows))
+    return out
 
 
-def _encode_shards(jobs: list[tuple], workers: int) -> list[dict]:
-    "Run the jobs here (one worker or one shard) or on a spawned process pool; results in shard order either way."
-    from tqdm.auto import tqdm
-
-    bar = dict(total=len(jobs), desc="tokenize", unit="shard")
-    if workers == 1 or len(jobs) == 1:
-        return [_encode_shard(j) for j in tqdm(jobs, **bar)]
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=mp.get_context("spawn")) as pool:
-        return list(tqdm(pool.map(_encode_shard, jobs), **bar))
+def _shard_jobs(cfg: TokenizeConfig, files: list[tuple[str, int]], tok_spec: str, output_path: str) -> list[tuple]:
+    "One `_encode_shard` task per shard: shard k holds documents [k·docs_per_shard, (k+1)·docs_per_shard) of `files`."
+    starts = [0, *itertools.accumulate(n for _, n in files)]  # the set's row number of each file's first row
+    jobs = []
+    for k, s in enumerate(range(0, starts[-1], cfg.docs_per_shard)):
+        e = min(s + cfg.docs_per_shard, starts[-1])
+        pieces = [
+            (f, max(s, a) - a, min(e, b) - a)
+            for (f, _), a, b in zip(files, starts, starts[1:])
+            if max(a, s) < min(b, e)
+        ]
+        out = storage.join(output_path, f"shard-{k:05d}.arrow")
+        jobs.append((pieces, tok_spec, out, cfg.append_eos, cfg.batch_size))
+    return jobs
 
 # %% ../../nbs/15_shards.ipynb #0388a83d
 def _manifest(cfg: TokenizeConfig, tok, tok_spec: str, shards: list[dict]) -> dict:
@@ -172,14 +185,18 @@ def _manifest(cfg: TokenizeConfig, tok, tok_spec: str, shards: list[dict]) -> di
 # %% ../../nbs/15_shards.ipynb #0200aed2
 def tokenize_documents(cfg: TokenizeConfig, output_path: str) -> dict:
     "Executor step: tokenize `cfg.documents` into shards under `output_path`."
-    from marin.data.sources import document_summary
+    from marin.core.tasks import default_workers, run_tasks
 
     docs_path, tok_spec = str(cfg.documents), str(cfg.tokenizer)
     tok = _tokenizer(tok_spec)
-    n_docs = document_summary(docs_path)["documents"]
-    if n_docs == 0:
+    files = _input_rows(docs_path)
+    if sum(n for _, n in files) == 0:
         raise ValueError(f"{docs_path}: the document set is empty; nothing to tokenize")
-    shards = _encode_shards(_shard_jobs(cfg, docs_path, tok_spec, n_docs, output_path), cfg.workers)
+    jobs = _shard_jobs(cfg, files, tok_spec, output_path)
+    if min(cfg.workers or default_workers(), len(jobs)) > 1:
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # before the workers start: one thread each
+    results = run_tasks(_encode_shard, jobs, output_path, stage="tokenize", workers=cfg.workers, desc="tokenize")
+    shards = [{k: r[k] for k in SHARD_RECORD} for r in results]
     manifest = _manifest(cfg, tok, tok_spec, shards)
     storage.write_bytes(storage.join(output_path, MANIFEST), json.dumps(manifest, indent=1, sort_keys=True).encode())
     return {

@@ -196,6 +196,28 @@ def test_secrets_stay_out_of_workers_and_ledger(cluster, store, monkeypatch):
         assert v.encode() not in blobs, f"{v} was written under the prefix"
 
 
+def test_data_stages_run_as_ray_tasks_with_the_bytes_of_one_local_worker(cluster, store):
+    """The data chain of tests/test_data_scale.py (import, decontamination, quality, dedup, tokenizer, tokens) from this
+    process, which is connected to the cluster: every stage's shards go out as Ray tasks (`RayShardPool`), and every
+    step's output hash equals a one-worker local run's (a separate process, not connected to Ray)."""
+    import subprocess
+    from marin.cluster.ray_backend import RayShardPool
+    from marin.core.tasks import shard_pool
+    from test_data_scale import CHAIN_SCRIPT, chain, hashes, write_corpus
+
+    assert isinstance(shard_pool(4), RayShardPool)
+    src = write_corpus(store / "data")
+    steps = chain(src)
+    r = executor_main(list(steps.values()), prefix=str(store / "on-ray"), verbose=False, backend="local")
+    local = store / "local"
+    script = CHAIN_SCRIPT.format(tests=str(TESTS), src=str(src), prefix=str(local), shard_docs=50)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    subprocess.run([sys.executable, "-c", script], env={**env, "MARIN_DATA_WORKERS": "1"}, check=True, timeout=600)
+    assert hashes(r, steps) == {
+        k: read_status(str(next(local.glob(f"{s.name}-*"))))["output_hash"] for k, s in steps.items()
+    }
+
+
 def test_failing_node_is_excluded(cluster, store):
     "Steps that prefer node `b` die there: after two losses the node is excluded and every step finishes on node `a`."
     bad_id = cluster.node_id("b")

@@ -15,8 +15,9 @@ from .sources import document_files, finish_document_stage, map_document_shard
 from .permutation import _mix
 
 # %% auto #0
-__all__ = ['WORK_DIR', 'shingle_hashes', 'MinHasher', 'lsh_candidate_pairs', 'clusters_from_pairs', 'near_duplicate_clusters',
-           'DedupConfig', 'normalized_hash', 'dedup_in_memory', 'dedup_documents', 'dedup_step']
+__all__ = ['WORK_DIR', 'REDUCE_HERE_ROWS', 'shingle_hashes', 'MinHasher', 'lsh_candidate_pairs', 'clusters_from_pairs',
+           'near_duplicate_clusters', 'DedupConfig', 'normalized_hash', 'dedup_in_memory', 'dedup_documents',
+           'dedup_step']
 
 # %% ../../nbs/13_dedup.ipynb #ec1c6b22
 _P = np.uint64(0x100000001B3)  # FNV prime as the polynomial base
@@ -342,7 +343,7 @@ def _hash_shard(task: tuple) -> dict:
         h = np.asarray(hashes, np.uint64)
         t = pa.table({"hash": h, "doc": np.arange(first, first + n, dtype=np.int64), "id": pa.array(ids, pa.string())})
         parts = write_partitions(t, _partition_of(h, plan.partitions), plan.work("exact", f"{s:05d}.parquet"))
-    return {"documents_in": n, "bytes_in": n_bytes, "partitions": parts}
+    return {"documents_in": n, "bytes_in": n_bytes, "partitions": parts, "rows": n if cfg.exact else 0}
 
 # %% ../../nbs/13_dedup.ipynb #c9ba33b2
 def _exact_reduce(task: tuple) -> dict:
@@ -387,7 +388,7 @@ def _band_shard(task: tuple) -> dict:
     part = _partition_of(
         keys[:, :, 0].ravel().astype(np.uint64) ^ (band.astype(np.uint64) << np.uint64(32)), plan.partitions
     )
-    return {"partitions": write_partitions(t, part, plan.work("bands", f"{s:05d}.parquet"))}
+    return {"partitions": write_partitions(t, part, plan.work("bands", f"{s:05d}.parquet")), "rows": t.num_rows}
 
 # %% ../../nbs/13_dedup.ipynb #e8876888
 def _signature_rows(plan: _Plan, docs: np.ndarray) -> np.ndarray:
@@ -484,11 +485,8 @@ def _paragraph_shard(task: tuple) -> dict:
             row += 1
     h = np.asarray(h, np.uint64)
     t = pa.table({"hash": h, "doc": np.asarray(doc, np.int64), "para": np.asarray(para, np.int32)})
-    return {
-        "partitions": write_partitions(
-            t, _partition_of(h, plan.partitions), plan.work("paragraphs", f"{s:05d}.parquet")
-        )
-    }
+    parts = write_partitions(t, _partition_of(h, plan.partitions), plan.work("paragraphs", f"{s:05d}.parquet"))
+    return {"partitions": parts, "rows": len(h)}
 
 # %% ../../nbs/13_dedup.ipynb #fecd5ad9
 def _paragraph_reduce(task: tuple) -> dict:
@@ -560,6 +558,9 @@ def _filter_shard(task: tuple) -> dict:
     return map_document_shard((_filter_batch, sf, plan.files[s], plan.output_path, 2048))
 
 # %% ../../nbs/13_dedup.ipynb #b3af863c
+REDUCE_HERE_ROWS = 4_000_000  # a shuffle stage's total rows up to which its reduces run in this process
+
+
 def dedup_documents(cfg: DedupConfig, output_path: str) -> dict:
     """Executor step: exact, near-duplicate and paragraph dedup of a document set, as maps over its shards and
     shuffles by key (`run_tasks`: local processes or Ray, resumable); the same decisions as `dedup_in_memory`."""
@@ -568,19 +569,22 @@ def dedup_documents(cfg: DedupConfig, output_path: str) -> dict:
     plan = _Plan(cfg, tuple(files), tuple(offsets), max(1, len(files)), output_path)
     S, P = range(len(files)), range(plan.partitions)
 
-    def run(fn, tasks, stage):
-        return run_tasks(fn, tasks, output_path, stage=f"dedup-{stage}", workers=cfg.workers, desc=f"dedup: {stage}")
+    def run(fn, tasks, stage, maps=None):
+        # a reduce over few shuffled rows runs here: a pool's start (seconds) would cost more than the work
+        small = maps is not None and sum(m["rows"] for m in maps) <= REDUCE_HERE_ROWS
+        w = 1 if small else cfg.workers
+        return run_tasks(fn, tasks, output_path, stage=f"dedup-{stage}", workers=w, desc=f"dedup: {stage}")
 
     hashed = run(_hash_shard, [(plan, s) for s in S], "hash")
-    exact = run(_exact_reduce, [(plan, p, hashed) for p in P], "exact") if cfg.exact else None
+    exact = run(_exact_reduce, [(plan, p, hashed) for p in P], "exact", hashed) if cfg.exact else None
     near = paras = None
     if cfg.fuzzy:
         bands = run(_band_shard, [(plan, s, exact) for s in S], "bands")
-        run(_bucket_reduce, [(plan, p, bands) for p in P], "buckets")
+        run(_bucket_reduce, [(plan, p, bands) for p in P], "buckets", bands)
         near = run(_components, [(plan, plan.partitions)], "components")
     if cfg.paragraphs:
         para_map = run(_paragraph_shard, [(plan, s, exact, near) for s in S], "paragraphs")
-        paras = run(_paragraph_reduce, [(plan, p, para_map) for p in P], "paragraph-dups")
+        paras = run(_paragraph_reduce, [(plan, p, para_map) for p in P], "paragraph-dups", para_map)
     results = run(_filter_shard, [(plan, s, exact, near, paras) for s in S], "filter")
     removed = sum(r["removed"] for r in paras or [])
     metrics = finish_document_stage(results, output_path, "dedup", paragraphs_removed=removed)

@@ -15,20 +15,9 @@ from .sources import document_files, finish_document_stage, map_document_shard
 from .permutation import _mix
 
 # %% auto #0
-__all__ = [
-    "WORK_DIR",
-    "REDUCE_HERE_ROWS",
-    "shingle_hashes",
-    "MinHasher",
-    "lsh_candidate_pairs",
-    "clusters_from_pairs",
-    "near_duplicate_clusters",
-    "DedupConfig",
-    "normalized_hash",
-    "dedup_in_memory",
-    "dedup_documents",
-    "dedup_step",
-]
+__all__ = ['WORK_DIR', 'REDUCE_HERE_ROWS', 'shingle_hashes', 'MinHasher', 'lsh_candidate_pairs', 'clusters_from_pairs',
+           'near_duplicate_clusters', 'DedupConfig', 'normalized_hash', 'dedup_in_memory', 'dedup_documents',
+           'dedup_step']
 
 # %% ../../nbs/13_dedup.ipynb #ec1c6b22
 _P = np.uint64(0x100000001B3)  # FNV prime as the polynomial base
@@ -54,7 +43,6 @@ def shingle_hashes(texts: Sequence[str], n: int) -> tuple[np.ndarray, np.ndarray
     )
     hv = (_mix(h[idx]) >> np.uint64(32)).astype(np.uint32)
     return hv, np.concatenate([[0], np.cumsum(counts)])
-
 
 # %% ../../nbs/13_dedup.ipynb #38f1e808
 class MinHasher:
@@ -92,7 +80,6 @@ class MinHasher:
             d0 = d1
         return sig
 
-
 # %% ../../nbs/13_dedup.ipynb #4a40d6d6
 def lsh_candidate_pairs(sig: np.ndarray, bands: int) -> np.ndarray:
     "Pairs (i, j), i < j, of rows of `sig` that agree on all rows of at least one band; int64 [P, 2], unique."
@@ -116,7 +103,6 @@ def lsh_candidate_pairs(sig: np.ndarray, bands: int) -> np.ndarray:
     p = np.sort(p, axis=1)
     return np.unique(p, axis=0)
 
-
 # %% ../../nbs/13_dedup.ipynb #2bf2b751
 def clusters_from_pairs(n: int, pairs: np.ndarray) -> np.ndarray:
     "Connected-component label of each of `n` items (label = the smallest member's index)."
@@ -130,7 +116,6 @@ def clusters_from_pairs(n: int, pairs: np.ndarray) -> np.ndarray:
     first = np.full(lab.max() + 1, n, np.int64)
     np.minimum.at(first, lab, np.arange(n))
     return first[lab]
-
 
 # %% ../../nbs/13_dedup.ipynb #a8b9dbf3
 def near_duplicate_clusters(
@@ -155,7 +140,6 @@ def near_duplicate_clusters(
         est = (sig[pairs[:, 0]] == sig[pairs[:, 1]]).mean(1)
         pairs = pairs[est >= threshold]
     return clusters_from_pairs(len(texts), pairs)
-
 
 # %% ../../nbs/13_dedup.ipynb #17f12ef0
 @dataclasses.dataclass(frozen=True)
@@ -184,7 +168,6 @@ class DedupConfig(Config):
 
 def normalized_hash(text: str) -> int:
     return xxhash.xxh3_64_intdigest(" ".join(text.lower().split()).encode())
-
 
 # %% ../../nbs/13_dedup.ipynb #d43d817e
 def _mark_exact_duplicates(docs: list[dict], reason: list[str], cluster: list[int]) -> None:
@@ -215,7 +198,6 @@ def _mark_near_duplicates(cfg: DedupConfig, docs: list[dict], reason: list[str],
             reason[i] = "near-duplicate"
             cluster[i] = alive[lab[k]]
 
-
 # %% ../../nbs/13_dedup.ipynb #9454dd0e
 def _remove_repeated_paragraphs(docs: list[dict], reason: list[str], min_chars: int) -> int:
     """Cut (in place) every paragraph of at least `min_chars` already seen in an earlier surviving document; a
@@ -243,7 +225,6 @@ def _remove_repeated_paragraphs(docs: list[dict], reason: list[str], min_chars: 
             d["text"] = text
     return removed
 
-
 # %% ../../nbs/13_dedup.ipynb #4a8c58b7
 def dedup_in_memory(cfg, docs: list[dict]) -> tuple[list[dict], dict, int]:
     """The in-memory reference: all three levels over a list of documents (edited in place); the kept documents,
@@ -261,7 +242,6 @@ def dedup_in_memory(cfg, docs: list[dict]) -> tuple[list[dict], dict, int]:
         "cluster": [docs[c]["id"] for c in cluster],
     }
     return [d for d, r in zip(docs, reason) if not r], attrs, removed
-
 
 # %% ../../nbs/13_dedup.ipynb #53873e0a
 WORK_DIR = ".dedup"  # hidden (not in the step's manifest): signatures and shuffle files, removed at the end
@@ -298,7 +278,6 @@ def _batches(url: str, columns: list[str], batch_size: int = 2048):
     fs, p = storage.fs_path(url)
     with fs.open(p, "rb") as fh:
         yield from pq.ParquetFile(fh).iter_batches(batch_size=batch_size, columns=columns)
-
 
 # %% ../../nbs/13_dedup.ipynb #4445a99c
 def _save_npy(url: str, a: np.ndarray) -> None:
@@ -338,7 +317,6 @@ def _from_shards(plan: _Plan, stage: str, results: list[dict], p: int) -> pa.Tab
     files = [plan.work(stage, f"{i:05d}.parquet") for i in range(len(results))]
     return read_partition(files, [r["partitions"] for r in results], p)
 
-
 # %% ../../nbs/13_dedup.ipynb #75ffcae7
 def _hash_shard(task: tuple) -> dict:
     """Map over shard `s`: the normalised hash of every document, shuffled by hash (exact dedup), and the MinHash
@@ -367,7 +345,6 @@ def _hash_shard(task: tuple) -> dict:
         parts = write_partitions(t, _partition_of(h, plan.partitions), plan.work("exact", f"{s:05d}.parquet"))
     return {"documents_in": n, "bytes_in": n_bytes, "partitions": parts, "rows": n if cfg.exact else 0}
 
-
 # %% ../../nbs/13_dedup.ipynb #c9ba33b2
 def _exact_reduce(task: tuple) -> dict:
     """Reduce over hash partition `p`: every document whose normalised hash occurs at a smaller global index is an
@@ -388,7 +365,6 @@ def _exact_reduce(task: tuple) -> dict:
         out, plan.shard_of(out.column("doc").to_numpy()), plan.work("exact-dups", f"{p:05d}.parquet")
     )
     return {"partitions": parts, "duplicates": out.num_rows}
-
 
 # %% ../../nbs/13_dedup.ipynb #f04b92d0
 def _band_shard(task: tuple) -> dict:
@@ -413,7 +389,6 @@ def _band_shard(task: tuple) -> dict:
         keys[:, :, 0].ravel().astype(np.uint64) ^ (band.astype(np.uint64) << np.uint64(32)), plan.partitions
     )
     return {"partitions": write_partitions(t, part, plan.work("bands", f"{s:05d}.parquet")), "rows": t.num_rows}
-
 
 # %% ../../nbs/13_dedup.ipynb #e8876888
 def _signature_rows(plan: _Plan, docs: np.ndarray) -> np.ndarray:
@@ -452,7 +427,6 @@ def _bucket_reduce(task: tuple) -> dict:
     _write_table(plan.work("pairs", f"{p:05d}.parquet"), pa.table({"a": pairs[:, 0], "b": pairs[:, 1]}))
     return {"pairs": len(pairs)}
 
-
 # %% ../../nbs/13_dedup.ipynb #8fcc477f
 def _components(task: tuple) -> dict:
     """One task over all verified pairs: connected components (`clusters_from_pairs` on the documents that occur in
@@ -478,7 +452,6 @@ def _components(task: tuple) -> dict:
     parts = write_partitions(out, plan.shard_of(doc), plan.work("near-dups", "00000.parquet"))
     return {"partitions": parts, "pairs": len(pairs), "near_duplicates": int(dup.sum())}
 
-
 # %% ../../nbs/13_dedup.ipynb #51bb524f
 def _dropped(plan: _Plan, s: int, exact: list | None, near: list | None) -> dict[int, tuple[str, str]]:
     "Shard `s`'s documents dropped by exact or near-duplicate dedup: row -> (reason, cluster id)."
@@ -492,7 +465,6 @@ def _dropped(plan: _Plan, s: int, exact: list | None, near: list | None) -> dict
 
 
 _PARAGRAPH_SPLIT = re.compile(r"(\n\s*\n)")
-
 
 # %% ../../nbs/13_dedup.ipynb #64c049a3
 def _paragraph_shard(task: tuple) -> dict:
@@ -516,7 +488,6 @@ def _paragraph_shard(task: tuple) -> dict:
     parts = write_partitions(t, _partition_of(h, plan.partitions), plan.work("paragraphs", f"{s:05d}.parquet"))
     return {"partitions": parts, "rows": len(h)}
 
-
 # %% ../../nbs/13_dedup.ipynb #fecd5ad9
 def _paragraph_reduce(task: tuple) -> dict:
     "Reduce over hash partition `p`: every occurrence after a paragraph's first (by doc, then position) is removed."
@@ -531,7 +502,6 @@ def _paragraph_reduce(task: tuple) -> dict:
     out = pa.table({"doc": doc, "para": para})
     parts = write_partitions(out, plan.shard_of(doc), plan.work("paragraph-dups", f"{p:05d}.parquet"))
     return {"partitions": parts, "removed": len(doc)}
-
 
 # %% ../../nbs/13_dedup.ipynb #39b49e60
 @dataclasses.dataclass
@@ -556,7 +526,6 @@ class _ShardFilter:
                 (t.column("doc").to_numpy() - self.plan.offsets[self.s]).tolist(), t.column("para").to_pylist()
             ):
                 self._cut.setdefault(d, set()).add(q)
-
 
 # %% ../../nbs/13_dedup.ipynb #0c9adaae
 def _filter_batch(sf: _ShardFilter, docs: list[dict]) -> tuple[list[dict], dict]:
@@ -587,7 +556,6 @@ def _filter_shard(task: tuple) -> dict:
     sf = _ShardFilter(plan, s, exact, near, paragraphs)
     sf.load()
     return map_document_shard((_filter_batch, sf, plan.files[s], plan.output_path, 2048))
-
 
 # %% ../../nbs/13_dedup.ipynb #b3af863c
 REDUCE_HERE_ROWS = 4_000_000  # a shuffle stage's total rows up to which its reduces run in this process

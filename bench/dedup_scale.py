@@ -100,7 +100,7 @@ def _stage_main(src: str, out: str, workers: int, fuzzy_only: bool) -> None:
     "The dedup step alone (run in a subprocess): prints its metrics and wall time as JSON."
     from marin.data.dedup import DedupConfig, dedup_documents
 
-    kw = dict(paragraphs=False, threshold=0.0) if fuzzy_only else {}  # the datatrove match: no paragraph level
+    kw = dict(paragraphs=False) if fuzzy_only else {}  # the datatrove match: no paragraph level
     t = time.perf_counter()
     m = dedup_documents(DedupConfig(src, workers=workers, **kw), out)
     print(json.dumps({"seconds": time.perf_counter() - t, **m}))

@@ -50,7 +50,7 @@ class MinHasher:
 
     EMPTY = np.uint32(0xFFFFFFFF)
 
-    def __init__(self, num_perm: int = 128, shingle: int = 5, seed: int = 0, chunk: int = 1 << 14):
+    def __init__(self, num_perm: int = 128, shingle: int = 5, seed: int = 0, chunk: int = 1 << 12):
         rng = np.random.default_rng(seed)
         self.num_perm, self.shingle, self.chunk = num_perm, shingle, chunk
         self.a = (rng.integers(0, 2**32, num_perm, dtype=np.uint64) | np.uint64(1)).astype(np.uint32)[:, None]

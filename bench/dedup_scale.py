@@ -1,7 +1,8 @@
 """Dedup at scale (#21): peak memory, planted-duplicate recall/precision and speed of the sharded dedup step, and
 datatrove's MinHash pipeline on the same corpus.
 
-Run: nice -n 5 .venv/bin/python bench/dedup_scale.py --sizes 0.5 2 --workers 2 --datatrove-mb 60
+Run: TQDM_DISABLE=1 nice -n 5 .venv/bin/python bench/dedup_scale.py --sizes 0.5 1.0 --workers 2 --datatrove-mb 0
+     TQDM_DISABLE=1 nice -n 5 .venv/bin/python bench/dedup_scale.py --sizes --workers 2 --datatrove-mb 100
 
 The corpus is synthetic, made from the shared text (`shared/data/text`): each original document is 5 paragraphs of
 8 sentences drawn at random from the books' ~23,000 sentences, so originals share sentences only by chance. After an

@@ -1,10 +1,14 @@
 "Near-duplicates planted in real prose are found (recall >= 0.95) and distinct documents are not merged (precision >= 0.95)."
 
 import random, sys, pathlib
+import pytest
 import numpy as np, pyarrow.parquet as pq
 from marin.core.executor import Executor
 from marin.core.settings import shared_data_dir
-from marin.data.dedup import near_duplicate_clusters, clusters_from_pairs, DedupConfig, dedup_step
+from marin.core import storage
+from marin.data import dedup
+from marin.data.dedup import near_duplicate_clusters, clusters_from_pairs, DedupConfig, dedup_step, dedup_in_memory
+from marin.data.dedup import dedup_documents
 from marin.data.sources import split_paragraphs, write_documents, read_documents, read_attributes
 from marin.data.filters import QualityConfig, quality_step, ClassifierTrainConfig, train_classifier_step
 
@@ -87,7 +91,7 @@ def test_dedup_then_quality_steps(tmp_path):
     clf = train_classifier_step(ClassifierTrainConfig((dd,), (str(tmp_path / "neg"),)))
     q = quality_step(QualityConfig(dd, classifier=clf, min_score=0.5), "quality/prose")
     r = ex.run([q])
-    a = pq.read_table(pathlib.Path(r[dd]) / "attributes.parquet").to_pandas()
+    a = read_attributes(r[dd]).to_pandas()
     assert (a.reason == "exact-duplicate").sum() == 1 and a.reason.isin(
         ["near-duplicate", "all-paragraphs-duplicate"]
     ).sum() >= 0.9 * len(planted)
@@ -106,3 +110,30 @@ def test_dedup_then_quality_steps(tmp_path):
     assert len(kept) >= 0.8 * n
     rec = ex.ledger.sql("select step, metrics from runs where status='SUCCESS'")
     assert set(rec.step) == {"dedup/prose", "quality/classifier", "quality/prose"}
+
+
+def _shared_docs():
+    "The planted corpus plus exact copies, repeated boilerplate and empty text, shuffled so duplicates cross shards."
+    texts, planted, n = _corpus(300)
+    para = "A boilerplate paragraph long enough to count, repeated across many documents of the corpus, " * 2
+    texts = texts + [texts[3].upper(), texts[8], texts[10] + "\n\n" + para, para + "\n\n" + texts[12][:200], para, "  "]
+    random.Random(3).shuffle(texts)
+    return [{"id": f"d{i}", "text": t, "source": "prose", "meta": {"i": i}} for i, t in enumerate(texts)]
+
+
+@pytest.mark.slow  # about 2 minutes on a loaded 2-core machine: each stage spawns its pool
+def test_sharded_same_as_in_memory_for_1_2_4_workers(tmp_path, monkeypatch):
+    docs = _shared_docs()
+    write_documents(docs, str(tmp_path / "in"), docs_per_file=45)
+    cfg = DedupConfig(str(tmp_path / "in"))
+    kept, attrs, removed = dedup_in_memory(cfg, [dict(d) for d in docs])
+    assert attrs["reason"].count("near-duplicate") > 90 and attrs["reason"].count("exact-duplicate") == 2 and removed
+    hashes = set()
+    monkeypatch.setattr(dedup, "REDUCE_HERE_ROWS", 0)  # the reduces too on the pool, however few their rows
+    for w in (1, 2, 4):
+        out = str(tmp_path / f"out{w}")
+        m = dedup_documents(DedupConfig(str(tmp_path / "in"), workers=w), out)
+        assert read_attributes(out).to_pydict() == attrs, w
+        assert list(read_documents(out)) == kept and m["data/paragraphs_removed"] == removed, w
+        hashes.add(storage.manifest_hash(storage.tree_manifest(out)))
+    assert len(hashes) == 1  # identical output bytes whatever the worker count

@@ -10,11 +10,14 @@ import numpy as np, pyarrow as pa, pyarrow.parquet as pq, xxhash
 from ..core import storage
 from ..core.config import Config, check, versioned
 from ..core.executor import Step, StepOrPath
+from ..core.tasks import read_partition, run_tasks, write_partitions
+from .sources import document_files, finish_document_stage, map_document_shard
 from .permutation import _mix
 
 # %% auto #0
-__all__ = ['shingle_hashes', 'MinHasher', 'lsh_candidate_pairs', 'clusters_from_pairs', 'near_duplicate_clusters', 'DedupConfig',
-           'normalized_hash', 'dedup_documents', 'dedup_step']
+__all__ = ['WORK_DIR', 'REDUCE_HERE_ROWS', 'shingle_hashes', 'MinHasher', 'lsh_candidate_pairs', 'clusters_from_pairs',
+           'near_duplicate_clusters', 'DedupConfig', 'normalized_hash', 'dedup_in_memory', 'dedup_documents',
+           'dedup_step']
 
 # %% ../../nbs/13_dedup.ipynb #ec1c6b22
 _P = np.uint64(0x100000001B3)  # FNV prime as the polynomial base
@@ -47,7 +50,7 @@ class MinHasher:
 
     EMPTY = np.uint32(0xFFFFFFFF)
 
-    def __init__(self, num_perm: int = 128, shingle: int = 5, seed: int = 0, chunk: int = 1 << 14):
+    def __init__(self, num_perm: int = 128, shingle: int = 5, seed: int = 0, chunk: int = 1 << 12):
         rng = np.random.default_rng(seed)
         self.num_perm, self.shingle, self.chunk = num_perm, shingle, chunk
         self.a = (rng.integers(0, 2**32, num_perm, dtype=np.uint64) | np.uint64(1)).astype(np.uint32)[:, None]
@@ -151,6 +154,7 @@ class DedupConfig(Config):
     bands: int = versioned(16)
     threshold: float = versioned(0.5)  # verify LSH candidates by estimated Jaccard (0 = accept all candidates)
     seed: int = versioned(0)
+    workers: int = 0  # local processes (0 = the data_workers setting); not versioned: outputs do not depend on it
 
     def validate(self):
         check(
@@ -221,51 +225,371 @@ def _remove_repeated_paragraphs(docs: list[dict], reason: list[str], min_chars: 
             d["text"] = text
     return removed
 
-
-def _write_attributes(docs: list[dict], reason: list[str], cluster: list[int], output_path: str) -> None:
-    attrs = pa.table(
-        {
-            "id": [d["id"] for d in docs],
-            "kept": [not r for r in reason],
-            "reason": reason,
-            "cluster": [docs[c]["id"] for c in cluster],
-        }
-    )
-    with storage.atomic_open(storage.join(output_path, "attributes.parquet")) as f:
-        pq.write_table(attrs, f)
-
-# %% ../../nbs/13_dedup.ipynb #cfac3768
-def dedup_documents(cfg: DedupConfig, output_path: str) -> dict:
-    "Executor step: exact, near-duplicate and paragraph dedup of a document set."
-    from tqdm.auto import tqdm
-    from marin.data.sources import read_documents, write_documents
-
-    docs = list(tqdm(read_documents(str(cfg.documents)), desc="dedup: read", unit="doc"))
-    reason = [""] * len(docs)
-    cluster = list(range(len(docs)))
-    bytes_in = sum(len(d["text"].encode()) for d in docs)
+# %% ../../nbs/13_dedup.ipynb #4a8c58b7
+def dedup_in_memory(cfg, docs: list[dict]) -> tuple[list[dict], dict, int]:
+    """The in-memory reference: all three levels over a list of documents (edited in place); the kept documents,
+    the attributes (`id`, `kept`, `reason`, `cluster`) and the number of paragraphs removed."""
+    reason, cluster = [""] * len(docs), list(range(len(docs)))
     if cfg.exact:
         _mark_exact_duplicates(docs, reason, cluster)
     if cfg.fuzzy:
         _mark_near_duplicates(cfg, docs, reason, cluster)
-    paragraphs_removed = _remove_repeated_paragraphs(docs, reason, cfg.min_paragraph_chars) if cfg.paragraphs else 0
-    kept = [d for d, r in zip(docs, reason) if not r]
-    s = write_documents(kept, output_path)
-    _write_attributes(docs, reason, cluster, output_path)
-    dropped = {r: reason.count(r) for r in sorted(set(reason)) if r}
-    out = {
-        "data/documents_in": len(docs),
-        "data/documents": s["documents"],
-        "data/bytes_in": bytes_in,
-        "data/bytes": s["bytes"],
-        "data/paragraphs_removed": paragraphs_removed,
-        **{f"data/dropped/{k}": v for k, v in dropped.items()},
+    removed = _remove_repeated_paragraphs(docs, reason, cfg.min_paragraph_chars) if cfg.paragraphs else 0
+    attrs = {
+        "id": [d["id"] for d in docs],
+        "kept": [not r for r in reason],
+        "reason": reason,
+        "cluster": [docs[c]["id"] for c in cluster],
     }
-    storage.write_json(
-        storage.join(output_path, "summary.json"),
-        dict(storage.read_json(storage.join(output_path, "summary.json")), stage="dedup", **out),
+    return [d for d, r in zip(docs, reason) if not r], attrs, removed
+
+# %% ../../nbs/13_dedup.ipynb #53873e0a
+WORK_DIR = ".dedup"  # hidden (not in the step's manifest): signatures and shuffle files, removed at the end
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    "What every task of one dedup run needs: the config, the input shards, their first global index, the partitions."
+
+    cfg: DedupConfig
+    files: tuple[str, ...]
+    offsets: tuple[int, ...]  # global index of each shard's first document; offsets[-1] = all documents
+    partitions: int
+    output_path: str
+
+    def work(self, *parts) -> str:
+        return storage.join(self.output_path, WORK_DIR, *parts)
+
+    def shard_of(self, doc: np.ndarray) -> np.ndarray:
+        return np.searchsorted(np.asarray(self.offsets), doc, side="right") - 1
+
+
+def _shard_rows(files: Sequence[str]) -> list[int]:
+    "Documents per shard, from the Parquet footers (no data read)."
+    rows = []
+    for f in files:
+        fs, p = storage.fs_path(f)
+        with fs.open(p, "rb") as fh:
+            rows.append(pq.ParquetFile(fh).metadata.num_rows)
+    return rows
+
+
+def _batches(url: str, columns: list[str], batch_size: int = 2048):
+    fs, p = storage.fs_path(url)
+    with fs.open(p, "rb") as fh:
+        yield from pq.ParquetFile(fh).iter_batches(batch_size=batch_size, columns=columns)
+
+# %% ../../nbs/13_dedup.ipynb #4445a99c
+def _save_npy(url: str, a: np.ndarray) -> None:
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, a)
+    storage.write_bytes(url, buf.getvalue())
+
+
+def _load_npy(url: str) -> np.ndarray:
+    "A signature file: memory-mapped when local (rows read on demand), else read whole (one shard's worth)."
+    import io
+
+    if storage.is_local(url):
+        return np.load(storage.fs_path(url)[1], mmap_mode="r")
+    return np.load(io.BytesIO(storage.read_bytes(url)))
+
+
+def _read_table(url: str, columns: list[str] | None = None) -> pa.Table:
+    fs, p = storage.fs_path(url)
+    with fs.open(p, "rb") as fh:
+        return pq.read_table(fh, columns=columns)
+
+
+def _write_table(url: str, t: pa.Table) -> None:
+    with storage.atomic_open(url) as f:
+        pq.write_table(t, f, compression="zstd")
+
+
+def _partition_of(h: np.ndarray, n: int) -> np.ndarray:
+    return (_mix(h.astype(np.uint64)) % np.uint64(n)).astype(np.int64)
+
+
+def _from_shards(plan: _Plan, stage: str, results: list[dict], p: int) -> pa.Table | None:
+    "Partition `p` of a shuffle stage's files (its tasks' results hold their partitions)."
+    files = [plan.work(stage, f"{i:05d}.parquet") for i in range(len(results))]
+    return read_partition(files, [r["partitions"] for r in results], p)
+
+# %% ../../nbs/13_dedup.ipynb #75ffcae7
+def _hash_shard(task: tuple) -> dict:
+    """Map over shard `s`: the normalised hash of every document, shuffled by hash (exact dedup), and the MinHash
+    signatures of the shard, saved as `sig/NNNNN.npy` (banding and the Jaccard check read them)."""
+    plan, s = task
+    cfg, first = plan.cfg, plan.offsets[s]
+    mh = MinHasher(cfg.num_perm, cfg.shingle, cfg.seed) if cfg.fuzzy else None
+    hashes, ids, sigs, n_bytes = [], [], [], 0
+    for b in _batches(plan.files[s], ["id", "text"]):
+        texts = b.column("text").to_pylist()
+        n_bytes += sum(len(t.encode()) for t in texts)
+        ids += b.column("id").to_pylist()
+        if cfg.exact:
+            hashes += [normalized_hash(t) for t in texts]
+        if mh is not None:
+            sigs.append(mh.signatures(texts))
+    n = len(ids)
+    if mh is not None:
+        _save_npy(
+            plan.work("sig", f"{s:05d}.npy"), np.concatenate(sigs) if sigs else np.zeros((0, cfg.num_perm), np.uint32)
+        )
+    parts = []
+    if cfg.exact:
+        h = np.asarray(hashes, np.uint64)
+        t = pa.table({"hash": h, "doc": np.arange(first, first + n, dtype=np.int64), "id": pa.array(ids, pa.string())})
+        parts = write_partitions(t, _partition_of(h, plan.partitions), plan.work("exact", f"{s:05d}.parquet"))
+    return {"documents_in": n, "bytes_in": n_bytes, "partitions": parts, "rows": n if cfg.exact else 0}
+
+# %% ../../nbs/13_dedup.ipynb #c9ba33b2
+def _exact_reduce(task: tuple) -> dict:
+    """Reduce over hash partition `p`: every document whose normalised hash occurs at a smaller global index is an
+    exact duplicate of that first one; written (doc, cluster id) partitioned by shard."""
+    plan, p, maps = task
+    t = _from_shards(plan, "exact", maps, p)
+    out = pa.table({"doc": pa.array([], pa.int64()), "cluster": pa.array([], pa.string())})
+    if t is not None:
+        h, doc = t.column("hash").to_numpy(), t.column("doc").to_numpy()
+        order = np.lexsort((doc, h))
+        h, doc = h[order], doc[order]
+        new = np.concatenate([[True], h[1:] != h[:-1]])
+        first = np.maximum.accumulate(np.where(new, np.arange(len(h)), 0))
+        dup = np.nonzero(~new)[0]
+        ids = t.column("id").take(pa.array(order[first[dup]]))
+        out = pa.table({"doc": doc[dup], "cluster": ids})
+    parts = write_partitions(
+        out, plan.shard_of(out.column("doc").to_numpy()), plan.work("exact-dups", f"{p:05d}.parquet")
     )
+    return {"partitions": parts, "duplicates": out.num_rows}
+
+# %% ../../nbs/13_dedup.ipynb #f04b92d0
+def _band_shard(task: tuple) -> dict:
+    """Map over shard `s`: the LSH band keys (band, the band's `rows` values, doc) of its documents that are neither
+    exact duplicates nor empty, shuffled by (band, key) so that each bucket lands in one partition."""
+    plan, s, exact = task
+    cfg, first = plan.cfg, plan.offsets[s]
+    sig = np.asarray(_load_npy(plan.work("sig", f"{s:05d}.npy")))
+    alive = ~(sig == MinHasher.EMPTY).all(1)
+    dups = _from_shards(plan, "exact-dups", exact, s) if exact is not None else None
+    if dups is not None:
+        alive[dups.column("doc").to_numpy() - first] = False
+    rows = np.nonzero(alive)[0]
+    r = cfg.num_perm // cfg.bands
+    keys = np.ascontiguousarray(sig[rows].reshape(len(rows), cfg.bands, r).transpose(1, 0, 2))  # [bands, docs, r]
+    key_col = pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(4 * r), keys.shape[0] * keys.shape[1], [None, pa.py_buffer(keys.tobytes())]
+    )
+    band = np.repeat(np.arange(cfg.bands, dtype=np.int32), len(rows))
+    t = pa.table({"band": band, "key": key_col, "doc": np.tile(rows + first, cfg.bands)})
+    part = _partition_of(
+        keys[:, :, 0].ravel().astype(np.uint64) ^ (band.astype(np.uint64) << np.uint64(32)), plan.partitions
+    )
+    return {"partitions": write_partitions(t, part, plan.work("bands", f"{s:05d}.parquet")), "rows": t.num_rows}
+
+# %% ../../nbs/13_dedup.ipynb #e8876888
+def _signature_rows(plan: _Plan, docs: np.ndarray) -> np.ndarray:
+    "Signatures of the (sorted) global indices `docs`, read shard by shard from the signature files."
+    out = np.empty((len(docs), plan.cfg.num_perm), np.uint32)
+    shard = plan.shard_of(docs)
+    for s in np.unique(shard):
+        m = shard == s
+        out[m] = _load_npy(plan.work("sig", f"{s:05d}.npy"))[docs[m] - plan.offsets[s]]
     return out
+
+
+def _bucket_reduce(task: tuple) -> dict:
+    """Reduce over band partition `p`: each bucket (band, key) links its other members to its first (a star, as
+    `lsh_candidate_pairs`); pairs kept when their estimated Jaccard reaches `threshold`; written as `pairs/p`."""
+    plan, p, maps = task
+    t = _from_shards(plan, "bands", maps, p)
+    pairs = np.zeros((0, 2), np.int64)
+    if t is not None and t.num_rows:
+        key = t.column("key").combine_chunks()
+        w = key.type.byte_width
+        kb = np.frombuffer(key.buffers()[1], np.uint8)[key.offset * w : (key.offset + len(key)) * w].reshape(-1, w)
+        band = t.column("band").to_numpy().astype(">i4").view(np.uint8).reshape(-1, 4)
+        keys = np.ascontiguousarray(np.concatenate([band, kb], 1)).view(np.dtype((np.void, 4 + w))).ravel()
+        doc = t.column("doc").to_numpy()
+        order = np.argsort(keys, kind="stable")  # rows arrive in global order, so each bucket's docs stay sorted
+        sk = keys[order]
+        new = np.concatenate([[True], sk[1:] != sk[:-1]])
+        first = order[np.maximum.accumulate(np.where(new, np.arange(len(sk)), 0))]
+        pairs = np.unique(np.stack([doc[first[~new]], doc[order[~new]]], 1), axis=0)
+    if plan.cfg.threshold > 0 and len(pairs):
+        nodes, inv = np.unique(pairs, return_inverse=True)
+        sig = _signature_rows(plan, nodes)
+        inv = inv.reshape(-1, 2)
+        pairs = pairs[(sig[inv[:, 0]] == sig[inv[:, 1]]).mean(1) >= plan.cfg.threshold]
+    _write_table(plan.work("pairs", f"{p:05d}.parquet"), pa.table({"a": pairs[:, 0], "b": pairs[:, 1]}))
+    return {"pairs": len(pairs)}
+
+# %% ../../nbs/13_dedup.ipynb #8fcc477f
+def _components(task: tuple) -> dict:
+    """One task over all verified pairs: connected components (`clusters_from_pairs` on the documents that occur in
+    a pair, renumbered), each labelled by its first document; the near-duplicates (doc, cluster id) by shard."""
+    plan, n_parts = task
+    tables = [_read_table(plan.work("pairs", f"{p:05d}.parquet")) for p in range(n_parts)]
+    pairs = np.stack(
+        [np.concatenate([t.column(c).to_numpy() for t in tables] + [np.zeros(0, np.int64)]) for c in "ab"], 1
+    )
+    nodes, inv = np.unique(pairs, return_inverse=True)
+    lab = nodes[clusters_from_pairs(len(nodes), inv.reshape(-1, 2))]
+    dup = lab != nodes
+    doc, rep = nodes[dup], lab[dup]
+    reps, rinv = np.unique(rep, return_inverse=True)
+    rep_ids = np.empty(len(reps), object)
+    shard = plan.shard_of(reps)
+    for s in np.unique(shard):  # the cluster's first document's id, one shard's id column at a time
+        m = shard == s
+        rep_ids[m] = (
+            _read_table(plan.files[s], ["id"]).column("id").take(pa.array(reps[m] - plan.offsets[s])).to_pylist()
+        )
+    out = pa.table({"doc": doc, "cluster": pa.array(rep_ids[rinv].tolist(), pa.string())})
+    parts = write_partitions(out, plan.shard_of(doc), plan.work("near-dups", "00000.parquet"))
+    return {"partitions": parts, "pairs": len(pairs), "near_duplicates": int(dup.sum())}
+
+# %% ../../nbs/13_dedup.ipynb #51bb524f
+def _dropped(plan: _Plan, s: int, exact: list | None, near: list | None) -> dict[int, tuple[str, str]]:
+    "Shard `s`'s documents dropped by exact or near-duplicate dedup: row -> (reason, cluster id)."
+    out = {}
+    for stage, res, reason in (("near-dups", near, "near-duplicate"), ("exact-dups", exact, "exact-duplicate")):
+        t = _from_shards(plan, stage, res, s) if res is not None else None
+        if t is not None:  # exact second: a document is never both, but exact is the first level
+            for d, c in zip((t.column("doc").to_numpy() - plan.offsets[s]).tolist(), t.column("cluster").to_pylist()):
+                out[d] = (reason, c)
+    return out
+
+
+_PARAGRAPH_SPLIT = re.compile(r"(\n\s*\n)")
+
+# %% ../../nbs/13_dedup.ipynb #64c049a3
+def _paragraph_shard(task: tuple) -> dict:
+    """Map over shard `s`: (hash, doc, paragraph number) of every long paragraph of its surviving documents,
+    shuffled by hash."""
+    plan, s, exact, near = task
+    dropped, first, row = _dropped(plan, s, exact, near), plan.offsets[s], 0
+    h, doc, para = [], [], []
+    for b in _batches(plan.files[s], ["text"]):
+        for text in b.column("text").to_pylist():
+            if row not in dropped:
+                parts = _PARAGRAPH_SPLIT.split(text)
+                for j in range(0, len(parts), 2):
+                    if len(parts[j].strip()) >= plan.cfg.min_paragraph_chars:
+                        h.append(normalized_hash(parts[j]))
+                        doc.append(first + row)
+                        para.append(j // 2)
+            row += 1
+    h = np.asarray(h, np.uint64)
+    t = pa.table({"hash": h, "doc": np.asarray(doc, np.int64), "para": np.asarray(para, np.int32)})
+    parts = write_partitions(t, _partition_of(h, plan.partitions), plan.work("paragraphs", f"{s:05d}.parquet"))
+    return {"partitions": parts, "rows": len(h)}
+
+# %% ../../nbs/13_dedup.ipynb #fecd5ad9
+def _paragraph_reduce(task: tuple) -> dict:
+    "Reduce over hash partition `p`: every occurrence after a paragraph's first (by doc, then position) is removed."
+    plan, p, maps = task
+    t = _from_shards(plan, "paragraphs", maps, p)
+    doc, para = np.zeros(0, np.int64), np.zeros(0, np.int32)
+    if t is not None:
+        h, d, q = (t.column(c).to_numpy() for c in ("hash", "doc", "para"))
+        order = np.lexsort((q, d, h))
+        new = np.concatenate([[True], h[order][1:] != h[order][:-1]])
+        doc, para = d[order][~new], q[order][~new]
+    out = pa.table({"doc": doc, "para": para})
+    parts = write_partitions(out, plan.shard_of(doc), plan.work("paragraph-dups", f"{p:05d}.parquet"))
+    return {"partitions": parts, "removed": len(doc)}
+
+# %% ../../nbs/13_dedup.ipynb #39b49e60
+@dataclasses.dataclass
+class _ShardFilter:
+    "A filter task's state: what the reduces decided about shard `s`, and the row its next batch starts at."
+
+    plan: _Plan
+    s: int
+    exact: list | None
+    near: list | None
+    paragraphs: list | None
+    row: int = 0
+    _dropped: dict | None = None
+    _cut: dict | None = None
+
+    def load(self) -> None:
+        self._dropped = _dropped(self.plan, self.s, self.exact, self.near)
+        self._cut = {}
+        t = _from_shards(self.plan, "paragraph-dups", self.paragraphs, self.s) if self.paragraphs is not None else None
+        if t is not None:
+            for d, q in zip(
+                (t.column("doc").to_numpy() - self.plan.offsets[self.s]).tolist(), t.column("para").to_pylist()
+            ):
+                self._cut.setdefault(d, set()).add(q)
+
+# %% ../../nbs/13_dedup.ipynb #0c9adaae
+def _filter_batch(sf: _ShardFilter, docs: list[dict]) -> tuple[list[dict], dict]:
+    "One batch of the filter map: drop what the reduces marked, cut repeated paragraphs (as `_remove_repeated_paragraphs`)."
+    reason, cluster, kept = [], [], []
+    for k, d in enumerate(docs):
+        r, c = sf._dropped.get(sf.row + k, ("", d["id"]))
+        if not r and sf.paragraphs is not None:
+            parts = _PARAGRAPH_SPLIT.split(d["text"])
+            cut = sf._cut.get(sf.row + k, ())
+            keep = [parts[j] for j in range(0, len(parts), 2) if j // 2 not in cut]
+            text = "\n\n".join(x for x in keep if x.strip())
+            if not text.strip():
+                r = "all-paragraphs-duplicate"
+            elif cut:
+                d["text"] = text
+        reason.append(r)
+        cluster.append(c)
+        if not r:
+            kept.append(d)
+    sf.row += len(docs)
+    return kept, {"id": [d["id"] for d in docs], "kept": [not r for r in reason], "reason": reason, "cluster": cluster}
+
+
+def _filter_shard(task: tuple) -> dict:
+    "One filter task: shard `s`'s decisions loaded once, then `map_document_shard` streams it through `_filter_batch`."
+    plan, s, exact, near, paragraphs = task
+    sf = _ShardFilter(plan, s, exact, near, paragraphs)
+    sf.load()
+    return map_document_shard((_filter_batch, sf, plan.files[s], plan.output_path, 2048))
+
+# %% ../../nbs/13_dedup.ipynb #b3af863c
+REDUCE_HERE_ROWS = 4_000_000  # a shuffle stage's total rows up to which its reduces run in this process
+
+
+def dedup_documents(cfg: DedupConfig, output_path: str) -> dict:
+    """Executor step: exact, near-duplicate and paragraph dedup of a document set, as maps over its shards and
+    shuffles by key (`run_tasks`: local processes or Ray, resumable); the same decisions as `dedup_in_memory`."""
+    files = document_files(str(cfg.documents))
+    offsets = np.concatenate([[0], np.cumsum(_shard_rows(files), dtype=np.int64)]).tolist()
+    plan = _Plan(cfg, tuple(files), tuple(offsets), max(1, len(files)), output_path)
+    S, P = range(len(files)), range(plan.partitions)
+
+    def run(fn, tasks, stage, maps=None):
+        # a reduce over few shuffled rows runs here: a pool's start (seconds) would cost more than the work
+        small = maps is not None and sum(m["rows"] for m in maps) <= REDUCE_HERE_ROWS
+        w = 1 if small else cfg.workers
+        return run_tasks(fn, tasks, output_path, stage=f"dedup-{stage}", workers=w, desc=f"dedup: {stage}")
+
+    hashed = run(_hash_shard, [(plan, s) for s in S], "hash")
+    exact = run(_exact_reduce, [(plan, p, hashed) for p in P], "exact", hashed) if cfg.exact else None
+    near = paras = None
+    if cfg.fuzzy:
+        bands = run(_band_shard, [(plan, s, exact) for s in S], "bands")
+        run(_bucket_reduce, [(plan, p, bands) for p in P], "buckets", bands)
+        near = run(_components, [(plan, plan.partitions)], "components")
+    if cfg.paragraphs:
+        para_map = run(_paragraph_shard, [(plan, s, exact, near) for s in S], "paragraphs")
+        paras = run(_paragraph_reduce, [(plan, p, para_map) for p in P], "paragraph-dups", para_map)
+    results = run(_filter_shard, [(plan, s, exact, near, paras) for s in S], "filter")
+    removed = sum(r["removed"] for r in paras or [])
+    metrics = finish_document_stage(results, output_path, "dedup", paragraphs_removed=removed)
+    storage.remove(plan.work(), recursive=True)
+    return {**metrics, "data/paragraphs_removed": removed}
 
 
 def dedup_step(cfg: DedupConfig, name: str) -> Step:

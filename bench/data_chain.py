@@ -60,7 +60,15 @@ def chain(src: Path, shard_docs: int) -> list:
     q = quality_step(QualityConfig(dec), "quality/novels")
     dd = dedup_step(DedupConfig(q), "dedup/novels")
     tok = train_bpe_step(BPETrainConfig(dd, vocab_size=1000, max_documents=2000))
-    return [imp, index, dec, q, dd, tok, tokenize_step(TokenizeConfig(dd, tok, docs_per_shard=shard_docs), "tokens/novels")]
+    return [
+        imp,
+        index,
+        dec,
+        q,
+        dd,
+        tok,
+        tokenize_step(TokenizeConfig(dd, tok, docs_per_shard=shard_docs), "tokens/novels"),
+    ]
 
 
 def run(src: Path, prefix: Path, shard_docs: int) -> dict:

@@ -121,7 +121,6 @@ def _shared_docs():
     return [{"id": f"d{i}", "text": t, "source": "prose", "meta": {"i": i}} for i, t in enumerate(texts)]
 
 
-@pytest.mark.slow  # about 2 minutes on a loaded 2-core machine: each stage spawns its pool
 def test_sharded_same_as_in_memory_for_1_2_4_workers(tmp_path, monkeypatch):
     docs = _shared_docs()
     write_documents(docs, str(tmp_path / "in"), docs_per_file=45)

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import importlib, json, multiprocessing as mp, os, sys, time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Iterator, Protocol, Sequence
 import numpy as np, pyarrow as pa, pyarrow.parquet as pq
 from . import storage
@@ -33,28 +34,41 @@ class InProcessPool:
         for i, item in enumerate(items):
             yield i, fn(item)
 
+# %% ../../nbs/04a_tasks.ipynb #52368e23
+_EXECUTORS: dict[int, ProcessPoolExecutor] = {}  # workers -> the live spawned pool of that size
+
+
+def _executor(workers: int) -> ProcessPoolExecutor:
+    ex = _EXECUTORS.get(workers)
+    if ex is None or getattr(ex, "_broken", False):
+        ex = _EXECUTORS[workers] = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
+    return ex
+
 
 class ProcessPool:
-    """`workers` local processes, started with spawn (not fork: the parent may hold JAX's threads). At most
-    `2 × workers` tasks are queued at a time, so a stage of 100,000 shards does not pickle them all up front."""
+    """`workers` local processes, started with spawn (not fork: the parent may hold JAX's threads) and reused by later
+    stages. At most `2 × workers` tasks are queued at a time, so a stage of 100,000 shards is not pickled up front."""
 
     def __init__(self, workers: int):
         self.workers = workers
 
     def imap(self, fn, items):
-        with ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn")) as pool:
-            pending, nxt = {}, 0
-            try:
-                while pending or nxt < len(items):
-                    while nxt < len(items) and len(pending) < 2 * self.workers:
-                        pending[pool.submit(fn, items[nxt])] = nxt
-                        nxt += 1
-                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                    for f in sorted(done, key=pending.get):
-                        yield pending.pop(f), f.result()
-            except BaseException:
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise
+        pool, pending, nxt = _executor(self.workers), {}, 0
+        try:
+            while pending or nxt < len(items):
+                while nxt < len(items) and len(pending) < 2 * self.workers:
+                    pending[pool.submit(fn, items[nxt])] = nxt
+                    nxt += 1
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for f in sorted(done, key=pending.get):
+                    yield pending.pop(f), f.result()
+        except BrokenProcessPool:
+            _EXECUTORS.pop(self.workers, None)
+            raise
+        finally:
+            for f in pending:  # an error or an abandoned stage: drop what is queued, let the running ones end
+                f.cancel()
+            wait(pending)
 
 # %% ../../nbs/04a_tasks.ipynb #913441d0
 SHARD_POOLS: dict[str, Callable[[int, str], ShardPool]] = {}  # engine -> factory(workers, cluster setting)

@@ -67,7 +67,7 @@ def chain(src: Path, shard_docs: int) -> list:
         q,
         dd,
         tok,
-        tokenize_step(TokenizeConfig(dd, tok, docs_per_shard=shard_docs), "tokens/novels"),
+        tokenize_step(TokenizeConfig(dd, tok, docs_per_shard=shard_docs // 4), "tokens/novels"),
     ]
 
 

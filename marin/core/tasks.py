@@ -34,7 +34,7 @@ class InProcessPool:
         for i, item in enumerate(items):
             yield i, fn(item)
 
-# %% ../../nbs/04a_tasks.ipynb #52368e23
+# %% ../../nbs/04a_tasks.ipynb #f53ff8e2
 _EXECUTORS: dict[int, ProcessPoolExecutor] = {}  # workers -> the live spawned pool of that size
 
 

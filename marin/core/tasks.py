@@ -34,17 +34,23 @@ class InProcessPool:
         for i, item in enumerate(items):
             yield i, fn(item)
 
-# %% ../../nbs/04a_tasks.ipynb #f53ff8e2
-_EXECUTORS: dict[int, ProcessPoolExecutor] = {}  # workers -> the live spawned pool of that size
+# %% ../../nbs/04a_tasks.ipynb #7fb27b941602401d91542211134fc71a
+_EXECUTORS: dict[tuple[int, int], ProcessPoolExecutor] = {}  # (pid, workers) -> the live spawned pool
 
 
-def _executor(workers: int) -> ProcessPoolExecutor:
-    ex = _EXECUTORS.get(workers)
+def _executor(workers: int) -> tuple[ProcessPoolExecutor, bool]:
+    """The pool for `workers` and whether it is kept. Kept only in a main process (the interpreter's exit stops it); in
+    a multiprocessing child (a forked worker of some other pool) a pool lives for one stage, as a child's exit would
+    wait for its idle workers forever."""
+    if mp.parent_process() is not None:
+        return ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")), False
+    key = (os.getpid(), workers)
+    ex = _EXECUTORS.get(key)
     if ex is None or getattr(ex, "_broken", False):
-        ex = _EXECUTORS[workers] = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
-    return ex
+        ex = _EXECUTORS[key] = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
+    return ex, True
 
-
+# %% ../../nbs/04a_tasks.ipynb #f53ff8e2
 class ProcessPool:
     """`workers` local processes, started with spawn (not fork: the parent may hold JAX's threads) and reused by later
     stages. At most `2 × workers` tasks are queued at a time, so a stage of 100,000 shards is not pickled up front."""
@@ -53,7 +59,7 @@ class ProcessPool:
         self.workers = workers
 
     def imap(self, fn, items):
-        pool, pending, nxt = _executor(self.workers), {}, 0
+        (pool, kept), pending, nxt = _executor(self.workers), {}, 0
         try:
             while pending or nxt < len(items):
                 while nxt < len(items) and len(pending) < 2 * self.workers:
@@ -63,12 +69,14 @@ class ProcessPool:
                 for f in sorted(done, key=pending.get):
                     yield pending.pop(f), f.result()
         except BrokenProcessPool:
-            _EXECUTORS.pop(self.workers, None)
+            _EXECUTORS.pop((os.getpid(), self.workers), None)
             raise
         finally:
             for f in pending:  # an error or an abandoned stage: drop what is queued, let the running ones end
                 f.cancel()
             wait(pending)
+            if not kept:
+                pool.shutdown(wait=True)
 
 # %% ../../nbs/04a_tasks.ipynb #913441d0
 SHARD_POOLS: dict[str, Callable[[int, str], ShardPool]] = {}  # engine -> factory(workers, cluster setting)

@@ -11,8 +11,8 @@ from fsspec.implementations.local import LocalFileSystem
 
 # %% auto #0
 __all__ = ['CHUNK', 'fs_path', 'is_local', 'join', 'exists', 'makedirs', 'remove', 'atomic_open', 'write_bytes', 'write_text',
-           'write_json', 'read_bytes', 'read_text', 'read_json', 'create_exclusive', 'file_checksum', 'tree_manifest',
-           'manifest_hash']
+           'write_json', 'read_bytes', 'read_text', 'read_json', 'jsonl_records', 'create_exclusive', 'file_checksum',
+           'tree_manifest', 'manifest_hash']
 
 # %% ../../nbs/02_storage.ipynb #0308ec22
 def fs_path(url: str) -> tuple[fsspec.AbstractFileSystem, str]:
@@ -109,6 +109,24 @@ def read_json(url: str, default: Any = ...) -> Any:
         if default is ...:
             raise
         return default
+
+# %% ../../nbs/02_storage.ipynb #7d8cb736
+def jsonl_records(path: str, missing: str, error: type[Exception] = ValueError) -> Iterator[tuple[str, dict]]:
+    """Each non-blank line of the JSONL file at `path` as `(where, record)`, `where` being `path:line`. A missing file
+    raises FileNotFoundError(`missing`); a line that is not a JSON object raises `error` naming its place."""
+    if not exists(path):
+        raise FileNotFoundError(missing)
+    for ln, line in enumerate(read_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{ln}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise error(f"{where}: not valid JSON ({e.msg})") from None
+        if not isinstance(record, dict):
+            raise error(f"{where}: each line must be a JSON object")
+        yield where, record
 
 # %% ../../nbs/02_storage.ipynb #d086fa88
 def create_exclusive(url: str, data: bytes) -> bool:

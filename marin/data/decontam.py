@@ -117,19 +117,12 @@ def _item_text(r, fields: tuple[str, ...]) -> str:
 def eval_items(texts: EvalTexts) -> list[str]:
     "The text of every item of an evaluation set (its `fields` joined); errors name the file and line."
     path = texts.resolved_path
-    if not storage.exists(path):
-        raise FileNotFoundError(f"eval texts {texts.name!r}: {path} does not exist; fix EvalTexts.path")
+    missing = f"eval texts {texts.name!r}: {path} does not exist; fix EvalTexts.path"
     out = []
-    for ln, line in enumerate(storage.read_text(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{ln}: not valid JSON ({e.msg})") from None
+    for where, r in storage.jsonl_records(path, missing):
         text = _item_text(r, texts.fields)
         if not text:
-            raise ValueError(f"{path}:{ln}: none of the fields {list(texts.fields)} holds text; set EvalTexts.fields")
+            raise ValueError(f"{where}: none of the fields {list(texts.fields)} holds text; set EvalTexts.fields")
         out.append(text)
     return out
 

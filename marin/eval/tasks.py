@@ -188,19 +188,9 @@ def _parse_item(task: Task, r: dict, where: str) -> dict:
 def load_items(task: Task) -> list[dict]:
     "The task's items, validated: `{query, choices, gold}` (multiple choice) or `{query, answer}` (generation)."
     path = task.resolved_path
-    if not storage.exists(path):
-        raise FileNotFoundError(f"task {task.name}: {path} does not exist; fix `path` in the task")
+    missing = f"task {task.name}: {path} does not exist; fix `path` in the task"
     items = []
-    for ln, line in enumerate(storage.read_text(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{ln}"
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise TaskFileError(f"{where}: not valid JSON ({e.msg})") from None
-        if not isinstance(r, dict):
-            raise TaskFileError(f"{where}: each line must be a JSON object")
+    for where, r in storage.jsonl_records(path, missing, error=TaskFileError):
         if not isinstance(r.get("query"), str):
             raise TaskFileError(f"{where}: missing field 'query' (a string)")
         item = _parse_item(task, r, where)

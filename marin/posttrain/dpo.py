@@ -30,25 +30,17 @@ __all__ = ['DPO_REWARDS', 'load_pairs', 'pairs_from_conversations', 'encode_pref
 # %% ../../nbs/56_dpo.ipynb #9b6596ff
 def load_pairs(path: str, limit: int = 0) -> list[dict]:
     "Validated `{prompt, chosen, rejected}` records; errors name the line."
-    if not storage.exists(path):
-        raise FileNotFoundError(f"{path}: no such preference file")
     out = []
-    for ln, line in enumerate(storage.read_text(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{ln}: not valid JSON ({e.msg})") from None
+    for where, r in storage.jsonl_records(path, f"{path}: no such preference file"):
         for f in ("prompt", "chosen", "rejected"):
             if f not in r:
-                raise ValueError(f"{path}:{ln}: missing field {f!r}")
+                raise ValueError(f"{where}: missing field {f!r}")
         if (
             not isinstance(r["prompt"], (str, list))
             or not isinstance(r["chosen"], str)
             or not isinstance(r["rejected"], str)
         ):
-            raise ValueError(f"{path}:{ln}: prompt is a string or a list of messages; chosen and rejected are strings")
+            raise ValueError(f"{where}: prompt is a string or a list of messages; chosen and rejected are strings")
         out.append({"prompt": r["prompt"], "chosen": r["chosen"], "rejected": r["rejected"]})
         if limit and len(out) >= limit:
             break

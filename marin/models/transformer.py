@@ -287,7 +287,7 @@ def init(cfg: LlamaConfig, *, key: PRNGKeyArray) -> Transformer:
     n_dense = L - len(moe_ids)
     mlp = jax.tree.map(lambda a: a[:n_dense], DenseMLP.init(cfg, key=ks[4:7], n_layers=L)) if n_dense else None
     moe = MoEMLP.init(cfg, key=jax.random.fold_in(key, 2), n_layers=len(moe_ids)) if moe_ids else None
-    unit = lambda *shape: jnp.full(shape, 1.0 - cfg.norm_offset)  # norm weights whose scale starts at 1
+    unit = lambda *shape: jnp.full(shape, 1.0 - cfg.norm_offset, jnp.float32)  # norm weights whose scale starts at 1
     blocks = Block(
         attn_norm=unit(L, D),
         wq=normal(ks[0], (L, D, cfg.q_dim), std),

@@ -30,6 +30,26 @@ PRELUDE = textwrap.dedent("""
                 for dt, dims in re.findall(r"(\\w+)\\[([\\d,]*)\\]", m.group(1)):
                     total += size[dt] * int(np.prod([int(d) for d in dims.split(",") if d]))
         return total
+
+    def hlo_a2a_links(fn, *args, nodes=NODES):
+        # bytes every device's all-to-alls send, by link class, from the compiled HLO: a tuple all-to-all sends its
+        # j-th buffer to the j-th member of the device's replica group (one array: an equal share to each member)
+        size = {"f32": 4, "s32": 4, "bf16": 2, "f16": 2}
+        out = {"local": 0, "intra": 0, "cross": 0}
+        for line in fn.lower(*args).compile().as_text().splitlines():
+            m = re.search(r"= (.*) all-to-all\\(.*replica_groups=\\{(\\{[\\d,{}]*\\})\\}", line)
+            if not m:
+                assert "all-to-all(" not in line, line  # a form this parser does not know
+                continue
+            bufs = [size[dt] * int(np.prod([int(d) for d in dims.split(",") if d]))
+                    for dt, dims in re.findall(r"(\\w+)\\[([\\d,]*)\\]", m.group(1))]
+            for g in re.findall(r"\\{([\\d,]+)\\}", m.group(2)):
+                group = [int(d) for d in g.split(",")]
+                per = bufs if len(bufs) == len(group) else [sum(bufs) / len(group)] * len(group)
+                for src in group:
+                    for dst, b in zip(group, per):
+                        out["local" if src == dst else "intra" if nodes[src] == nodes[dst] else "cross"] += b
+        return out
 """)
 
 
@@ -58,7 +78,8 @@ ACCOUNTING = """
         host = {k: sum(float(split_bytes(jnp.asarray(rows[i]), NODES[i], jnp.asarray(NODES), i, row)[k]) for i in range(8))
                 for k in ("local", "intra", "cross")}
         out[name] = {"stats": {k: float(v) for k, v in s.items() if k.startswith("a2a_")}, "host": host,
-                     "hlo_per_device": hlo_a2a_bytes(f, p, h), "rows": rows.tolist()}
+                     "hlo_per_device": hlo_a2a_bytes(f, p, h), "hlo_links": hlo_a2a_links(f, p, h),
+                     "rows": rows.tolist()}
     print("RESULT", json.dumps(out))
 """
 
@@ -81,6 +102,7 @@ def test_a2a_bytes_match_routing_and_hlo():
             assert sum(s[f"a2a_{k}"] for k in ("local", "intra", "cross")) == hlo_total, (s, hlo_total)
             assert s["a2a_local"] == hlo_total / 8  # one of the 8 peers is the device itself
             assert s["a2a_intra"] == 3 * hlo_total / 8 and s["a2a_cross"] == 4 * hlo_total / 8
+            assert all(s[f"a2a_{k}"] == o["hlo_links"][k] for k in ("local", "intra", "cross")), (s, o["hlo_links"])
 
 
 TRAINER = """
@@ -195,3 +217,57 @@ def test_node_limited_routing_respects_the_node_limit():
         assert o[f"1/{bal}"]["dedup"] <= o[f"1/{bal}"]["tokens"] * row  # at most one remote node per token
         assert o[f"1/{bal}"]["dedup"] < o[f"0/{bal}"]["dedup"], (bal, o)
     assert "node_groups=4" in o["mismatch"], o["mismatch"]
+
+
+TWO_STAGE = """
+    out = {}
+    h = jax.random.normal(jax.random.PRNGKey(1), (8, 64, 16))
+    w_out = jnp.sin(jnp.arange(16.0))
+    for dpn in (4, 2):  # 2 nodes x 4, 4 nodes x 2
+        res = {}
+        for ed in ("flat", "two_stage"):
+            cfg = tiny(n_shared_experts=1, balance="quantile", ep_dispatch=ed)
+            p = MoEMLP.init(cfg, key=jax.random.PRNGKey(0))
+            def loss(p, h):
+                y, s = moe_mlp_expert_parallel(cfg, p, h, mesh, devices_per_node=dpn)
+                return (y * w_out).sum() + s["aux_loss"], (y, s)
+            (l, (y, s)), g = jax.jit(jax.value_and_grad(loss, argnums=(0, 1), has_aux=True))(p, h)
+            res[ed] = (np.asarray(y), {k: np.asarray(v) for k, v in s.items()}, [np.asarray(x) for x in jax.tree.leaves(g)])
+        (y1, s1, g1), (y2, s2, g2) = res["flat"], res["two_stage"]
+        out[dpn] = {"y_diff": float(np.abs(y1 - y2).max()), "y_scale": float(np.abs(y1).max()),
+                    "g_diff": max(float(np.abs(a - b).max() / (np.abs(a).max() + 1e-12)) for a, b in zip(g1, g2)),
+                    "stats_equal": all(np.allclose(s1[k], s2[k], atol=1e-6) for k in ("load", "aux_loss", "bias_next", "expert_ids")),
+                    "flat": {k: float(v) for k, v in s1.items() if k.startswith("a2a_")},
+                    "two_stage": {k: float(v) for k, v in s2.items() if k.startswith("a2a_")}}
+    # the HLO's collectives: top_k=5 of 4 experts per node sends every token to both nodes, so stage 1's buffers are full
+    for name, moe in {"full": dict(top_k=5, balance="none"), "top2": dict(balance="quantile")}.items():
+        cfg = LlamaConfig(vocab_size=32, seq_len=64, d_model=16, n_layers=1, n_heads=2, n_kv_heads=2, d_ff=24,
+                          moe=MoEConfig(n_experts=8, ep_dispatch="two_stage", **moe))
+        p = MoEMLP.init(cfg, key=jax.random.PRNGKey(0))
+        f = jax.jit(lambda p, h: moe_mlp_expert_parallel(cfg, p, h, mesh, devices_per_node=4))
+        _, s = f(p, h)
+        out[name] = {"stats": {k: float(v) for k, v in s.items() if k.startswith("a2a_")}, "hlo": hlo_a2a_links(f, p, h)}
+    print("RESULT", json.dumps(out))
+"""
+
+
+def test_two_stage_dispatch_equals_flat_and_its_cross_bytes_are_the_hlo_and_the_dedup_count():
+    "ep_dispatch='two_stage': the flat layer's outputs and gradients; its cross-node bytes = cross_dedup = the HLO's."
+    o = run(TWO_STAGE)
+    row = 2 * 16 * 4 + 2 * (4 + 4)  # a copy out (16 f32 + 2 ids + 2 weights) and its sum back
+    for dpn in ("4", "2"):
+        d = o[dpn]
+        assert d["y_diff"] <= 1e-5 * d["y_scale"] and d["g_diff"] < 1e-4 and d["stats_equal"], (dpn, d)
+        f, t = d["flat"], d["two_stage"]
+        assert t["a2a_cross"] == t["a2a_cross_dedup"] == f["a2a_cross_dedup"] > 0, (
+            dpn,
+            d,
+        )  # the count is what it sends
+        assert t["a2a_cross"] % row == 0 and t["a2a_intra"] % row == 0, (dpn, t)
+    # 2 nodes x 4, top-2 of 8: a token's two experts share a node about half the time, and then it crosses once
+    assert o["4"]["two_stage"]["a2a_cross"] < 0.9 * o["4"]["flat"]["a2a_cross"], o["4"]
+    full = o["full"]
+    assert full["hlo"]["cross"] == full["stats"]["a2a_cross"] == full["stats"]["a2a_cross_dedup"] > 0, full
+    assert full["stats"]["a2a_cross"] == 8 * 64 * (2 * 16 * 4 + 5 * (4 + 4))  # one copy per token to the other node
+    top2 = o["top2"]  # padded worst-case buffers: the HLO moves at least the copies counted
+    assert top2["hlo"]["cross"] == full["hlo"]["cross"] * row / (2 * 16 * 4 + 5 * 8) > top2["stats"]["a2a_cross"], top2

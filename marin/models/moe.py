@@ -17,12 +17,12 @@ from ..kernels.moe_dispatch import combine_reference, dispatch_reference, make_d
 from .layers import NO_SHARDING, ActivationSharding, MLPShape
 
 # %% auto #0
-__all__ = ['ROUTERS', 'BALANCERS', 'DISPATCH_MODES', 'KERNELS', 'PALLAS_BACKENDS', 'GROUPED_MATMULS', 'COUNTING_SORT_MAX',
-           'MoEConfig', 'MoEMLP', 'Routing', 'route', 'node_limited', 'router_z_loss', 'expert_load', 'switch_aux_loss',
-           'aux_free_bias', 'quantile_bias', 'DispatchPlan', 'sort_by_expert', 'dispatch_impl', 'default_block_rows',
-           'grouped_matmul_impl', 'grouped_swiglu', 'capacity', 'expert_outputs', 'next_router_bias', 'routing_stats',
-           'moe_mlp', 'moe_mlp_reference', 'load_cv', 'max_violation', 'moe_loss_and_metrics', 'dead_experts',
-           'expert_load_history', 'plot_expert_load']
+__all__ = ['ROUTERS', 'BALANCERS', 'DISPATCH_MODES', 'KERNELS', 'PALLAS_BACKENDS', 'GROUPED_MATMULS', 'EP_DISPATCHES',
+           'COUNTING_SORT_MAX', 'MoEConfig', 'MoEMLP', 'Routing', 'route', 'node_limited', 'router_z_loss',
+           'expert_load', 'switch_aux_loss', 'aux_free_bias', 'quantile_bias', 'DispatchPlan', 'sort_by_expert',
+           'dispatch_impl', 'default_block_rows', 'grouped_matmul_impl', 'grouped_swiglu', 'capacity', 'expert_outputs',
+           'next_router_bias', 'routing_stats', 'moe_mlp', 'moe_mlp_reference', 'load_cv', 'max_violation',
+           'moe_loss_and_metrics', 'dead_experts', 'expert_load_history', 'plot_expert_load']
 
 # %% ../../nbs/21_moe.ipynb #6363cb2d
 ROUTERS = ("softmax", "sigmoid")
@@ -31,6 +31,7 @@ DISPATCH_MODES = ("dropless", "capacity")
 KERNELS = ("xla", "pallas")
 PALLAS_BACKENDS = ("interpret", "tpu", "gpu")
 GROUPED_MATMULS = ("auto", "ragged", "blocked")
+EP_DISPATCHES = ("flat", "two_stage")  # expert parallelism's all-to-all: one hop, or node then device (DeepEP)
 
 # %% ../../nbs/21_moe.ipynb #ddb21acc
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +64,7 @@ class MoEConfig(Config):
     node_limit: int = added(
         0, versioned=True
     )  # node-limited routing: a token's top_k within <= this many groups (0: off)
+    ep_dispatch: str = added("flat")  # expert parallelism: flat | two_stage (same outputs; one copy per remote node)
 
     def validate(self):
         check(self.n_experts >= 1, "n_experts", "must be >= 1")
@@ -81,6 +83,12 @@ class MoEConfig(Config):
         check(self.balance in BALANCERS, "balance", f"{self.balance!r} is not one of {BALANCERS}")
         check(self.dispatch in DISPATCH_MODES, "dispatch", f"{self.dispatch!r} is not one of {DISPATCH_MODES}")
         check(self.kernel in KERNELS, "kernel", f"{self.kernel!r} is not one of {KERNELS}")
+        check(self.ep_dispatch in EP_DISPATCHES, "ep_dispatch", f"{self.ep_dispatch!r} is not one of {EP_DISPATCHES}")
+        check(
+            self.ep_dispatch == "flat" or self.dispatch == "dropless",
+            "ep_dispatch",
+            "two_stage is dropless (its buffers hold every copy); use dispatch='dropless' or ep_dispatch='flat'",
+        )
         check(
             self.pallas_backend in PALLAS_BACKENDS,
             "pallas_backend",

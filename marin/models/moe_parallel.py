@@ -79,7 +79,7 @@ def remote_nodes(
     return hit.sum(-1) - hit[:, src_node]
 
 # %% ../../nbs/23_moe_parallel.ipynb #d7a8538e
-def _traffic(mesh_axes, axis, nodes, r, dsize, C, El, disp_row, comb_row) -> dict:
+def _traffic(mesh_axes, axis, nodes, r, dsize, C, El, disp_row, comb_row, dedup_row) -> dict:
     "This device's dispatch + combine bytes by link class, summed over the mesh (the `a2a_*` statistics)."
     me = {a: jax.lax.axis_index(a) for a in mesh_axes}
     peers = jnp.asarray(nodes)[tuple(slice(None) if a == axis else me[a] for a in mesh_axes)]  # [n] peer nodes
@@ -87,20 +87,39 @@ def _traffic(mesh_axes, axis, nodes, r, dsize, C, El, disp_row, comb_row) -> dic
     sent = jnp.minimum(dsize, C)  # rows that fit the buffers (capacity mode drops the rest)
     out = {f"a2a_{k}": v for k, v in split_bytes(sent, src_node, peers, me[axis], disp_row + comb_row).items()}
     hops = remote_nodes(r.expert_ids, peers, src_node, El, int(nodes.max()) + 1)
-    out["a2a_cross_dedup"] = hops.sum().astype(jnp.float32) * (disp_row + comb_row)
+    out["a2a_cross_dedup"] = hops.sum().astype(jnp.float32) * dedup_row  # what the two-stage dispatch sends
     return {k: jax.lax.psum(v, tuple(mesh_axes)) for k, v in out.items()}
 
 
 def _local_moe(
-    m: MoEConfig, n: int, axis: str, batch_axes: tuple, p: MoEMLP, h: Float[Array, "b S D"], nodes=None, mesh_axes=()
+    m: MoEConfig,
+    n: int,
+    axis,
+    batch_axes: tuple,
+    p: MoEMLP,
+    h: Float[Array, "b S D"],
+    nodes=None,
+    mesh_axes=(),
+    split=None,
 ):
-    "One device's share: route local tokens, all-to-all to the expert owners, experts, all-to-all back, combine."
+    """One device's share: route local tokens, all-to-all to the expert owners, experts, all-to-all back, combine.
+    `split=(G, L)`: the two-stage dispatch over `axis = (node axis, local axis)`."""
     b, S, D = h.shape
     E, k = m.n_experts, m.top_k
     El = E // n
     x = h.reshape(b * S, D)
     T = x.shape[0]
     r = route(m, p.router, p.router_bias, x)
+    isz = x.dtype.itemsize
+    dedup_row = 2 * D * isz + k * (4 + isz)  # a two-stage copy: the row + k ids + k weights out, the sum back
+    if split is not None:
+        y, copies = _two_stage_experts(m, p, x, r, axis, *split, El)
+        traffic = None
+        if nodes is not None:  # the copies it sent; its cross-node copies are the two-stage count by construction
+            traffic = {f"a2a_{c}": v.astype(jnp.float32) * dedup_row for c, v in copies.items()}
+            traffic = {c: jax.lax.psum(v, tuple(mesh_axes)) for c, v in traffic.items()}
+            traffic["a2a_cross_dedup"] = traffic["a2a_cross"]
+        return _finish(m, batch_axes, p, h, y.reshape(b, S, D), r, jnp.ones((), bool), traffic)
     plan = sort_by_expert(r.expert_ids, E)
     dispatch, combine = dispatch_impl(m)
     xs = dispatch(x, plan.order, k)  # [T k, D] sorted by global expert
@@ -124,6 +143,16 @@ def _local_moe(
     ret = jax.lax.all_to_all(back, axis, 0, 0, tiled=True)  # [n, C, D]: my rows, by owner
     ys = ret[dest, jnp.minimum(slot, C - 1)] * keep[:, None].astype(ret.dtype)
     y = combine(ys, plan.inverse, r.weights.astype(ys.dtype)).reshape(b, S, D)
+    traffic = None
+    if nodes is not None:  # bytes moved, from this batch's routing (per forward pass, the whole mesh)
+        disp_row, comb_row = D * send.dtype.itemsize + 4, D * back.dtype.itemsize  # + the int32 expert id
+        traffic = _traffic(mesh_axes, axis, nodes, r, dsize, C, El, disp_row, comb_row, dedup_row)
+    return _finish(m, batch_axes, p, h, y, r, keep, traffic)
+
+
+def _finish(m: MoEConfig, batch_axes, p: MoEMLP, h, y, r, keep, traffic):
+    "Shared experts, and the layer's statistics, global over the batch axes."
+    E = m.n_experts
     if p.shared_gate is not None:
         y = y + (jax.nn.silu(h @ p.shared_gate) * (h @ p.shared_up)) @ p.shared_down
     # global statistics (every device of the batch axes holds an equal share of the tokens)
@@ -143,10 +172,66 @@ def _local_moe(
         "bias_next": bias_next,
         "expert_ids": r.expert_ids,  # [T_local, k]: the routing decisions, gathered over the batch axes
     }
-    if nodes is not None:  # bytes moved, from this batch's routing (per forward pass, the whole mesh)
-        disp_row, comb_row = D * send.dtype.itemsize + 4, D * back.dtype.itemsize  # + the int32 expert id
-        stats.update(_traffic(mesh_axes, axis, nodes, r, dsize, C, El, disp_row, comb_row))
+    if traffic:
+        stats.update(traffic)
     return y, stats
+
+# %% ../../nbs/23_moe_parallel.ipynb #cebb3577
+def _fan_out(x: Float[Array, "T D"], dest: Int[Array, "T k"], slot_ids, weights, n_dst: int, sentinel: int):
+    """Pack one copy of each row per destination it names (`dest[t, j]`, out of range = none), with the slots' ids
+    (`slot_ids`, `sentinel` where a slot goes elsewhere) and weights: buffers `[n_dst, T, ...]` and where each went."""
+    T, k = dest.shape
+    hit = dest[:, :, None] == jnp.arange(n_dst)  # [T, k, n_dst]
+    sent = hit.any(1)  # [T, n_dst]: does row t go to destination d
+    slot = jnp.where(sent, jnp.cumsum(sent, 0) - 1, T)  # its position in d's buffer (T: not sent)
+    d = jnp.broadcast_to(jnp.arange(n_dst), (T, n_dst))
+    bx = (
+        jnp.zeros((n_dst, T, x.shape[-1]), x.dtype)
+        .at[d, slot]
+        .set(jnp.broadcast_to(x[:, None], (T, n_dst, x.shape[-1])), mode="drop")
+    )
+    ids = jnp.where(hit, slot_ids[:, :, None], sentinel).transpose(0, 2, 1)  # [T, n_dst, k]
+    w = jnp.where(hit, weights[:, :, None], 0).transpose(0, 2, 1)
+    be = jnp.full((n_dst, T, k), sentinel, jnp.int32).at[d, slot].set(ids.astype(jnp.int32), mode="drop")
+    bw = jnp.zeros((n_dst, T, k), weights.dtype).at[d, slot].set(w, mode="drop")
+    return bx, be, bw, sent, slot
+
+
+def _gather_back(ret: Float[Array, "n T D"], sent: Float[Array, "T n"], slot: Int[Array, "T n"]) -> Float[Array, "T D"]:
+    "Each row's sum of what its destinations returned (the reverse of `_fan_out`)."
+    got = ret[jnp.arange(ret.shape[0])[None, :], jnp.minimum(slot, ret.shape[1] - 1)]  # [T, n, D]
+    return jnp.einsum("tnd,tn->td", got, sent.astype(ret.dtype))
+
+# %% ../../nbs/23_moe_parallel.ipynb #c3a1f6e6
+def _two_stage_experts(m: MoEConfig, p: MoEMLP, x, r, axes: tuple[str, str], G: int, L: int, El: int):
+    "Dispatch over nodes then devices, the local experts, combine back: `(y [T, D], traffic counts)`."
+    node_ax, local_ax = axes
+    T, D = x.shape
+    k, Epn = m.top_k, El * L  # experts per node
+    a2a = lambda b, ax: jax.lax.all_to_all(b, ax, 0, 0, tiled=True)
+    w = r.weights.astype(x.dtype)
+    # stage 1: one copy per node holding any of the token's experts, to the device of my local rank there
+    b1, e1, w1, sent1, slot1 = _fan_out(x, r.expert_ids // Epn, r.expert_ids % Epn, w, G, Epn)
+    x1, e1, w1 = (a2a(b, node_ax).reshape(G * T, *b.shape[2:]) for b in (b1, e1, w1))  # from every node
+    # stage 2: from the relay to the node's devices owning the experts (padding rows name none: sentinel // El = L)
+    b2, e2, w2, sent2, slot2 = _fan_out(x1, e1 // El, e1 % El, w1, L, El)
+    x2, e2, w2 = (a2a(b, local_ax).reshape(L * G * T, *b.shape[2:]) for b in (b2, e2, w2))
+    # my experts on every slot of every copy received; each copy's weighted sum is one row
+    dispatch, combine = dispatch_impl(m)
+    plan = sort_by_expert(e2, El + 1)  # padding slots (El) sort last and give 0
+    out = grouped_swiglu(
+        m, dispatch(x2, plan.order, k), plan.group_sizes[:El], p.expert_gate, p.expert_up, p.expert_down
+    )
+    y2 = combine(out, plan.inverse, w2)  # [L G T, D]
+    y1 = _gather_back(a2a(y2.reshape(L, G * T, D), local_ax), sent2, slot2)  # the relay sums its node's rows
+    y = _gather_back(a2a(y1.reshape(G, T, D), node_ax), sent1, slot1)
+    me_n, me_l = jax.lax.axis_index(node_ax), jax.lax.axis_index(local_ax)
+    copies = {  # copies sent, by link class (a copy travels out and its sum back)
+        "local": sent1[:, me_n].sum() + sent2[:, me_l].sum(),
+        "intra": sent2.sum() - sent2[:, me_l].sum(),
+        "cross": sent1.sum() - sent1[:, me_n].sum(),
+    }
+    return y, copies
 
 # %% ../../nbs/23_moe_parallel.ipynb #801a89c5
 def _check_node_groups(m: MoEConfig, nodes: np.ndarray, axis: str, axis_names, n: int) -> None:
@@ -163,6 +248,18 @@ def _check_node_groups(m: MoEConfig, nodes: np.ndarray, axis: str, axis_names, n
             f"moe.node_groups={m.node_groups}: its expert groups are not the {len(np.unique(ranks))} nodes the "
             f"{axis} axis spans (devices_per_node); set node_groups to that number of nodes"
         )
+
+
+def _node_split(nodes: np.ndarray, axis: str, axis_names, n: int) -> tuple[int, int]:
+    "(nodes, devices per node) along the expert axis, for the two-stage dispatch: nodes must be contiguous blocks of it."
+    ranks = np.moveaxis(nodes, list(axis_names).index(axis), -1).reshape(-1, n)
+    G = len(np.unique(ranks[0]))
+    if n % G or not all((r - r[0] == np.arange(n) // (n // G)).all() for r in ranks):
+        raise ValueError(
+            f"ep_dispatch='two_stage': the nodes (devices_per_node) do not split the {axis} axis of {n} devices into "
+            f"equal contiguous blocks; make devices_per_node a multiple or divisor that does, or use ep_dispatch='flat'"
+        )
+    return G, n // G
 
 
 def moe_mlp_expert_parallel(
@@ -185,12 +282,19 @@ def moe_mlp_expert_parallel(
     local_m = m if m.balance_groups == 1 else m.replace(balance_groups=1)
     nodes = mesh_nodes(mesh, devices_per_node)
     _check_node_groups(m, nodes, axis, mesh.axis_names, n)
+    split, ax, names = None, axis, mesh.axis_names
+    if m.ep_dispatch == "two_stage":  # the expert axis as (node, local): one mesh axis per hop
+        split = _node_split(nodes, axis, mesh.axis_names, n)
+        i, ax = mesh.axis_names.index(axis), (f"{axis}_node", f"{axis}_local")
+        names = (*mesh.axis_names[:i], *ax, *mesh.axis_names[i + 1 :])
+        mesh = Mesh(mesh.devices.reshape(*mesh.devices.shape[:i], *split, *mesh.devices.shape[i + 1 :]), names)
+        batch_axes = tuple(b for a in batch_axes for b in (ax if a == axis else (a,)))
     stat_specs = {"load": P(), "aux_loss": P(), "z_loss": P(), "entropy": P(), "overflow": P(), "bias_next": P()}
     stat_specs.update({f"a2a_{k}": P() for k in ("local", "intra", "cross", "cross_dedup")}, expert_ids=P(batch_axes))
     fn = jax.shard_map(
-        lambda p, h: _local_moe(local_m, n, axis, batch_axes, p, h, nodes, mesh.axis_names),
+        lambda p, h: _local_moe(local_m, n, ax, batch_axes, p, h, nodes, names, split),
         mesh=mesh,
-        in_specs=(_param_specs(p, axis), P(batch_axes)),
+        in_specs=(_param_specs(p, ax), P(batch_axes)),
         out_specs=(P(batch_axes), stat_specs),
         check_vma=False,
     )

@@ -2209,4 +2209,6 @@ d = { 'settings': { 'branch': 'main',
                                      'marin.train.trainer.typed_eval_metrics': ( 'trainer.html#typed_eval_metrics',
                                                                                  'marin/train/trainer.py'),
                                      'marin.train.trainer.typed_losses': ('trainer.html#typed_losses', 'marin/train/trainer.py'),
+                                     'marin.train.trainer.use_compilation_cache': ( 'trainer.html#use_compilation_cache',
+                                                                                    'marin/train/trainer.py'),
                                      'marin.train.trainer.write_run_files': ('trainer.html#write_run_files', 'marin/train/trainer.py')}}}

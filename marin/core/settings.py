@@ -60,6 +60,12 @@ SETTINGS: tuple[Setting, ...] = (
         "processes a data stage runs its shards on when steps run locally: 0 = one per CPU core (never more than"
         " the stage has shards; a one-shard stage runs in the step's own process)",
     ),
+    Setting(
+        "compilation_cache",
+        "~/.cache/marin/jax",
+        "JAX's persistent compilation cache (a directory; 'off' disables it): a rerun of the same training shape"
+        " loads its compiled steps instead of compiling them again",
+    ),
 )
 SETTINGS_BY_KEY = {s.key: s for s in SETTINGS}
 
@@ -133,6 +139,7 @@ class Settings:
     lease_seconds: float
     cluster_placement: str = "ray"
     data_workers: int = 0
+    compilation_cache: str = "~/.cache/marin/jax"  # a directory, or "off"
 
 
 def settings(start: str | Path | None = None) -> Settings:
@@ -149,6 +156,7 @@ def settings(start: str | Path | None = None) -> Settings:
             lease_seconds=float(d["lease_seconds"]),
             cluster_placement=d["cluster_placement"],
             data_workers=int(d["data_workers"]),
+            compilation_cache=d["compilation_cache"],
         )
     except ValueError as e:
         raise ValueError(

@@ -77,6 +77,7 @@ def marin_row(label, m):
         step1, stepc, samp = _profile(eng)
     tok_s = (N - 1) / (wall1 - one.ttft_s)
     rows.append((label, tok_s, C * N / wallc, ttft * 1e3, weight_bytes(m) / 2**20))
+    print(rows[-1], flush=True)
     per_tok = 1e3 / tok_s
     notes.append(
         f"{label}: one token at batch 1 = {per_tok:.1f} ms: decode step {step1 * 1e3:.1f} ms, sampling {samp * 1e3:.1f} ms,"
@@ -186,8 +187,9 @@ def placeholder_tokenizer(vocab_size: int) -> str:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
     vocab = {c: i for i, c in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    vocab["ĠĠ"] = len(vocab)  # one merge: llama.cpp refuses a BPE vocabulary without merges
     vocab.update({f"<filler{i}>": i for i in range(len(vocab), vocab_size)})
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[("Ġ", "Ġ")]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     return tok.to_str()
@@ -265,6 +267,7 @@ def llama_cpp_rows(m, ours):
         )
         same = next((i for i, (a, b) in enumerate(zip(one, ours)) if a != b), min(len(one), len(ours)))
         notes.append(f"llama.cpp {qtype}: greedy tokens equal marin float32's for the first {same} of {N}")
+        print(rows[-1], notes[-1], flush=True)
         del llm
 
 

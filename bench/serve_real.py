@@ -9,10 +9,18 @@ no data-dependent work, so speed does not depend on the weights. `transformers` 
 (`dense_hf_tensors`), and its greedy tokens are compared with ours. Every request generates exactly --new-tokens.
 Rows: decode tokens/s at batch 1 (one request, after its first token), aggregate tokens/s for --concurrent requests
 submitted together, time to first token for a --prompt-len prompt. The profile rows split one engine token into
-the jitted decode step at batch 1 and at --concurrent rows, sampling, and the host's share (the rest). The load
-average is printed: compare ratios within one run, not absolute numbers across runs."""
+the jitted decode step at batch 1 and at --concurrent rows, sampling, and the host's share (the rest). "+ head"
+rows quantize the vocabulary projection too (`include_head=True`; the tied embedding's lookup stays float32). The load
+average is printed: compare ratios within one run, not absolute numbers across runs.
 
-import argparse, inspect, os, time
+llama.cpp (when `llama-cpp-python` is importable; its rows are skipped with a message otherwise) runs the same
+weights: the model is written as a Hugging Face folder with a placeholder byte-level vocabulary of the model's size
+(llama.cpp needs one to load; both engines are fed token ids), turned into an F32 GGUF by `write_gguf`, and
+quantized to Q4_0 / Q4_1 by llama.cpp's own `llama_model_quantize` (its standard mix: the tied embedding becomes
+Q6_K). llama-cpp-python serves one sequence at a time, so its "concurrent" row is the requests one after another,
+as `llama-server` with one slot would; TTFT is the prompt's evaluation plus the first greedy pick."""
+
+import argparse, ctypes, inspect, json, os, tempfile, time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax, jax.numpy as jnp, numpy as np
@@ -22,7 +30,8 @@ ap.add_argument("--new-tokens", type=int, default=64)
 ap.add_argument("--prompt-len", type=int, default=64)
 ap.add_argument("--concurrent", type=int, default=8)
 ap.add_argument("--threads", type=int, default=os.cpu_count())
-ap.add_argument("--skip", default="", help="comma-separated: transformers,int8,int4,prefix")
+ap.add_argument("--skip", default="", help="comma-separated: transformers,int8,int4,head,prefix,llama.cpp")
+ap.add_argument("--llama-types", default="F32,Q4_0,Q4_1", help="llama.cpp GGUF types (llama.cpp's own quantizer)")
 ap.add_argument("--only-prefix", action="store_true", help="only the prefix-cache rows")
 ap.add_argument("--system-len", type=int, default=448, help="the shared system prompt of the prefix-cache rows")
 args = ap.parse_args()
@@ -68,6 +77,7 @@ def marin_row(label, m):
         step1, stepc, samp = _profile(eng)
     tok_s = (N - 1) / (wall1 - one.ttft_s)
     rows.append((label, tok_s, C * N / wallc, ttft * 1e3, weight_bytes(m) / 2**20))
+    print(rows[-1], flush=True)
     per_tok = 1e3 / tok_s
     notes.append(
         f"{label}: one token at batch 1 = {per_tok:.1f} ms: decode step {step1 * 1e3:.1f} ms, sampling {samp * 1e3:.1f} ms,"
@@ -120,6 +130,8 @@ ours = marin_row("marin float32", model)
 for mode in ("int8", "int4"):
     if mode not in skip:
         marin_row(f"marin {mode}", quantize_model(model, mode))
+        if "head" not in skip:  # the vocabulary projection too (llama.cpp's Q4 files quantize it, to Q6_K)
+            marin_row(f"marin {mode} + head", quantize_model(model, mode, include_head=True))
 if "prefix" not in skip:
     prefix_rows(model)
 
@@ -169,6 +181,99 @@ if "transformers" not in skip:
     )
     notes.append(f"transformers' first 16 greedy tokens {'equal' if same else 'DIFFER from'} marin float32's")
 
+
+def placeholder_tokenizer(vocab_size: int) -> str:
+    "A byte-level BPE `tokenizer.json` with `vocab_size` tokens (the 256 byte symbols, then unreachable fillers)."
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {c: i for i, c in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    vocab["ĠĠ"] = len(vocab)  # one merge: llama.cpp refuses a BPE vocabulary without merges
+    vocab.update({f"<filler{i}>": i for i in range(len(vocab), vocab_size)})
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[("Ġ", "Ġ")]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    return tok.to_str()
+
+
+def write_llama_gguf(m, folder: str) -> str:
+    "`m` as an F32 GGUF that llama.cpp loads: a Hugging Face folder with a placeholder vocabulary, then `write_gguf`."
+    from marin.models.gguf import write_gguf
+    from marin.models.hf import ARCHITECTURES, architecture_for, safetensors_bytes
+
+    arch = architecture_for(m)
+    config, tensors = ARCHITECTURES[arch].to_config(m.cfg, arch), ARCHITECTURES[arch].to_tensors(m)
+    hf = os.path.join(folder, "hf")
+    os.makedirs(hf, exist_ok=True)
+    with open(os.path.join(hf, "config.json"), "w") as f:
+        json.dump(config, f)
+    with open(os.path.join(hf, "model.safetensors"), "wb") as f:
+        f.write(safetensors_bytes(tensors))
+    with open(os.path.join(hf, "tokenizer.json"), "w") as f:
+        f.write(placeholder_tokenizer(config["vocab_size"]))
+    with open(os.path.join(hf, "tokenizer_config.json"), "w") as f:
+        json.dump({"add_bos_token": False}, f)
+    return write_gguf(hf, os.path.join(folder, "F32.gguf"), "F32")
+
+
+def llama_quantize(llama_cpp, src: str, qtype: str) -> str:
+    "llama.cpp's own quantization of the F32 file `src` to `qtype` (its `llama-quantize`, through the C API)."
+    dst = src.replace("F32.gguf", f"{qtype}.gguf")
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{qtype}")
+    params.nthread = args.threads
+    if llama_cpp.llama_model_quantize(src.encode(), dst.encode(), ctypes.byref(params)) != 0:
+        raise RuntimeError(f"llama_model_quantize to {qtype} failed")
+    return dst
+
+
+def llama_generate(llm, prompt: list[int], n: int):
+    "(tokens, time to first token, wall) of `n` greedy tokens after `prompt`, from an empty context."
+    llm.reset()
+    out, t = [], time.perf_counter()
+    for tok in llm.generate(prompt, top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=1.0, reset=True):
+        out.append(tok)
+        if len(out) == 1:
+            ttft = time.perf_counter() - t
+        if len(out) == n:
+            return out, ttft, time.perf_counter() - t
+
+
+def llama_cpp_rows(m, ours):
+    try:
+        import llama_cpp
+    except ImportError:
+        notes.append(
+            "llama.cpp rows SKIPPED: llama-cpp-python is not installed (it is a bench-only dependency; "
+            '`pip install llama-cpp-python` builds llama.cpp from source, ~10 min; CMAKE_ARGS="-DGGML_NATIVE=ON")'
+        )
+        return
+    folder = tempfile.mkdtemp(prefix="serve_real_gguf_")
+    f32 = write_llama_gguf(m, folder)
+    for qtype in filter(None, args.llama_types.split(",")):
+        path = f32 if qtype == "F32" else llama_quantize(llama_cpp, f32, qtype)
+        llm = llama_cpp.Llama(
+            path, n_ctx=MAX_LEN, n_batch=MAX_LEN, n_threads=args.threads, n_threads_batch=args.threads, verbose=False
+        )
+        llama_generate(llm, prompts[0], 4)  # warm-up
+        one, _, wall1 = llama_generate(llm, prompts[0], N)
+        first = llama_generate(llm, prompts[0], 1)[1]
+        ttft = min(llama_generate(llm, prompts[i], 1)[1] for i in range(3))
+        t = time.perf_counter()
+        for p in prompts:
+            llama_generate(llm, p, N)
+        wallc = time.perf_counter() - t
+        rows.append(
+            (f"llama.cpp {qtype}", (N - 1) / (wall1 - first), C * N / wallc, ttft * 1e3, os.path.getsize(path) / 2**20)
+        )
+        same = next((i for i, (a, b) in enumerate(zip(one, ours)) if a != b), min(len(one), len(ours)))
+        notes.append(f"llama.cpp {qtype}: greedy tokens equal marin float32's for the first {same} of {N}")
+        print(rows[-1], notes[-1], flush=True)
+        del llm
+
+
+if "llama.cpp" not in skip:
+    llama_cpp_rows(model, ours)
+
 print(f"\nload average after: {os.getloadavg()}")
 print(f"| engine | decode tok/s, batch 1 | {C} requests, aggregate tok/s | TTFT, {P}-token prompt | weights MiB |")
 print("|---|---|---|---|---|")
@@ -177,4 +282,12 @@ for r in rows:
 base = {r[0]: r for r in rows}
 if "transformers float32" in base:
     print(f"\nmarin float32 / transformers, batch 1: {base['marin float32'][1] / base['transformers float32'][1]:.2f}x")
+for q in [r[0] for r in rows if r[0].startswith("llama.cpp Q4")]:
+    for mine in [r[0] for r in rows if r[0].startswith("marin")]:
+        if mine in base:
+            a, b = base[mine], base[q]
+            print(
+                f"{mine} / {q}: batch 1 {a[1] / b[1]:.2f}x (goal >= 0.5 for int8/int4), {C} requests {a[2] / b[2]:.2f}x"
+                f" (goal >= 1), TTFT {a[3] / b[3]:.2f}x (goal <= 2)"
+            )
 print("\n" + "\n".join(notes))

@@ -61,15 +61,18 @@ class Int4Weight(eqx.Module):
     def shape(self):
         return (*self.packed.shape[:-2], 2 * self.packed.shape[-2], self.packed.shape[-1])
 
+    def planes(self, dtype=jnp.float32):
+        "(even rows, odd rows) of the dequantized weight, each `[..., in/2, out]`: the low and the high nibbles."
+        s = self.packed.astype(jnp.int8)  # shifting a signed byte sign-extends the nibble
+        *lead, i2, o = s.shape
+        g = self.group_size // 2  # a group of G rows is G/2 bytes
+        scale = self.scale[..., :, None, :].astype(dtype)
+        f = lambda q: (q.reshape(*lead, i2 // g, g, o).astype(dtype) * scale).reshape(*lead, i2, o)
+        return f((s << 4) >> 4), f(s >> 4)
+
     def dequantize(self, dtype=jnp.float32):
-        lo = (self.packed & 0xF).astype(jnp.int8)
-        hi = (self.packed >> 4).astype(jnp.int8)
-        lo = jnp.where(lo > 7, lo - 16, lo)
-        hi = jnp.where(hi > 7, hi - 16, hi)
-        q = jnp.stack([lo, hi], axis=-2)  # [..., I/2, 2, O]
-        *lead, i2, _, o = q.shape
-        q = q.reshape(*lead, 2 * i2 // self.group_size, self.group_size, o)  # [..., NG, G, O]
-        return (q.astype(dtype) * self.scale[..., :, None, :].astype(dtype)).reshape(*lead, 2 * i2, o)
+        lo, hi = self.planes(dtype)
+        return jnp.stack([lo, hi], axis=-2).reshape(*lo.shape[:-2], 2 * lo.shape[-2], lo.shape[-1])
 
 
 def quantize_int4(w: Float[Array, "... I O"], group_size: int = 128) -> Int4Weight:
@@ -94,7 +97,8 @@ def qmatmul(x: Float[Array, "... I"], w) -> Float[Array, "... O"]:
     if isinstance(w, Int8Weight):
         return jnp.einsum("...i,io->...o", x, w.q.astype(x.dtype)) * w.scale.astype(x.dtype)
     if isinstance(w, Int4Weight):
-        return jnp.einsum("...i,io->...o", x, w.dequantize(x.dtype))
+        lo, hi = w.planes(x.dtype)
+        return jnp.einsum("...i,io->...o", x[..., 0::2], lo) + jnp.einsum("...i,io->...o", x[..., 1::2], hi)
     return jnp.einsum("...i,io->...o", x, w.astype(x.dtype))
 
 # %% ../../nbs/62_quantize.ipynb #808e5f6b

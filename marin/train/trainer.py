@@ -17,7 +17,7 @@ from ..core import storage
 from ..core.config import Config, added, canonical, check, config_hash, versioned
 from ..core.devices import memory_in_use_gb, peak_flops_per_device
 from ..core.executor import Step, StepOrPath
-from ..core.settings import shared_data_dir
+from ..core.settings import settings, shared_data_dir
 from ..data.mixture import DataConfig, Loader
 from ..models.io import CheckpointMismatch, abstract_model, init_base_model, latest_checkpoint, load_lora_base
 from ..models.lora import LoraConfig, abstract_adapter, init_adapter, merge
@@ -934,15 +934,14 @@ def use_compilation_cache(path: str | None = None) -> str | None:
     """Turn on JAX's persistent compilation cache at `path` (default: the `compilation_cache` setting; `off` or ""
     leaves it off) unless this process already set a directory; the directory in use, or None."""
     from jax.experimental.compilation_cache import compilation_cache as cc
-    from marin.core.settings import settings
 
     if current := jax.config.jax_compilation_cache_dir:
         return current
     path = settings().compilation_cache if path is None else path
     if path in ("", "off"):
         return None
-    path = path if "://" in path else os.path.expanduser(path)
-    if "://" not in path:
+    if "://" not in path:  # a local directory (a URL goes to JAX as it is)
+        path = os.path.expanduser(path)
         os.makedirs(path, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)  # the eval step compiles in ~1 s

@@ -8,7 +8,7 @@ import math, os, resource, time
 
 # %% auto #0
 __all__ = ['DEVICE_PEAK_FLOPS', 'DEVICE_MEMORY_GB', 'device_kind', 'device_count', 'device_memory_bytes', 'measure_matmul_flops',
-           'peak_flops_per_device', 'device_spec', 'memory_in_use_gb']
+           'peak_flops_per_device', 'device_spec', 'memory_in_use_gb', 'use_compilation_cache']
 
 # %% ../../nbs/08_devices.ipynb #327bfbfb
 DEVICE_PEAK_FLOPS = {  # dense bf16 FLOP/s per device
@@ -124,3 +124,24 @@ def memory_in_use_gb() -> dict[str, float]:
     if "peak_bytes_in_use" in stats:
         return {"system/device_peak_memory_gb": stats["peak_bytes_in_use"] / 2**30}
     return {"system/host_peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+
+# %% ../../nbs/08_devices.ipynb #89275aee
+def use_compilation_cache(path: str | None = None) -> str | None:
+    """Turn on JAX's persistent compilation cache at `path` (default: the `compilation_cache` setting; `off` or ""
+    leaves it off) unless this process already set a directory; the directory in use, or None."""
+    import jax
+    from jax.experimental.compilation_cache import compilation_cache as cc
+    from marin.core.settings import settings
+
+    if current := jax.config.jax_compilation_cache_dir:
+        return current
+    path = settings().compilation_cache if path is None else path
+    if path in ("", "off"):
+        return None
+    if "://" not in path:  # a local directory (a URL goes to JAX as it is)
+        path = os.path.expanduser(path)
+        os.makedirs(path, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)  # the eval step compiles in ~1 s
+    cc.reset_cache()  # a compile before this call already decided "no cache" for the process: decide again
+    return path

@@ -122,8 +122,10 @@ def _evaluate_job(cfg: EvalConfig, model, logits_fn, tok, name: str, job, step: 
 def evaluate_checkpoints(cfg: EvalConfig, output_path: str) -> dict:
     """Executor step: every (checkpoint, task) pair; results under `output_path/results/`; summary = the newest
     checkpoint's metrics."""
+    from marin.core.devices import use_compilation_cache
     from marin.models.io import load_model
 
+    use_compilation_cache()  # a rerun of this model's shapes loads its compiled forward passes
     tasks = cfg.resolved_tasks()
     steps = checkpoint_steps(cfg)
     tok = checkpoint_tokenizer(str(cfg.checkpoint), cfg.tokenizer) if tasks else None

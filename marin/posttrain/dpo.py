@@ -347,12 +347,14 @@ def run_dpo(cfg: DPOConfig, output_path: str) -> dict:
     """Executor step: DPO-train a copy of the base model against the frozen base (with LoRA: an adapter on it, the base
     itself the reference, one copy of the weights); checkpoints in the trainer's format."""
     import jax, equinox as eqx
+    from marin.core.devices import use_compilation_cache
     from marin.core.tracking import start_tracking
     from marin.models.io import load_model
     from marin.models.lora import init_adapter
     from marin.train.trainer import plain_config
     from marin.train.optim import build_optimizer
 
+    use_compilation_cache()  # a rerun of this shape loads its compiled DPO step
     reference, meta = load_model(str(cfg.base), None if cfg.base_step < 0 else cfg.base_step)
     loader = cfg.data.build()
     if loader.vocab_size > reference.cfg.vocab_size:

@@ -176,9 +176,11 @@ def serve_cmd(
     )
     if dry_run:
         return _dry_run(model, quantize, group_size, max_batch)
+    from marin.core.devices import use_compilation_cache
     from marin.serve.server import Server, ServedModel, listen_socket
 
     sock = listen_socket(host, port)  # before the model loads: a busy or bad port fails in a second
+    use_compilation_cache()  # a restart of the same model loads its compiled prefill and decode programs
     try:
         sm = ServedModel.load(
             model, name=name, quantize=quantize, group_size=group_size, max_batch=max_batch,

@@ -15,9 +15,9 @@ from jax.sharding import Mesh
 from jaxtyping import Array, Int
 from ..core import storage
 from ..core.config import Config, added, canonical, check, config_hash, versioned
-from ..core.devices import memory_in_use_gb, peak_flops_per_device
+from ..core.devices import memory_in_use_gb, peak_flops_per_device, use_compilation_cache
 from ..core.executor import Step, StepOrPath
-from ..core.settings import settings, shared_data_dir
+from ..core.settings import shared_data_dir
 from ..data.mixture import DataConfig, Loader
 from ..models.io import CheckpointMismatch, abstract_model, init_base_model, latest_checkpoint, load_lora_base
 from ..models.lora import LoraConfig, abstract_adapter, init_adapter, merge
@@ -47,7 +47,7 @@ __all__ = ['SUMMARY_FILE', 'ArrayLoader', 'CharDataConfig', 'SyntheticLoader', '
            'Throughput', 'TrainingFailed', 'Preempted', 'plain_config', 'check_loader', 'write_run_files', 'History',
            'DivergenceCheck', 'train_metrics', 'MetricsLogger', 'Evaluator', 'start_from', 'checkpoint_meta',
            'Checkpointer', 'restore_or_init', 'start_run_tracking', 'progress_bar', 'run_summary', 'TrainHooks',
-           'run_steps', 'use_compilation_cache', 'train', 'train_step', 'final_params_hash']
+           'run_steps', 'train', 'train_step', 'final_params_hash']
 
 # %% ../../nbs/33_trainer.ipynb #88ba14ad
 class ArrayLoader:
@@ -928,25 +928,6 @@ def run_steps(setup: TrainingSetup, state: TrainState, hooks: TrainHooks) -> Tra
                 hooks.checkpoints.ckpt.wait()
                 raise Preempted(f"SIGTERM at step {done}: checkpoint saved; rerun the step to resume")
     return state
-
-# %% ../../nbs/33_trainer.ipynb #89275aee
-def use_compilation_cache(path: str | None = None) -> str | None:
-    """Turn on JAX's persistent compilation cache at `path` (default: the `compilation_cache` setting; `off` or ""
-    leaves it off) unless this process already set a directory; the directory in use, or None."""
-    from jax.experimental.compilation_cache import compilation_cache as cc
-
-    if current := jax.config.jax_compilation_cache_dir:
-        return current
-    path = settings().compilation_cache if path is None else path
-    if path in ("", "off"):
-        return None
-    if "://" not in path:  # a local directory (a URL goes to JAX as it is)
-        path = os.path.expanduser(path)
-        os.makedirs(path, exist_ok=True)
-    jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)  # the eval step compiles in ~1 s
-    cc.reset_cache()  # a compile before this call already decided "no cache" for the process: decide again
-    return path
 
 # %% ../../nbs/33_trainer.ipynb #fd05612b
 def train(cfg: TrainConfig, output_path: str) -> dict:

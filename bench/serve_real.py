@@ -2,6 +2,7 @@
 `generate` and, when `llama-cpp-python` is installed, llama.cpp, side by side in one run.
 
 Run: .venv/bin/python bench/serve_real.py [--new-tokens 64] [--prompt-len 64] [--concurrent 8] [--skip transformers]
+     [--host-profile TOKENS]  (cProfile of the engine thread's decode iterations, per mode: the host's share)
 
 The model is the issue's 135M-parameter Llama shape (SmolLM-135M: 30 layers, d_model 576, 9 query / 3 KV heads,
 d_ff 1536, vocabulary 49,152, tied embeddings) with random weights (seed 0): greedy decoding with EOS ignored does
@@ -9,8 +10,9 @@ no data-dependent work, so speed does not depend on the weights. `transformers` 
 (`dense_hf_tensors`), and its greedy tokens are compared with ours. Every request generates exactly --new-tokens.
 Rows: decode tokens/s at batch 1 (one request, after its first token), aggregate tokens/s for --concurrent requests
 submitted together, time to first token for a --prompt-len prompt. The profile rows split one engine token into
-the jitted decode step at batch 1 and at --concurrent rows, sampling, and the host's share (the rest). "+ head"
-rows quantize the vocabulary projection too (`include_head=True`; the tied embedding's lookup stays float32). The load
+the jitted decode step at batch 1 and at --concurrent rows, sampling, and the host's share (the rest). "head"
+says how the vocabulary projection is stored (`quantize_model(..., head=)`: the tied embedding quantized once, its
+lookup gathering dequantized rows; "float32": as before, 113 MB read every step). The load
 average is printed: compare ratios within one run, not absolute numbers across runs.
 
 llama.cpp (when `llama-cpp-python` is importable; its rows are skipped with a message otherwise) runs the same
@@ -34,6 +36,14 @@ ap.add_argument("--skip", default="", help="comma-separated: transformers,int8,i
 ap.add_argument("--llama-types", default="F32,Q4_0,Q4_1", help="llama.cpp GGUF types (llama.cpp's own quantizer)")
 ap.add_argument("--only-prefix", action="store_true", help="only the prefix-cache rows")
 ap.add_argument("--system-len", type=int, default=448, help="the shared system prompt of the prefix-cache rows")
+ap.add_argument(
+    "--host-profile",
+    type=int,
+    default=0,
+    metavar="TOKENS",
+    help="profile the engine thread's decode "
+    "iterations over one request of TOKENS tokens (a real tokenizer's decode_text), per mode",
+)
 args = ap.parse_args()
 skip = set(filter(None, args.skip.split(",")))
 
@@ -103,8 +113,66 @@ def _profile(eng):
         times.append(timed(step)[0])
     b = 1 if with_slots else eng.max_batch
     lg = jax.random.normal(jax.random.PRNGKey(0), (b, CFG.vocab_size))
+    if hasattr(eng, "_table"):  # the per-slot table on the device
+        return (
+            times[0],
+            times[1],
+            timed(eng._sample, lg, eng._table, jnp.zeros(b, jnp.int32), jnp.zeros(b, jnp.int32))[0],
+        )
     t, k, p = eng._params_arrays([None] * b)
     return times[0], times[1], timed(eng._sample, lg, eng._keys([None] * b, [0] * b), t, k, p)[0]
+
+
+def placeholder_tokenizer(vocab_size: int) -> str:
+    "A byte-level BPE `tokenizer.json` with `vocab_size` tokens (the 256 byte symbols, then unreachable fillers)."
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {c: i for i, c in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    vocab["ĠĠ"] = len(vocab)  # one merge: llama.cpp refuses a BPE vocabulary without merges
+    vocab.update({f"<filler{i}>": i for i in range(len(vocab), vocab_size)})
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[("Ġ", "Ġ")]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    return tok.to_str()
+
+
+def host_profile(label, m, n_tokens, top=8):
+    """cProfile of the engine thread's decode iterations (`Engine._step`, which calls `_emit`) while one request
+    generates `n_tokens`, with a real tokenizer's `decode_text` (the placeholder byte-level BPE below): the top items
+    by own time, in ms per token. Waiting for the device shows as the call that blocks (`numpy.asarray` before,
+    `device_get` after); the rest is the host's share."""
+    import cProfile, pstats
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_str(placeholder_tokenizer(CFG.vocab_size))
+    prof = [cProfile.Profile()]
+
+    class Profiled(E.Engine):
+        def _step(self):
+            prof[0].enable()
+            try:
+                return E.Engine._step(self)
+            finally:
+                prof[0].disable()
+
+    prm = E.SamplingParams(max_tokens=n_tokens, temperature=0.0, ignore_eos=True)
+    with Profiled(m, max_batch=C, max_seq_len=MAX_LEN, decode_text=tok.decode) as eng:
+        eng.generate(prompts[:1], prm)  # compiled
+        prof[0], steps = cProfile.Profile(), eng.stats["decode_steps"]
+        t = time.perf_counter()
+        c = eng.generate(prompts[:1], prm)[0]
+        per_tok = (time.perf_counter() - t - c.ttft_s) / (n_tokens - 1) * 1e3
+        steps = eng.stats["decode_steps"] - steps
+    st = pstats.Stats(prof[0]).stats  # (file, line, name) -> (calls, prim calls, own time, cumulative, callers)
+    total = sum(v[2] for v in st.values()) / steps * 1e3
+    items = sorted(st.items(), key=lambda kv: -kv[1][2])[:top]
+    name = lambda k: k[2] if k[0] == "~" else f"{os.path.basename(k[0])}:{k[2]}"
+    lines = [f"{name(k)} {v[2] / steps * 1e3:.2f} ms ({v[0] / steps:.0f} calls)" for k, v in items]
+    notes.append(
+        f"host profile, {label}: {per_tok:.1f} ms per token, {total:.1f} ms profiled per decode iteration; top: "
+        + "; ".join(lines)
+    )
+    print(notes[-1], flush=True)
 
 
 def prefix_rows(m):
@@ -126,12 +194,27 @@ if args.only_prefix:
     prefix_rows(model)
     print("\n".join(notes))
     raise SystemExit
+HEAD_ARG = "head" in inspect.signature(quantize_model).parameters  # older trees: include_head (the blocks' mode)
+
+
+def quantized(mode: str, head: str):
+    "The model's blocks quantized to `mode`, its vocabulary projection to `head` ('none': float32)."
+    if HEAD_ARG:
+        return quantize_model(model, mode, head=head)
+    return quantize_model(model, mode, include_head=head != "none")
+
+
+if args.host_profile:
+    for mode in ("none", "int8", "int4"):
+        if mode not in skip:
+            host_profile("float32" if mode == "none" else mode, quantized(mode, "none"), args.host_profile)
 ours = marin_row("marin float32", model)
 for mode in ("int8", "int4"):
     if mode not in skip:
-        marin_row(f"marin {mode}", quantize_model(model, mode))
+        marin_row(f"marin {mode}, head float32", quantized(mode, "none"))
         if "head" not in skip:  # the vocabulary projection too (llama.cpp's Q4 files quantize it, to Q6_K)
-            marin_row(f"marin {mode} + head", quantize_model(model, mode, include_head=True))
+            for head in ("int8", "int4") if mode == "int4" and HEAD_ARG else (mode,):
+                marin_row(f"marin {mode}, head {head}", quantized(mode, head))
 if "prefix" not in skip:
     prefix_rows(model)
 
@@ -180,19 +263,6 @@ if "transformers" not in skip:
         )
     )
     notes.append(f"transformers' first 16 greedy tokens {'equal' if same else 'DIFFER from'} marin float32's")
-
-
-def placeholder_tokenizer(vocab_size: int) -> str:
-    "A byte-level BPE `tokenizer.json` with `vocab_size` tokens (the 256 byte symbols, then unreachable fillers)."
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-
-    vocab = {c: i for i, c in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
-    vocab["ĠĠ"] = len(vocab)  # one merge: llama.cpp refuses a BPE vocabulary without merges
-    vocab.update({f"<filler{i}>": i for i in range(len(vocab), vocab_size)})
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[("Ġ", "Ġ")]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    return tok.to_str()
 
 
 def write_llama_gguf(m, folder: str) -> str:

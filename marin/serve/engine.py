@@ -5,7 +5,7 @@
 # %% ../../nbs/63_engine.ipynb #247ef652
 from __future__ import annotations
 import collections, dataclasses, functools, math, queue, threading, time
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -18,8 +18,9 @@ from ..models.transformer import embed_tokens, layer_attention, layer_params, to
 from .quantize import dequantize_tree, qmatmul
 
 # %% auto #0
-__all__ = ['TOP_N', 'serving_moe_config', 'prefill', 'decode', 'sample_tokens', 'prompt_logprobs', 'SamplingParams', 'TokenOut',
-           'Completion', 'RequestHandle', 'length_bucket', 'Engine', 'common_prefix']
+__all__ = ['TOP_N', 'serving_moe_config', 'prefill', 'decode', 'sample_tokens', 'prompt_logprobs', 'SlotParams', 'sample_slots',
+           'decode_sample', 'SamplingParams', 'TokenOut', 'Completion', 'RequestHandle', 'length_bucket', 'Engine',
+           'common_prefix', 'StreamingText']
 
 # %% ../../nbs/63_engine.ipynb #99d20f1d
 TOP_N = 20  # top log-probabilities returned with every token (the OpenAI API allows up to 20)
@@ -199,6 +200,39 @@ def prompt_logprobs(logits, tokens):
     tv, ti = jax.lax.top_k(logp, min(TOP_N, logits.shape[-1]))
     return jnp.take_along_axis(logp, nxt[:, None], axis=-1)[:, 0], tv, ti
 
+# %% ../../nbs/63_engine.ipynb #7623eae2785240b9bd12b16a66d81610
+class SlotParams(NamedTuple):
+    "Every slot's sampling parameters, kept on the device: written once when a request starts, read by every step."
+
+    seed: jax.Array  # uint32 [slots]
+    temperature: jax.Array  # float32 [slots]
+    top_k: jax.Array  # int32 [slots]
+    top_p: jax.Array  # float32 [slots]
+
+    @classmethod
+    def empty(cls, n: int) -> SlotParams:
+        z = lambda dt: jnp.zeros(n, dt)
+        return cls(z(jnp.uint32), z(jnp.float32), z(jnp.int32), jnp.ones(n, jnp.float32))
+
+
+def _set_slot(table: SlotParams, slot, *values) -> SlotParams:
+    return SlotParams(*(a.at[slot].set(v) for a, v in zip(table, values)))
+
+
+def sample_slots(logits, table: SlotParams, slots, counts):
+    "`sample_tokens` for rows of `slots[B]`: each with its slot's parameters and the key of its `counts`-th token."
+    keys = _request_keys(table.seed[slots], counts.astype(jnp.uint32))
+    return sample_tokens(logits, keys, table.temperature[slots], table.top_k[slots], table.top_p[slots])
+
+
+def decode_sample(model, feed, cache_k, cache_v, table: SlotParams, attn_len: int, dtype=jnp.float32):
+    """`decode` and `sample_slots` in one compiled program (one call and one transfer each way per step).
+    `feed` int32[4, B]: per row the token to feed, its position, the slot and how many tokens it sampled before.
+    Returns ((token, log-probability, top-N log-probs, their ids), cache_k, cache_v)."""
+    tokens, positions, slots, counts = feed
+    logits, cache_k, cache_v = decode(model, tokens, positions, slots, cache_k, cache_v, attn_len, dtype)
+    return sample_slots(logits, table, slots, counts), cache_k, cache_v
+
 # %% ../../nbs/63_engine.ipynb #fb1a1049
 @dataclasses.dataclass(frozen=True)
 class SamplingParams(Config):
@@ -256,7 +290,7 @@ class RequestHandle:
         self.done = threading.Event()
         self.error: BaseException | None = None
         self.t_submit = time.perf_counter()
-        self._text_len = 0
+        self._text: StreamingText | None = None  # set when it starts (the engine's tokenizer)
         self._t_last = 0.0  # when its last token was emitted (inter-token latency)
         self.cancelled = False
 
@@ -339,7 +373,12 @@ class Engine:
         self._decode = jax.jit(
             functools.partial(decode, dtype=self.dtype), static_argnames=("attn_len",), donate_argnums=(4, 5)
         )
-        self._sample = jax.jit(sample_tokens)
+        self._decode_sample = jax.jit(
+            functools.partial(decode_sample, dtype=self.dtype), static_argnames=("attn_len",), donate_argnums=(2, 3)
+        )
+        self._sample = jax.jit(sample_slots)
+        self._set_slot = jax.jit(_set_slot, donate_argnums=(0,))
+        self._table = SlotParams.empty(self.max_batch)  # each slot's sampling parameters, on the device
         self._prompt_lp = jax.jit(prompt_logprobs)
         self._pending: collections.deque = collections.deque()
         self._cv = threading.Condition()
@@ -468,19 +507,12 @@ def _finish(self: Engine, slot: int, h: RequestHandle, reason: str):
 
 
 @patch
-def _keys(self: Engine, hs: list, counts) -> jnp.ndarray:
-    seeds = [(h.params.seed if h.params.seed is not None else h.id) if h else 0 for h in hs]
-    return _request_keys(
-        jnp.asarray(np.array(seeds, np.uint64).astype(np.uint32)), jnp.asarray(np.array(counts, np.uint32))
-    )
-
-
-@patch
-def _params_arrays(self: Engine, hs: list):
-    t = np.array([h.params.temperature if h else 0.0 for h in hs], np.float32)
-    k = np.array([h.params.top_k if h else 0 for h in hs], np.int32)
-    p = np.array([h.params.top_p if h else 1.0 for h in hs], np.float32)
-    return jnp.asarray(t), jnp.asarray(k), jnp.asarray(p)
+def _set_params(self: Engine, slot: int, h: RequestHandle):
+    "`h`'s sampling parameters into `slot`'s row of the device table (its seed: `seed`, else the request id)."
+    p = h.params
+    seed = np.array(p.seed if p.seed is not None else h.id, np.uint64).astype(np.uint32)
+    vals = (seed, np.float32(p.temperature), np.int32(p.top_k), np.float32(p.top_p))
+    self._table = self._set_slot(self._table, slot, *vals)
 
 # %% ../../nbs/63_engine.ipynb #acae54e37e7d407bbb7b55eff062a284
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -519,6 +551,7 @@ def _admit(self: Engine, slot: int, h: RequestHandle):
     self._filled[slot] = self._reuse(slot, h)
     self._held[slot] = []  # until the prefill has written this prompt
     self._prefilling.add(slot)
+    h._text = StreamingText(self.decode_text)
     self._prefill_next(slot, h)
 
 
@@ -556,10 +589,11 @@ def _first_token(self: Engine, slot: int, h: RequestHandle, logits, toks):
     if h.params.max_tokens == 0 or h.cancelled:
         c.ttft_s = time.perf_counter() - h.t_submit
         return self._finish(slot, h, "cancelled" if h.cancelled else "length")
-    t, k, p = self._params_arrays([h])
-    out = self._sample((logits[P - 1] if h.params.echo else logits)[None], self._keys([h], [0]), t, k, p)
+    self._set_params(slot, h)
+    rows = np.array([slot], np.int32)
+    out = self._sample((logits[P - 1] if h.params.echo else logits)[None], self._table, rows, np.zeros(1, np.int32))
     self._pos[slot], self._next[slot] = P, 0
-    self._emit(slot, h, *(np.asarray(a)[0] for a in out))  # np.asarray waits for the device: TTFT is real
+    self._emit(slot, h, *(a[0] for a in jax.device_get(out)))  # device_get waits for the device: TTFT is real
 
 
 @patch
@@ -577,21 +611,41 @@ def _step(self: Engine):
     rows = active + active[:1] * (length_bucket(len(active), self.max_batch, smallest=1) - len(active))
     slots = np.array(rows, np.int32)
     attn_len = length_bucket(int(self._pos[slots].max()) + 1, self.max_seq_len)
-    logits, self.cache_k, self.cache_v = self._decode(
-        self.model,
-        *(jnp.asarray(a) for a in (self._next[slots], self._pos[slots], slots)),
-        self.cache_k,
-        self.cache_v,
-        attn_len=attn_len,
-    )
-    self.stats["decode_steps"] += 1
     hs = [self._slots[s] for s in rows]
     counts = [len(h.completion.tokens) for h in hs]
-    t, k, p = self._params_arrays(hs)
-    tok, lp, tv, ti = (np.asarray(a) for a in self._sample(logits, self._keys(hs, counts), t, k, p))
+    feed = np.stack([self._next[slots], self._pos[slots], slots, np.array(counts, np.int32)])  # one transfer in
+    out, self.cache_k, self.cache_v = self._decode_sample(
+        self.model, feed, self.cache_k, self.cache_v, self._table, attn_len=attn_len
+    )
+    self.stats["decode_steps"] += 1
+    tok, lp, tv, ti = jax.device_get(out)  # one transfer out
     for j, s in enumerate(active):
         self._pos[s] += 1
         self._emit(s, hs[j], tok[j], lp[j], tv[j], ti[j])
+
+# %% ../../nbs/63_engine.ipynb #938c804e27f84196a10c8828c723f798
+class StreamingText:
+    "The text a growing token sequence adds, token by token, decoded from a window (see above)."
+
+    def __init__(self, decode: Callable[[list[int]], str]):
+        self.decode, self._start, self._read = decode, 0, 0  # tokens[_start:_read]: context, already emitted
+
+    def _delta(self, tokens: list[int]) -> tuple[str, str]:
+        return self.decode(tokens[self._start : self._read]), self.decode(tokens[self._start :])
+
+    def add(self, tokens: list[int]) -> str:
+        "The new text of `tokens` (the whole sequence so far): '' while it ends inside a character."
+        before, now = self._delta(tokens)
+        if len(now) <= len(before) or now.endswith("\ufffd"):
+            return ""
+        self._start, self._read = self._read, len(tokens)
+        return now[len(before) :]
+
+    def rest(self, tokens: list[int]) -> str:
+        "What `add` held back, at the end of a request (an unfinished character stays U+FFFD, as in a full decode)."
+        before, now = self._delta(tokens)
+        self._start = self._read = len(tokens)
+        return now[len(before) :]
 
 # %% ../../nbs/63_engine.ipynb #2cb73eb6
 @patch
@@ -608,23 +662,17 @@ def _emit(self: Engine, slot: int, h: RequestHandle, tok, lp, tv, ti):
     h._t_last = now
     top = list(zip(ti.tolist(), tv.tolist()))
     c.top.append(top)
-    text = self.decode_text(c.tokens)
-    reason = ""
-    if (tok in self.eos_ids and not prm.ignore_eos) or tok in prm.stop_token_ids:
-        reason = "stop"
-    cut = min((i for i in (text.find(s) for s in prm.stop if s) if i >= 0), default=-1)
-    if cut >= 0:
-        text, reason = text[:cut], "stop"
-    if not reason and h.cancelled:
-        reason = "cancelled"
-    if not reason and len(c.tokens) >= prm.max_tokens:
-        reason = "length"
-    if not reason and self._pos[slot] >= self.max_seq_len:
-        reason = "length"
-    new = text[h._text_len :] if len(text) >= h._text_len else ""
-    if reason == "stop" and cut < 0:
-        new, text = "", text[: h._text_len]  # the end-of-text token itself adds no text
-    h._text_len = len(text)
+    stop_token = (tok in self.eos_ids and not prm.ignore_eos) or tok in prm.stop_token_ids
+    last = stop_token or h.cancelled or len(c.tokens) >= prm.max_tokens or self._pos[slot] >= self.max_seq_len
+    new = "" if stop_token else h._text.add(c.tokens)  # the end-of-text token itself adds no text
+    if last:
+        new += h._text.rest(c.tokens[:-1] if stop_token else c.tokens)
+    text = c.text + new
+    lo = max(0, len(c.text) - max((len(s) for s in prm.stop), default=0) + 1)  # a stop string ends in `new`
+    cut = min((i for i in (text.find(s, lo) for s in prm.stop if s) if i >= 0), default=-1)
+    text = text[:cut] if cut >= 0 else text
+    new = text[len(c.text) :]
+    reason = "stop" if stop_token or cut >= 0 else "cancelled" if h.cancelled else "length" if last else ""
     c.text = text
     h.events.put(TokenOut(tok, float(lp), top, new))
     if reason:

@@ -22,7 +22,7 @@ quantized to Q4_0 / Q4_1 by llama.cpp's own `llama_model_quantize` (its standard
 Q6_K). llama-cpp-python serves one sequence at a time, so its "concurrent" row is the requests one after another,
 as `llama-server` with one slot would; TTFT is the prompt's evaluation plus the first greedy pick."""
 
-import argparse, ctypes, inspect, json, os, tempfile, time
+import argparse, ctypes, functools, inspect, json, os, tempfile, time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax, jax.numpy as jnp, numpy as np
@@ -98,7 +98,11 @@ def marin_row(label, m):
 
 def _profile(eng):
     "The jitted decode step alone (batch 1 and C rows, attention over 128 positions) and sampling, on the engine's cache."
-    with_slots = "slots" in inspect.signature(E.decode).parameters  # older engines decoded every slot
+    params = inspect.signature(E.decode).parameters
+    with_slots = "slots" in params  # older engines decoded every slot
+    dtype = {"dtype": eng.dtype} if "dtype" in params else {}
+    donate = (4, 5) if with_slots else (3, 4)  # the caches, as the engine donates them
+    decode = jax.jit(functools.partial(E.decode, **dtype), static_argnames=("attn_len",), donate_argnums=donate)
     times = []
     for b in (1, C):
         b = b if with_slots else eng.max_batch
@@ -107,7 +111,7 @@ def _profile(eng):
         )
 
         def step():
-            lg, eng.cache_k, eng.cache_v = eng._decode(eng.model, *a, eng.cache_k, eng.cache_v, attn_len=128)
+            lg, eng.cache_k, eng.cache_v = decode(eng.model, *a, eng.cache_k, eng.cache_v, attn_len=128)
             return lg
 
         times.append(timed(step)[0])

@@ -370,9 +370,6 @@ class Engine:
         self._held: list[list[int]] = [[] for _ in range(self.max_batch)]  # the prompt whose K/V each slot holds
         self._filled = np.zeros(self.max_batch, np.int64)  # prompt tokens prefilled so far, per slot
         self._prefilling: set[int] = set()  # slots whose prompt is still being prefilled, chunk by chunk
-        self._decode = jax.jit(
-            functools.partial(decode, dtype=self.dtype), static_argnames=("attn_len",), donate_argnums=(4, 5)
-        )
         self._decode_sample = jax.jit(
             functools.partial(decode_sample, dtype=self.dtype), static_argnames=("attn_len",), donate_argnums=(2, 3)
         )

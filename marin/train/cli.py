@@ -26,6 +26,7 @@ def _nano() -> TrainConfig:
     return TrainConfig(
         model=LlamaConfig(vocab_size=65, seq_len=64, d_model=128, n_layers=4, n_heads=4, n_kv_heads=4, d_ff=352),
         data=CharDataConfig(batch_size=12, seq_len=64),
+        grad_accum=2,
         eval_data=(("val", CharDataConfig(split="val", batch_size=12, seq_len=64)),),
         optimizer=OptimizerConfig(learning_rate=2e-3, warmup=100, min_lr_ratio=0.1, beta2=0.99, weight_decay=0.1),
         num_train_steps=2000,

@@ -10,7 +10,8 @@ Run: .venv/bin/python bench/serve_gemma.py [--new-tokens 64] [--ppl-tokens 2048]
    whether the two tokenizers give the same ids, then 64 greedy tokens from the same ids (EOS ignored), the first
    position where they differ, and there marin's top-2 log-probabilities (a near tie is float rounding, not a bug).
 2. Quantization cost in bits per byte on shared prose (the lab's copy of *Little Women*, 3,000-character pieces):
-   the float32 dequantized model, marin int8 (per output channel) and int4 (group-wise; group 128 and 32), with the
+   the float32 dequantized model, marin int8 (per output channel), int4 and int4-min (group-wise, symmetric or
+   with a minimum per group; group 128 and 32), with the
    vocabulary projection (Gemma's tied 262,144 x 640 embedding) float32 or ("+ head") quantized too, each
    scored with its dequantized weights (what the engine's quantized matmuls compute), and llama.cpp's own scores
    of the same windows on the Q4_K_M and F32 files. Windows are `<bos>` + up to --seq-len - 1 tokens of one piece.
@@ -194,6 +195,8 @@ if "bpb" not in skip:
         ("marin int8", "int8", 0),
         ("marin int4, group 128", "int4", 128),
         ("marin int4, group 32", "int4", 32),
+        ("marin int4-min, group 128", "int4-min", 128),
+        ("marin int4-min, group 32", "int4-min", 32),
         ("marin int8 + head", "int8+head", 0),
         ("marin int4, group 128 + head", "int4+head", 128),
     ):

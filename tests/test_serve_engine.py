@@ -20,7 +20,7 @@ def _dequantized(qm):
     )
 
 
-@pytest.mark.parametrize("mode", ["int8", "int4"])
+@pytest.mark.parametrize("mode", ["int8", "int4", "int4-min"])
 def test_quantized_engine_equals_recompute_with_dequantized_weights(mode):
     model = jax.tree.map(lambda a: a * 6 if a.ndim >= 2 else a, init(CFG, key=jax.random.PRNGKey(0)))
     qm = quantize_model(model, mode, group_size=32, include_head=True)

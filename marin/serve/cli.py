@@ -152,7 +152,9 @@ def serve_cmd(
     model: str = typer.Option(..., help="a Hugging Face model folder, a .gguf file or a marin training output"),
     port: int = typer.Option(8000, help="TCP port"),
     host: str = typer.Option("127.0.0.1", help="interface to bind (0.0.0.0: all)"),
-    quantize: str = typer.Option("none", help="none | int8 | int4 (weight-only)"),
+    quantize: str = typer.Option(
+        "none", help="none | int8 | int4 | int4-min (weight-only; int4-min: a minimum per group too, as GGUF's Q4_1)"
+    ),
     group_size: int = typer.Option(
         128, help="largest int4 group: each matrix takes the largest even divisor of its input width up to this"
     ),

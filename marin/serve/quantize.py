@@ -15,7 +15,7 @@ __all__ = ['QUANT_MODES', 'BLOCK_MATMULS', 'MLP_MATMULS', 'EXPERT_MATMULS', 'Int
            'quantize_int4', 'qmatmul', 'int4_group_for', 'quantize_model', 'dequantize_tree', 'weight_bytes']
 
 # %% ../../nbs/62_quantize.ipynb #8c4dd082
-QUANT_MODES = ("none", "int8", "int4")
+QUANT_MODES = ("none", "int8", "int4", "int4-min")  # int4-min: with a minimum per group
 BLOCK_MATMULS = ("wq", "wk", "wv", "wo")  # attention (`blocks`)
 MLP_MATMULS = ("w_gate", "w_up", "w_down")  # the dense MLP (`blocks.mlp`)
 EXPERT_MATMULS = (
@@ -51,11 +51,14 @@ def quantize_int8(w: Float[Array, "... I O"]) -> Int8Weight:
 
 # %% ../../nbs/62_quantize.ipynb #b7ec6d6f
 class Int4Weight(eqx.Module):
-    "`W[..., in, out]`: int4 values packed two per byte along `in`, one scale per `group_size` rows of a column."
+    """`W[..., in, out]`: 4-bit values packed two per byte along `in`, one scale per `group_size` rows of a column;
+    symmetric (`minimum is None`: signed nibbles, `W ≈ q * scale`) or with a minimum per group (unsigned nibbles,
+    `W ≈ q * scale + minimum`)."""
 
     packed: Int[Array, "... I2 O"]  # uint8, I2 = in / 2
     scale: Float[Array, "... NG O"]  # NG = in / group_size
     group_size: int = eqx.field(static=True)
+    minimum: Float[Array, "... NG O"] | None = None
 
     @property
     def shape(self):
@@ -63,19 +66,23 @@ class Int4Weight(eqx.Module):
 
     def planes(self, dtype=jnp.float32):
         "(even rows, odd rows) of the dequantized weight, each `[..., in/2, out]`: the low and the high nibbles."
-        s = self.packed.astype(jnp.int8)  # shifting a signed byte sign-extends the nibble
-        *lead, i2, o = s.shape
+        *lead, i2, o = self.packed.shape
         g = self.group_size // 2  # a group of G rows is G/2 bytes
-        scale = self.scale[..., :, None, :].astype(dtype)
-        f = lambda q: (q.reshape(*lead, i2 // g, g, o).astype(dtype) * scale).reshape(*lead, i2, o)
-        return f((s << 4) >> 4), f(s >> 4)
+        grouped = lambda a: a[..., :, None, :].astype(dtype)
+        scale, low = grouped(self.scale), (0 if self.minimum is None else grouped(self.minimum))
+        f = lambda q: (q.reshape(*lead, i2 // g, g, o).astype(dtype) * scale + low).reshape(*lead, i2, o)
+        if self.minimum is None:
+            s = self.packed.astype(jnp.int8)  # shifting a signed byte sign-extends the nibble
+            return f((s << 4) >> 4), f(s >> 4)
+        return f(self.packed & 0xF), f(self.packed >> 4)
 
     def dequantize(self, dtype=jnp.float32):
         lo, hi = self.planes(dtype)
         return jnp.stack([lo, hi], axis=-2).reshape(*lo.shape[:-2], 2 * lo.shape[-2], lo.shape[-1])
 
-
-def quantize_int4(w: Float[Array, "... I O"], group_size: int = 128) -> Int4Weight:
+# %% ../../nbs/62_quantize.ipynb #52ca0614
+def quantize_int4(w: Float[Array, "... I O"], group_size: int = 128, *, asymmetric: bool = False) -> Int4Weight:
+    "`w` in 4 bits: symmetric (`q ∈ [-8, 7]`, scale `max|w| / 7`) or `asymmetric` (`q ∈ [0, 15]` from each group's minimum)."
     w = jnp.asarray(w, jnp.float32)
     *lead, n_in, n_out = w.shape
     if n_in % group_size or group_size % 2:
@@ -84,12 +91,16 @@ def quantize_int4(w: Float[Array, "... I O"], group_size: int = 128) -> Int4Weig
             f"use a divisor such as {max(g for g in (2, 4, 8, 16, 32, 64, 128) if n_in % g == 0)}"
         )
     g = w.reshape(*lead, n_in // group_size, group_size, n_out)
-    scale = jnp.max(jnp.abs(g), axis=-2) / 7.0  # [..., NG, O]
+    low = jnp.min(g, axis=-2) if asymmetric else None  # [..., NG, O]
+    scale = (jnp.max(g, axis=-2) - low) / 15.0 if asymmetric else jnp.max(jnp.abs(g), axis=-2) / 7.0
     scale = jnp.where(scale == 0, 1.0, scale)
-    q = jnp.clip(jnp.round(g / scale[..., :, None, :]), -8, 7).astype(jnp.int8).reshape(*lead, n_in, n_out)
-    u = (q & 0xF).astype(jnp.uint8)
+    if asymmetric:
+        q = jnp.clip(jnp.round((g - low[..., :, None, :]) / scale[..., :, None, :]), 0, 15)
+    else:
+        q = jnp.clip(jnp.round(g / scale[..., :, None, :]), -8, 7)
+    u = (q.astype(jnp.int8).reshape(*lead, n_in, n_out) & 0xF).astype(jnp.uint8)
     packed = u[..., 0::2, :] | (u[..., 1::2, :] << 4)
-    return Int4Weight(packed, scale, group_size)
+    return Int4Weight(packed, scale, group_size, low)
 
 # %% ../../nbs/62_quantize.ipynb #bf1a94cb
 def qmatmul(x: Float[Array, "... I"], w) -> Float[Array, "... O"]:
@@ -124,7 +135,9 @@ def quantize_model(model, mode: str = "int8", *, group_size: int = 128, include_
         raise ValueError(f"quantize={mode!r}: use one of {QUANT_MODES}")
     if mode == "none":
         return model
-    q = quantize_int8 if mode == "int8" else (lambda w: quantize_int4(w, int4_group_for(w.shape[-2], group_size)))
+    asym = mode == "int4-min"
+    int4 = lambda w: quantize_int4(w, int4_group_for(w.shape[-2], group_size), asymmetric=asym)
+    q = quantize_int8 if mode == "int8" else int4
     blocks = _quantize_fields(model.blocks, BLOCK_MATMULS, q)
     for part, names in (("mlp", MLP_MATMULS), ("moe", EXPERT_MATMULS)):  # MoE: every expert matrix, not the router
         if getattr(blocks, part, None) is not None:

@@ -1169,12 +1169,13 @@ def _serving_weight_bytes(need: dict[str, list[int]], quantize: str, group_size:
         v for k, v in need.items() if ".layers." in k and len(v) == 2 and not k.endswith("block_sparse_moe.gate.weight")
     ]
     block = sum(o * i for o, i in quantized)
-    per = {"none": 4.0, "int8": 1.0, "int4": 0.5}[quantize]
+    per = {"none": 4.0, "int8": 1.0, "int4": 0.5, "int4-min": 0.5}[quantize]
     scales = 0
     if quantize == "int8":
         scales = 4 * sum(o for o, _ in quantized)
-    elif quantize == "int4":  # one float32 scale per output column per group of the input (the group adapts per matrix)
-        scales = 4 * sum(o * i // int4_group_for(i, group_size) for o, i in quantized)
+    elif quantize.startswith("int4"):  # a float32 scale (int4-min: and a minimum) per column per group of the input
+        per_group = 8 if quantize == "int4-min" else 4  # (the group adapts per matrix)
+        scales = per_group * sum(o * i // int4_group_for(i, group_size) for o, i in quantized)
     return int(4 * (n_params - block) + per * block + scales)
 
 # %% ../../nbs/64_server.ipynb #1664867b

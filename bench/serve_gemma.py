@@ -19,7 +19,7 @@ Run: .venv/bin/python bench/serve_gemma.py [--new-tokens 64] [--ppl-tokens 2048]
 llama.cpp's parts are skipped with a message when `llama-cpp-python` is not installed (a bench-only dependency).
 MARIN_PREFIX (default: a folder under the system's temporary directory) holds the assembled file and the import."""
 
-import argparse, ctypes, math, os, tempfile, time
+import argparse, ctypes, dataclasses, math, os, tempfile, time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("MARIN_PREFIX", os.path.join(tempfile.gettempdir(), "marin_bench"))
@@ -31,6 +31,9 @@ ap.add_argument("--ppl-tokens", type=int, default=2048, help="tokens of prose sc
 ap.add_argument("--seq-len", type=int, default=256)
 ap.add_argument("--threads", type=int, default=os.cpu_count())
 ap.add_argument("--skip", default="", help="comma-separated: greedy,bpb,llama.cpp")
+ap.add_argument(
+    "--rows", default="", help="comma-separated label substrings: only those marin bits-per-byte rows (and float32)"
+)
 args = ap.parse_args()
 skip = set(filter(None, args.skip.split(",")))
 
@@ -199,10 +202,16 @@ if "bpb" not in skip:
         ("marin int4-min, group 32", "int4-min", 32),
         ("marin int8 + head", "int8+head", 0),
         ("marin int4, group 128 + head", "int4+head", 128),
+        ("marin int4-min, group 32 + head", "int4-min+head", 32),
     ):
+        if args.rows and mode != "none" and not any(r in label for r in args.rows.split(",")):
+            continue
         q = quantize_model(model, mode.removesuffix("+head"), group_size=gs or 128, include_head=mode.endswith("+head"))
         mib = weight_bytes(q) / 2**20
-        bpb = marin_nll(dequantize_tree(q), ws) / math.log(2) / nb
+        deq = dequantize_tree(q)
+        if mode.endswith("+head") and deq.cfg.tie_embeddings:  # score through the quantized head, not the embedding
+            deq = dataclasses.replace(deq, cfg=deq.cfg.replace(tie_embeddings=False))
+        bpb = marin_nll(deq, ws) / math.log(2) / nb
         base = base or bpb
         print(f"| {label} | {mib:.0f} | {bpb:.5f} | {100 * (bpb / base - 1):+.3f}% |", flush=True)
         del q

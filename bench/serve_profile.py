@@ -55,7 +55,8 @@ def profile(model, b: int) -> tuple[float, collections.Counter, collections.Coun
             for _ in range(args.steps):
                 lg = step()
             lg.block_until_ready()
-        events = json.load(gzip.open(glob.glob(f"{d}/**/*.trace.json.gz", recursive=True)[0]))
+        with gzip.open(glob.glob(f"{d}/**/*.trace.json.gz", recursive=True)[0]) as f:
+            events = json.load(f)
     events = events["traceEvents"] if isinstance(events, dict) else events
     ops, groups = collections.Counter(), collections.Counter()
     for e in events:

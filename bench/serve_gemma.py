@@ -19,7 +19,7 @@ Run: .venv/bin/python bench/serve_gemma.py [--new-tokens 64] [--ppl-tokens 2048]
 llama.cpp's parts are skipped with a message when `llama-cpp-python` is not installed (a bench-only dependency).
 MARIN_PREFIX (default: a folder under the system's temporary directory) holds the assembled file and the import."""
 
-import argparse, ctypes, dataclasses, math, os, tempfile, time
+import argparse, ctypes, math, os, tempfile, time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("MARIN_PREFIX", os.path.join(tempfile.gettempdir(), "marin_bench"))
@@ -208,10 +208,7 @@ if "bpb" not in skip:
             continue
         q = quantize_model(model, mode.removesuffix("+head"), group_size=gs or 128, include_head=mode.endswith("+head"))
         mib = weight_bytes(q) / 2**20
-        deq = dequantize_tree(q)
-        if mode.endswith("+head") and deq.cfg.tie_embeddings:  # score through the quantized head, not the embedding
-            deq = dataclasses.replace(deq, cfg=deq.cfg.replace(tie_embeddings=False))
-        bpb = marin_nll(deq, ws) / math.log(2) / nb
+        bpb = marin_nll(dequantize_tree(q), ws) / math.log(2) / nb  # "+ head": through the quantized head
         base = base or bpb
         print(f"| {label} | {mib:.0f} | {bpb:.5f} | {100 * (bpb / base - 1):+.3f}% |", flush=True)
         del q

@@ -36,7 +36,8 @@ __all__ = ['ROPE_SCALINGS', 'ACTIVATION_NAMES', 'ATTENTION_IMPLS', 'LAYER_LOOPS'
            'PARAM_AXES', 'LEGACY_STATE_KEYS', 'REMAT_POLICIES', 'LlamaConfig', 'Block', 'Transformer', 'moe_layer_ids',
            'init', 'count_params', 'param_axes', 'upgrade_state_keys', 'mlp_forward', 'block_forward_with_stats',
            'block_forward', 'layer_params', 'scan_blocks', 'to_compute_dtype', 'layer_attention', 'embed_tokens',
-           'forward', 'output_logits', 'next_token_loss', 'post_step_update', 'directional_grad_check', 'generate']
+           'forward', 'vocab_projection', 'output_logits', 'next_token_loss', 'post_step_update',
+           'directional_grad_check', 'generate']
 
 # %% ../../nbs/20_transformer.ipynb #2acb9b3c
 ROPE_SCALINGS = ("none", "linear", "ntk", "llama3")
@@ -534,8 +535,7 @@ def forward(
     x = rms_norm(x, m.final_norm, cfg.norm_eps, cfg.norm_offset)
     if hidden_only:
         return (x, stats) if return_stats else x
-    head = m.embed.T if cfg.tie_embeddings else m.lm_head  # [D, V]
-    logits = softcap(dense(x, head, out_dtype=at_least_f32(x.dtype)), cfg.logit_softcap)
+    logits = softcap(dense(x, vocab_projection(m), out_dtype=at_least_f32(x.dtype)), cfg.logit_softcap)
     logits = sharding(logits, ("batch", "seq", "act_vocab"))
     return (logits, stats) if return_stats else logits
 
@@ -543,11 +543,16 @@ def forward(
 Transformer.__call__ = forward
 
 
+def vocab_projection(model: Transformer):
+    """The `[D, V]` matrix onto the vocabulary: `lm_head` when the model holds one (an untied model, or a tied one
+    whose projection was quantized on its own, `quantize_model(include_head=True)`), else the tied embedding."""
+    return model.embed.T if model.lm_head is None else model.lm_head
+
+
 def output_logits(model: Transformer, x: Float[Array, "... D"], *, compute_dtype=jnp.float32) -> Float[Array, "... V"]:
     "Logits (float32) of final hidden states `x` (`forward(..., hidden_only=True)`) at whatever positions `x` holds."
     m = to_compute_dtype(model, jnp.dtype(compute_dtype))
-    head = m.embed.T if model.cfg.tie_embeddings else m.lm_head  # [D, V]
-    return softcap(dense(x, head, out_dtype=at_least_f32(x.dtype)), model.cfg.logit_softcap)
+    return softcap(dense(x, vocab_projection(m), out_dtype=at_least_f32(x.dtype)), model.cfg.logit_softcap)
 
 # %% ../../nbs/20_transformer.ipynb #334e2cbd
 def next_token_loss(

@@ -14,7 +14,7 @@ from fastcore.basics import patch
 from ..core.config import Config, check
 from ..models.layers import ACTIVATIONS, apply_rope, rms_norm, softcap
 from ..models.moe import moe_mlp
-from ..models.transformer import embed_tokens, layer_attention, layer_params, to_compute_dtype
+from ..models.transformer import embed_tokens, layer_attention, layer_params, to_compute_dtype, vocab_projection
 from .quantize import dequantize_tree, qmatmul
 
 # %% auto #0
@@ -78,8 +78,7 @@ def _mlp_and_out(cfg, p, x, a):
 
 def _logits(model, x):
     x = _norm(model.cfg, x, model.final_norm)
-    head = model.lm_head if model.lm_head is not None else model.embed.T
-    return softcap(qmatmul(x, head).astype(jnp.float32), model.cfg.logit_softcap)
+    return softcap(qmatmul(x, vocab_projection(model)).astype(jnp.float32), model.cfg.logit_softcap)
 
 # %% ../../nbs/63_engine.ipynb #00d5d1d1
 def _partial_moe(cfg) -> bool:

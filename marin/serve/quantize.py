@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
+from ..models.transformer import vocab_projection
 
 # %% auto #0
 __all__ = ['QUANT_MODES', 'BLOCK_MATMULS', 'MLP_MATMULS', 'EXPERT_MATMULS', 'Int8Weight', 'quantize_int8', 'Int4Weight',
@@ -91,13 +92,13 @@ def quantize_int4(w: Float[Array, "... I O"], group_size: int = 128, *, asymmetr
             f"use a divisor such as {max(g for g in (2, 4, 8, 16, 32, 64, 128) if n_in % g == 0)}"
         )
     g = w.reshape(*lead, n_in // group_size, group_size, n_out)
-    low = jnp.min(g, axis=-2) if asymmetric else None  # [..., NG, O]
-    scale = (jnp.max(g, axis=-2) - low) / 15.0 if asymmetric else jnp.max(jnp.abs(g), axis=-2) / 7.0
+    if asymmetric:  # 16 levels up from each group's minimum
+        low = jnp.min(g, axis=-2)  # [..., NG, O]
+        scale, levels, g = (jnp.max(g, axis=-2) - low) / 15.0, (0, 15), g - low[..., :, None, :]
+    else:  # 16 levels around zero
+        low, scale, levels = None, jnp.max(jnp.abs(g), axis=-2) / 7.0, (-8, 7)
     scale = jnp.where(scale == 0, 1.0, scale)
-    if asymmetric:
-        q = jnp.clip(jnp.round((g - low[..., :, None, :]) / scale[..., :, None, :]), 0, 15)
-    else:
-        q = jnp.clip(jnp.round(g / scale[..., :, None, :]), -8, 7)
+    q = jnp.clip(jnp.round(g / scale[..., :, None, :]), *levels)
     u = (q.astype(jnp.int8).reshape(*lead, n_in, n_out) & 0xF).astype(jnp.uint8)
     packed = u[..., 0::2, :] | (u[..., 1::2, :] << 4)
     return Int4Weight(packed, scale, group_size, low)
@@ -144,8 +145,7 @@ def quantize_model(model, mode: str = "int8", *, group_size: int = 128, include_
             blocks = eqx.tree_at(lambda b: getattr(b, part), blocks, _quantize_fields(getattr(blocks, part), names, q))
     model = eqx.tree_at(lambda m: m.blocks, model, blocks)
     if include_head:
-        head = model.embed.T if model.cfg.tie_embeddings else model.lm_head
-        model = eqx.tree_at(lambda m: m.lm_head, model, q(head), is_leaf=lambda x: x is None)
+        model = eqx.tree_at(lambda m: m.lm_head, model, q(vocab_projection(model)), is_leaf=lambda x: x is None)
     return model
 
 # %% ../../nbs/62_quantize.ipynb #322ef36b

@@ -15,7 +15,7 @@ from ..core.config import Config, check
 from ..models.layers import ACTIVATIONS, apply_rope, rms_norm, softcap
 from ..models.moe import moe_mlp
 from ..models.transformer import embed_tokens, layer_attention, layer_params, to_compute_dtype, vocab_projection
-from .quantize import dequantize_tree, qmatmul
+from .quantize import dequantize_tree, layer_view, qmatmul
 
 # %% auto #0
 __all__ = ['TOP_N', 'serving_moe_config', 'prefill', 'decode', 'sample_tokens', 'prompt_logprobs', 'SlotParams', 'sample_slots',
@@ -89,14 +89,14 @@ def _partial_moe(cfg) -> bool:
 def _run_layers(m, layer, x, cache_k, cache_v):
     """`layer(i, weights, window, RoPE frequencies, x, cache_k, cache_v) -> (x, cache_k, cache_v)` over the layers.
     The whole cache rides in the loop's carry and each layer writes its own rows of it in place; a `fori_loop` when
-    every layer has the same structure (weights indexed by the loop counter), a Python loop when the MLPs differ."""
+    every layer has the same structure (weights indexed by the loop counter; int8 matrices stay whole for `qmatmul`,
+    see `layer_view`), a Python loop when the MLPs differ."""
     cfg = m.cfg
     windows, inv_freqs = layer_attention(cfg)
     if not _partial_moe(cfg):
 
         def body(i, carry):
-            p = jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, i, 0, keepdims=False), m.blocks)
-            return layer(i, p, windows[i], inv_freqs[i], *carry)
+            return layer(i, layer_view(m.blocks, i), windows[i], inv_freqs[i], *carry)
 
         return jax.lax.fori_loop(0, cfg.n_layers, body, (x, cache_k, cache_v))
     for i in range(cfg.n_layers):  # static slices (quantized weights too)

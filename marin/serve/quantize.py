@@ -4,16 +4,20 @@
 
 # %% ../../nbs/62_quantize.ipynb #4d8ccdc2
 from __future__ import annotations
+import dataclasses, math
+from typing import NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
+from ..kernels.cpu_rowvec import int8_rowvec, int8_rowvec_available
 from ..models.transformer import vocab_projection
 
 # %% auto #0
 __all__ = ['QUANT_MODES', 'BLOCK_MATMULS', 'MLP_MATMULS', 'EXPERT_MATMULS', 'Int8Weight', 'quantize_int8', 'Int4Weight',
-           'quantize_int4', 'qmatmul', 'int4_group_for', 'quantize_model', 'dequantize_tree', 'weight_bytes']
+           'quantize_int4', 'StackedLayer', 'layer_view', 'qmatmul', 'int4_group_for', 'quantize_model',
+           'dequantize_tree', 'weight_bytes']
 
 # %% ../../nbs/62_quantize.ipynb #8c4dd082
 QUANT_MODES = ("none", "int8", "int4", "int4-min")  # int4-min: with a minimum per group
@@ -103,10 +107,45 @@ def quantize_int4(w: Float[Array, "... I O"], group_size: int = 128, *, asymmetr
     packed = u[..., 0::2, :] | (u[..., 1::2, :] << 4)
     return Int4Weight(packed, scale, group_size, low)
 
+# %% ../../nbs/62_quantize.ipynb #acae54e37e7d407bbb7b55eff062a284
+class StackedLayer(NamedTuple):
+    "Layer `layer` of a stacked weight, not sliced yet: `qmatmul` reads an int8 one in place for a single row."
+
+    weight: Int8Weight
+    layer: Int[Array, ""]
+
+
+def layer_view(blocks, i):
+    """Layer `i` of stacked blocks for a layer loop: every array sliced at `i`, except the int8 attention and dense
+    MLP matrices, which stay whole as `StackedLayer`s."""
+    p = jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, i, 0, keepdims=False), blocks)
+
+    def keep(stacked, sliced, names):
+        whole = {n: StackedLayer(getattr(stacked, n), i) for n in names if isinstance(getattr(stacked, n), Int8Weight)}
+        return dataclasses.replace(sliced, **whole)
+
+    p = keep(blocks, p, BLOCK_MATMULS)
+    return p if blocks.mlp is None else dataclasses.replace(p, mlp=keep(blocks.mlp, p.mlp, MLP_MATMULS))
+
 # %% ../../nbs/62_quantize.ipynb #bf1a94cb
+def _one_row_on_cpu(x) -> bool:
+    "A single row of activations, where the int8 row-vector kernel runs (`marin.kernels.cpu_rowvec`)."
+    return math.prod(x.shape[:-1]) == 1 and int8_rowvec_available()
+
+
+def _int8_row(x, w: Int8Weight, layer=0):
+    return int8_rowvec(x, w.q, w.scale, layer).astype(x.dtype).reshape(*x.shape[:-1], -1)
+
+
 def qmatmul(x: Float[Array, "... I"], w) -> Float[Array, "... O"]:
-    "`x @ w` for a float, int8 or int4 weight (2-D: one layer's slice)."
+    "`x @ w` for a float, int8 or int4 weight (2-D: one layer's slice), or a `StackedLayer` of one."
+    if isinstance(w, StackedLayer):
+        if isinstance(w.weight, Int8Weight) and _one_row_on_cpu(x):
+            return _int8_row(x, w.weight, w.layer)  # read in place: no slice of the stack is copied
+        w = jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, w.layer, 0, keepdims=False), w.weight)
     if isinstance(w, Int8Weight):
+        if w.q.ndim == 2 and _one_row_on_cpu(x):
+            return _int8_row(x, w)
         return jnp.einsum("...i,io->...o", x, w.q.astype(x.dtype)) * w.scale.astype(x.dtype)
     if isinstance(w, Int4Weight):
         lo, hi = w.planes(x.dtype)

@@ -1,0 +1,97 @@
+"""The CPU int8 row-vector kernel (`marin.kernels.cpu_rowvec`) against XLA's convert + dot, in one process (#20).
+
+Run: .venv/bin/python bench/serve_rowvec.py [--blocks 6] [--tokens 33]
+
+The model is `bench/serve_real.py`'s 135M-parameter shape (SmolLM-135M: 30 layers, d_model 576, 9 / 3 heads, d_ff
+1536, vocabulary 49,152, tied embeddings; random weights), int8, with its vocabulary projection in float32 (the
+default) or in int8 (`include_head=True`). For each, two engines are built: one traced with the kernel, one with
+`MARIN_CPU_KERNELS=off`. Then blocks alternate between them: one request decoding --tokens greedy tokens (batch 1),
+and 20 bare decode steps at batch 1 and at 2 rows (the kernel takes one row only, so 2 rows shows that path is
+untouched). Printed: the best and the median block of each, the ratio, and the load average."""
+
+import argparse, os, statistics, time
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+import jax, jax.numpy as jnp, numpy as np
+
+from marin.kernels.cpu_rowvec import int8_rowvec_available
+from marin.models.transformer import LlamaConfig, init
+from marin.serve import engine as E
+from marin.serve.quantize import quantize_model
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--blocks", type=int, default=6)
+ap.add_argument("--tokens", type=int, default=33)
+args = ap.parse_args()
+CFG = LlamaConfig(
+    vocab_size=49152, seq_len=2048, d_model=576, n_layers=30, n_heads=9, n_kv_heads=3, d_ff=1536, tie_embeddings=True
+)
+assert int8_rowvec_available(), "the kernel does not run here: no C++ compiler, or not the CPU backend"
+model = init(CFG, key=jax.random.PRNGKey(0))
+prompt = np.random.default_rng(0).integers(1, CFG.vocab_size, 64).tolist()
+params = E.SamplingParams(max_tokens=args.tokens, temperature=0.0, ignore_eos=True)
+print(f"load average before: {os.getloadavg()}; {CFG.summary()}")
+
+
+def engine(m, kernel: bool):
+    "An engine whose programs are traced (and so compiled) with the kernel on or off."
+    os.environ["MARIN_CPU_KERNELS"] = "on" if kernel else "off"
+    eng = E.Engine(m, max_batch=8, max_seq_len=512)
+    steps = {}
+    for b in (1, 2):  # the engine's decode_sample at b rows, on its own cache
+        feed = np.stack(
+            [np.zeros(b, np.int32), np.full(b, 64, np.int32), np.arange(b, dtype=np.int32), np.zeros(b, np.int32)]
+        )
+
+        def step(feed=feed):
+            out, eng.cache_k, eng.cache_v = eng._decode_sample(
+                eng.model, feed, eng.cache_k, eng.cache_v, eng._table, attn_len=128
+            )
+            return out
+
+        jax.block_until_ready(step())
+        steps[b] = step
+    eng.generate([prompt], params)  # traced and compiled now, under this setting
+    os.environ.pop("MARIN_CPU_KERNELS")
+    return eng, steps
+
+
+def timed_generate(eng):
+    t = time.perf_counter()
+    c = eng.generate([prompt], params)[0]
+    return (args.tokens - 1) / (time.perf_counter() - t - c.ttft_s)
+
+
+print(
+    "| int8 model | measure | kernel (best / median) | XLA convert + dot (best / median) | kernel speed-up (median) |"
+)
+print("|---|---|---:|---:|---:|")
+for head in (False, True):
+    m = quantize_model(model, "int8", include_head=head)
+    (ek, sk), (ex, sx) = engine(m, True), engine(m, False)
+    res = {"kernel": [], "xla": []}
+    for _ in range(args.blocks):
+        for name, eng, steps in (("kernel", ek, sk), ("xla", ex, sx)):
+            r = {"decode tok/s, batch 1": timed_generate(eng)}
+            for b, step in steps.items():
+                t = time.perf_counter()
+                for _ in range(20):
+                    o = step()
+                jax.block_until_ready(o)
+                r[f"decode step ms, {b} row{'s' if b > 1 else ''}"] = (time.perf_counter() - t) / 20 * 1e3
+            res[name].append(r)
+    for key in res["kernel"][0]:
+        k, x = [[r[key] for r in res[n]] for n in ("kernel", "xla")]
+        best = max if "tok/s" in key else min
+        ratio = (
+            statistics.median(k) / statistics.median(x)
+            if "tok/s" in key
+            else statistics.median(x) / statistics.median(k)
+        )
+        print(
+            f"| head {'int8' if head else 'float32'} | {key} | {best(k):.1f} / {statistics.median(k):.1f} |"
+            f" {best(x):.1f} / {statistics.median(x):.1f} | {ratio:.2f}x |",
+            flush=True,
+        )
+    ek.close(), ex.close()
+print(f"load average after: {os.getloadavg()}")

@@ -1,10 +1,10 @@
-"""The CPU int8 row-vector kernel (`marin.kernels.cpu_rowvec`) against XLA's convert + dot, in one process (#20).
+"""The CPU row-vector kernels (`marin.kernels.cpu_rowvec`) against XLA's convert + dot, in one process (#20).
 
 Run: .venv/bin/python bench/serve_rowvec.py [--blocks 6] [--tokens 33]
 
 The model is `bench/serve_real.py`'s 135M-parameter shape (SmolLM-135M: 30 layers, d_model 576, 9 / 3 heads, d_ff
-1536, vocabulary 49,152, tied embeddings; random weights), int8, with its vocabulary projection in float32 (the
-default) or in int8 (`include_head=True`). For each, two engines are built: one traced with the kernel, one with
+1536, vocabulary 49,152, tied embeddings; random weights) in int8, int4 and int4-min (group 128, which becomes 96 at
+width 576), with its vocabulary projection in float32 (the default), and for int8 also in int8 (`include_head=True`). For each, two engines are built: one traced with the kernel, one with
 `MARIN_CPU_KERNELS=off`. Then blocks alternate between them: one request decoding --tokens greedy tokens (batch 1),
 and 20 bare decode steps at batch 1 and at 2 rows (the kernel takes one row only, so 2 rows shows that path is
 untouched). Printed: the best and the median block of each, the ratio, and the load average."""
@@ -14,7 +14,7 @@ import argparse, os, statistics, time
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax, jax.numpy as jnp, numpy as np
 
-from marin.kernels.cpu_rowvec import int8_rowvec_available
+from marin.kernels.cpu_rowvec import rowvec_available
 from marin.models.transformer import LlamaConfig, init
 from marin.serve import engine as E
 from marin.serve.quantize import quantize_model
@@ -26,7 +26,7 @@ args = ap.parse_args()
 CFG = LlamaConfig(
     vocab_size=49152, seq_len=2048, d_model=576, n_layers=30, n_heads=9, n_kv_heads=3, d_ff=1536, tie_embeddings=True
 )
-assert int8_rowvec_available(), "the kernel does not run here: no C++ compiler, or not the CPU backend"
+assert rowvec_available(), "the kernel does not run here: no C++ compiler, or not the CPU backend"
 model = init(CFG, key=jax.random.PRNGKey(0))
 prompt = np.random.default_rng(0).integers(1, CFG.vocab_size, 64).tolist()
 params = E.SamplingParams(max_tokens=args.tokens, temperature=0.0, ignore_eos=True)
@@ -62,12 +62,10 @@ def timed_generate(eng):
     return (args.tokens - 1) / (time.perf_counter() - t - c.ttft_s)
 
 
-print(
-    "| int8 model | measure | kernel (best / median) | XLA convert + dot (best / median) | kernel speed-up (median) |"
-)
+print("| weights | measure | kernel (best / median) | XLA (best / median) | kernel speed-up (median) |")
 print("|---|---|---:|---:|---:|")
-for head in (False, True):
-    m = quantize_model(model, "int8", include_head=head)
+for mode, head in (("int8", False), ("int8", True), ("int4", False), ("int4-min", False)):
+    m = quantize_model(model, mode, include_head=head)
     (ek, sk), (ex, sx) = engine(m, True), engine(m, False)
     res = {"kernel": [], "xla": []}
     for _ in range(args.blocks):
@@ -89,7 +87,7 @@ for head in (False, True):
             else statistics.median(x) / statistics.median(k)
         )
         print(
-            f"| head {'int8' if head else 'float32'} | {key} | {best(k):.1f} / {statistics.median(k):.1f} |"
+            f"| {mode}, head {mode if head else 'float32'} | {key} | {best(k):.1f} / {statistics.median(k):.1f} |"
             f" {best(x):.1f} / {statistics.median(x):.1f} | {ratio:.2f}x |",
             flush=True,
         )

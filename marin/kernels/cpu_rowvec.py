@@ -12,11 +12,12 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
 # %% auto #0
-__all__ = ['SOURCE', 'int8_rowvec_available', 'int8_rowvec']
+__all__ = ['SOURCE', 'rowvec_available', 'int8_rowvec', 'int4_rowvec']
 
 # %% ../../nbs/22b_cpu_rowvec.ipynb #8edb47106e1a46a883d545849b8ab81b
 SOURCE = r"""
 #include <cstdint>
+#include <vector>
 #include "xla/ffi/api/ffi.h"
 namespace ffi = xla::ffi;
 
@@ -47,6 +48,55 @@ static ffi::Error Int8Rowvec(ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::S8> q, ff
   return ffi::Error::Success();
 }
 
+// The same for int4 (`Int4Weight`): packed[D/2, F] holds input rows 2j (low nibble) and 2j+1 (high nibble);
+// each group of G input rows has a scale (and, asymmetric, a minimum) per column. Per group, the nibbles' dot with
+// x is summed first and scaled once: y += scale * sum(x q) + minimum * sum(x).
+template <bool kMin>
+static ffi::Error Int4Rowvec(ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::U8> packed, ffi::Buffer<ffi::F32> scale,
+                             ffi::Buffer<ffi::F32> minimum, ffi::Buffer<ffi::S32> layer,
+                             ffi::ResultBuffer<ffi::F32> y) {
+  auto dims = packed.dimensions(), sdims = scale.dimensions();
+  const size_t rank = dims.size();
+  if (rank != 2 && rank != 3) return ffi::Error::InvalidArgument("int4_rowvec: packed must be [D/2, F] or [L, D/2, F]");
+  const int64_t D2 = dims[rank - 2], F = dims[rank - 1], L = rank == 3 ? dims[0] : 1;
+  const int64_t NG = sdims.size() == rank ? sdims[rank - 2] : 0, l = *layer.typed_data();
+  if (NG <= 0 || D2 % NG) return ffi::Error::InvalidArgument("int4_rowvec: scale must be [L, D/G, F]");
+  const int64_t G2 = D2 / NG;  // bytes (row pairs) per group
+  if (x.element_count() != 2 * D2) return ffi::Error::InvalidArgument("int4_rowvec: x must have D elements");
+  if (scale.element_count() != L * NG * F) return ffi::Error::InvalidArgument("int4_rowvec: scale must be [L, D/G, F]");
+  if (kMin && minimum.element_count() != L * NG * F)
+    return ffi::Error::InvalidArgument("int4_rowvec: minimum must be shaped like scale");
+  if (y->element_count() != F) return ffi::Error::InvalidArgument("int4_rowvec: y must have F elements");
+  if (l < 0 || l >= L) return ffi::Error::InvalidArgument("int4_rowvec: layer out of range");
+  const uint8_t* __restrict P = packed.typed_data() + l * D2 * F;
+  const float* __restrict S = scale.typed_data() + l * NG * F;
+  const float* __restrict M = kMin ? minimum.typed_data() + l * NG * F : nullptr;
+  const float* __restrict X = x.typed_data();
+  float* __restrict Y = y->typed_data();
+  std::vector<float> group(F);
+  float* __restrict acc = group.data();
+  for (int64_t f = 0; f < F; ++f) Y[f] = 0.0f;
+  for (int64_t g = 0; g < NG; ++g) {
+    for (int64_t f = 0; f < F; ++f) acc[f] = 0.0f;
+    float xsum = 0.0f;
+    for (int64_t j = g * G2; j < (g + 1) * G2; ++j) {
+      const float x0 = X[2 * j], x1 = X[2 * j + 1];
+      xsum += x0 + x1;
+      const uint8_t* __restrict b = P + j * F;
+      for (int64_t f = 0; f < F; ++f) {
+        const float lo = kMin ? float(b[f] & 15) : float(int8_t(uint8_t(b[f] << 4)) >> 4);
+        const float hi = kMin ? float(b[f] >> 4) : float(int8_t(b[f]) >> 4);
+        acc[f] += x0 * lo + x1 * hi;
+      }
+    }
+    const float* __restrict s = S + g * F;
+    for (int64_t f = 0; f < F; ++f) Y[f] += acc[f] * s[f];
+    if (kMin)
+      for (int64_t f = 0; f < F; ++f) Y[f] += M[g * F + f] * xsum;
+  }
+  return ffi::Error::Success();
+}
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(MarinInt8Rowvec, Int8Rowvec,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::Buffer<ffi::F32>>()
@@ -54,6 +104,16 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(MarinInt8Rowvec, Int8Rowvec,
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>());
+#define MARIN_INT4_BINDING                     \
+  ffi::Ffi::Bind()                             \
+      .Arg<ffi::Buffer<ffi::F32>>()            \
+      .Arg<ffi::Buffer<ffi::U8>>()             \
+      .Arg<ffi::Buffer<ffi::F32>>()            \
+      .Arg<ffi::Buffer<ffi::F32>>()            \
+      .Arg<ffi::Buffer<ffi::S32>>()            \
+      .Ret<ffi::Buffer<ffi::F32>>()
+XLA_FFI_DEFINE_HANDLER_SYMBOL(MarinInt4Rowvec, Int4Rowvec<false>, MARIN_INT4_BINDING);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(MarinInt4MinRowvec, Int4Rowvec<true>, MARIN_INT4_BINDING);
 """
 
 # %% ../../nbs/22b_cpu_rowvec.ipynb #8763a12b2bbd4a93a75aff182afb95dc
@@ -93,11 +153,16 @@ def _library() -> str | None:
         warnings.warn(f"marin: compiling the CPU row-vector kernel failed, so int8 products use XLA's dot:\n{err}")
         return None
     lib = ctypes.cdll.LoadLibrary(str(out))
-    jax.ffi.register_ffi_target("marin_int8_rowvec", jax.ffi.pycapsule(lib.MarinInt8Rowvec), platform="cpu")
+    for name, fn in (
+        ("int8", lib.MarinInt8Rowvec),
+        ("int4", lib.MarinInt4Rowvec),
+        ("int4_min", lib.MarinInt4MinRowvec),
+    ):
+        jax.ffi.register_ffi_target(f"marin_{name}_rowvec", jax.ffi.pycapsule(fn), platform="cpu")
     return str(out)
 
 # %% ../../nbs/22b_cpu_rowvec.ipynb #7cdc8c89c7104fffa095e18ddfef8986
-def int8_rowvec_available() -> bool:
+def rowvec_available() -> bool:
     "Whether `int8_rowvec` runs here: the CPU backend, a compiled kernel, and `MARIN_CPU_KERNELS` not `off`."
     if os.environ.get("MARIN_CPU_KERNELS", "on").lower() in ("off", "0", "false", "no"):
         return False
@@ -114,8 +179,30 @@ def int8_rowvec(
             f"int8_rowvec: x {x.shape}, q {q.shape} {q.dtype}, scale {scale.shape}: want [D], int8 [L, D, F], [L, F]"
         )
     if _library() is None:
-        raise RuntimeError(
-            "int8_rowvec: the kernel is not compiled here (see the warning); check int8_rowvec_available()"
-        )
+        raise RuntimeError("int8_rowvec: the kernel is not compiled here (see the warning); check rowvec_available()")
     call = jax.ffi.ffi_call("marin_int8_rowvec", jax.ShapeDtypeStruct((F,), jnp.float32))
     return call(x.reshape(D).astype(jnp.float32), q, scale.astype(jnp.float32), jnp.asarray(layer, jnp.int32))
+
+# %% ../../nbs/22b_cpu_rowvec.ipynb #8a65eabff63a45729fe45fb5ade58bdc
+def int4_rowvec(
+    x: Float[Array, "D"],
+    packed: Int[Array, "*L D2 F"],
+    scale: Float[Array, "*L NG F"],
+    minimum: Float[Array, "*L NG F"] | None = None,
+    layer: Int[Array, ""] | int = 0,
+) -> Float[Array, "F"]:
+    "One row `x` times layer `layer` of an int4 weight (`packed` uint8 `[L, D/2, F]`, two nibbles per byte), in float32."
+    *lead, D2, F = packed.shape
+    ng = scale.shape[-2] if scale.ndim == packed.ndim else 0
+    if packed.dtype != jnp.uint8 or x.size != 2 * D2 or scale.shape != (*lead, ng, F) or ng == 0 or D2 % ng:
+        raise ValueError(
+            f"int4_rowvec: x {x.shape}, packed {packed.shape} {packed.dtype}, scale {scale.shape}: "
+            "want [D], uint8 [L, D/2, F], [L, D/G, F]"
+        )
+    if _library() is None:
+        raise RuntimeError("int4_rowvec: the kernel is not compiled here (see the warning); check rowvec_available()")
+    name = "marin_int4_rowvec" if minimum is None else "marin_int4_min_rowvec"
+    low = scale if minimum is None else minimum  # the symmetric kernel ignores it
+    call = jax.ffi.ffi_call(name, jax.ShapeDtypeStruct((F,), jnp.float32))
+    f32 = lambda a: a.astype(jnp.float32)
+    return call(x.reshape(2 * D2).astype(jnp.float32), packed, f32(scale), f32(low), jnp.asarray(layer, jnp.int32))

@@ -5,7 +5,7 @@ their layer stack, compiled at first use with the machine's C++ compiler."""
 
 # %% ../../nbs/22b_cpu_rowvec.ipynb #8dd0d8092fe74a7c96281538738b07e2
 from __future__ import annotations
-import ctypes, functools, hashlib, os, platform, shutil, subprocess, tempfile, warnings
+import ctypes, hashlib, os, platform, shutil, subprocess, tempfile, threading, warnings
 from pathlib import Path
 import jax
 import jax.numpy as jnp
@@ -140,17 +140,31 @@ def _build(cxx: str, out: Path) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+_loaded: dict[str, str | None] = {}
+_lock = threading.Lock()
+
+
 def _library() -> str | None:
-    "The compiled kernels' path, registered with XLA (once per process); None, with one warning, where it cannot be."
+    "The compiled kernels' path, registered with XLA once per process; None, with one warning, where it cannot be."
+    with _lock:  # the engine's thread and the caller's may trace at once
+        if "path" not in _loaded:
+            _loaded["path"] = _load()
+        return _loaded["path"]
+
+
+def _load() -> str | None:
     cxx = shutil.which(os.environ.get("CXX", "c++"))
     if cxx is None:
-        warnings.warn("marin: no C++ compiler (set CXX or install g++), so one-row int8 products use XLA's dot")
+        warnings.warn("marin: no C++ compiler (set CXX or install g++), so one-row quantized products use XLA's dot")
         return None
     key = hashlib.sha256("\0".join([SOURCE, jax.__version__, cxx, _cpu_features()]).encode()).hexdigest()[:16]
     out = Path(os.environ.get("MARIN_KERNEL_CACHE", "~/.cache/marin/kernels")).expanduser() / f"rowvec-{key}.so"
-    if not out.exists() and (err := _build(cxx, out)) is not None:
-        warnings.warn(f"marin: compiling the CPU row-vector kernel failed, so int8 products use XLA's dot:\n{err}")
+    try:
+        err = None if out.exists() else _build(cxx, out)
+    except OSError as e:  # a cache directory that cannot be written
+        err = f"{e} (set MARIN_KERNEL_CACHE to a writable directory)"
+    if err is not None:
+        warnings.warn(f"marin: building the CPU row-vector kernels failed, so quantized products use XLA's dot:\n{err}")
         return None
     lib = ctypes.cdll.LoadLibrary(str(out))
     for name, fn in (

@@ -89,7 +89,7 @@ def _partial_moe(cfg) -> bool:
 def _run_layers(m, layer, x, cache_k, cache_v):
     """`layer(i, weights, window, RoPE frequencies, x, cache_k, cache_v) -> (x, cache_k, cache_v)` over the layers.
     The whole cache rides in the loop's carry and each layer writes its own rows of it in place; a `fori_loop` when
-    every layer has the same structure (weights indexed by the loop counter; int8 matrices stay whole for `qmatmul`,
+    every layer has the same structure (weights indexed by the loop counter; quantized matrices stay whole for `qmatmul`,
     see `layer_view`), a Python loop when the MLPs differ."""
     cfg = m.cfg
     windows, inv_freqs = layer_attention(cfg)

@@ -64,10 +64,10 @@ def test_engine_serves_architecture_variants_like_the_model(variant):
             assert max(abs(float(other[len(p) - 1 + i, t]) - g) for i, (t, g) in enumerate(zip(c.tokens, got))) > 1e-3
 
 
-@pytest.mark.parametrize("mode", ["int8", "int4", "int4-min"])
-def test_one_sequence_quantized_decode_goes_through_the_row_vector_kernel(monkeypatch, mode):
-    """One sequence: the quantized matrices (read in place in their stacks) and a quantized head go through the CPU
-    row-vector kernel. Same tokens and log-probabilities as a recompute with the dequantized weights, and as the
+@pytest.mark.parametrize("mode", ["none", "int8", "int4", "int4-min"])
+def test_one_sequence_decode_goes_through_the_row_vector_kernel(monkeypatch, mode):
+    """One sequence: the block matrices (read in place in their stacks; float32 or quantized) and a quantized head go
+    through the CPU row-vector kernels. Same tokens and log-probabilities as a recompute with the dequantized weights, and as the
     engine with the kernel switched off (XLA's convert and dot)."""
     from marin.kernels.cpu_rowvec import rowvec_available
     from marin.serve import engine as E
@@ -75,14 +75,14 @@ def test_one_sequence_quantized_decode_goes_through_the_row_vector_kernel(monkey
     if not rowvec_available():
         pytest.skip("the row-vector kernel does not run here (no C++ compiler, or not the CPU backend)")
     model = jax.tree.map(lambda a: a * 6 if a.ndim >= 2 else a, init(CFG, key=jax.random.PRNGKey(0)))
-    qm = quantize_model(model, mode, group_size=32, include_head=True)
-    kernel_name = {"int8": "marin_int8_rowvec", "int4": "marin_int4_rowvec", "int4-min": "marin_int4_min_rowvec"}[mode]
+    qm = model if mode == "none" else quantize_model(model, mode, group_size=32, include_head=True)
+    kernel_name = f"marin_{ {'none': 'f32', 'int8': 'int8', 'int4': 'int4', 'int4-min': 'int4_min'}[mode] }_rowvec"
     one = [jnp.zeros(1, jnp.int32), jnp.full(1, 3, jnp.int32), jnp.zeros(1, jnp.int32)]
     cache = jnp.zeros((CFG.n_layers, 1, 16, CFG.n_kv_heads, CFG.head_size))
     hlo = lambda: (
         jax.jit(lambda *a: E.decode(*a), static_argnums=6).lower(qm, *one, cache, cache, 16).as_text()
     )  # traced anew
-    assert hlo().count(kernel_name) >= 8  # the loop body's seven matrices and the head
+    assert hlo().count(kernel_name) >= (7 if mode == "none" else 8)  # the loop body's seven matrices (and the head)
     prompt, params = [1, 5, 9, 13, 17], SamplingParams(max_tokens=8, temperature=0.0)
     with Engine(qm, max_batch=1) as eng:
         kernel = eng.generate([prompt], params)[0]

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
 # %% auto #0
-__all__ = ['SOURCE', 'rowvec_available', 'int8_rowvec', 'int4_rowvec']
+__all__ = ['SOURCE', 'rowvec_available', 'int8_rowvec', 'f32_rowvec', 'int4_rowvec']
 
 # %% ../../nbs/22b_cpu_rowvec.ipynb #8edb47106e1a46a883d545849b8ab81b
 SOURCE = r"""
@@ -45,6 +45,29 @@ static ffi::Error Int8Rowvec(ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::S8> q, ff
     for (int64_t f = 0; f < F; ++f) Y[f] += xv * float(w[f]);
   }
   for (int64_t f = 0; f < F; ++f) Y[f] *= S[f];
+  return ffi::Error::Success();
+}
+
+// The same for a float32 weight: a dynamic slice of a float32 stack is a pure copy before XLA's dot.
+static ffi::Error F32Rowvec(ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::F32> w, ffi::Buffer<ffi::S32> layer,
+                            ffi::ResultBuffer<ffi::F32> y) {
+  auto dims = w.dimensions();
+  const size_t rank = dims.size();
+  if (rank != 2 && rank != 3) return ffi::Error::InvalidArgument("f32_rowvec: w must be [D, F] or [L, D, F]");
+  const int64_t D = dims[rank - 2], F = dims[rank - 1], L = rank == 3 ? dims[0] : 1;
+  const int64_t l = *layer.typed_data();
+  if (x.element_count() != D) return ffi::Error::InvalidArgument("f32_rowvec: x must have D elements");
+  if (y->element_count() != F) return ffi::Error::InvalidArgument("f32_rowvec: y must have F elements");
+  if (l < 0 || l >= L) return ffi::Error::InvalidArgument("f32_rowvec: layer out of range");
+  const float* __restrict W = w.typed_data() + l * D * F;
+  const float* __restrict X = x.typed_data();
+  float* __restrict Y = y->typed_data();
+  for (int64_t f = 0; f < F; ++f) Y[f] = 0.0f;
+  for (int64_t d = 0; d < D; ++d) {
+    const float xv = X[d];
+    const float* __restrict r = W + d * F;
+    for (int64_t f = 0; f < F; ++f) Y[f] += xv * r[f];
+  }
   return ffi::Error::Success();
 }
 
@@ -101,6 +124,12 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(MarinInt8Rowvec, Int8Rowvec,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::S8>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(MarinF32Rowvec, F32Rowvec,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>());
@@ -169,6 +198,7 @@ def _load() -> str | None:
     lib = ctypes.cdll.LoadLibrary(str(out))
     for name, fn in (
         ("int8", lib.MarinInt8Rowvec),
+        ("f32", lib.MarinF32Rowvec),
         ("int4", lib.MarinInt4Rowvec),
         ("int4_min", lib.MarinInt4MinRowvec),
     ):
@@ -196,6 +226,17 @@ def int8_rowvec(
         raise RuntimeError("int8_rowvec: the kernel is not compiled here (see the warning); check rowvec_available()")
     call = jax.ffi.ffi_call("marin_int8_rowvec", jax.ShapeDtypeStruct((F,), jnp.float32))
     return call(x.reshape(D).astype(jnp.float32), q, scale.astype(jnp.float32), jnp.asarray(layer, jnp.int32))
+
+
+def f32_rowvec(x: Float[Array, "D"], w: Float[Array, "*L D F"], layer: Int[Array, ""] | int = 0) -> Float[Array, "F"]:
+    "`x @ w[layer]` for one row `x` and a float32 weight, `[D, F]` or a stack `[L, D, F]`, read in place."
+    *lead, D, F = w.shape
+    if w.dtype != jnp.float32 or x.size != D:
+        raise ValueError(f"f32_rowvec: x {x.shape}, w {w.shape} {w.dtype}: want [D], float32 [L, D, F]")
+    if _library() is None:
+        raise RuntimeError("f32_rowvec: the kernel is not compiled here (see the warning); check rowvec_available()")
+    call = jax.ffi.ffi_call("marin_f32_rowvec", jax.ShapeDtypeStruct((F,), jnp.float32))
+    return call(x.reshape(D).astype(jnp.float32), w, jnp.asarray(layer, jnp.int32))
 
 # %% ../../nbs/22b_cpu_rowvec.ipynb #8a65eabff63a45729fe45fb5ade58bdc
 def int4_rowvec(

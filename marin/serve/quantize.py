@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
-from ..kernels.cpu_rowvec import int4_rowvec, int8_rowvec, rowvec_available
+from ..kernels.cpu_rowvec import f32_rowvec, int4_rowvec, int8_rowvec, rowvec_available
 from ..models.transformer import vocab_projection
 
 # %% auto #0
@@ -109,20 +109,19 @@ def quantize_int4(w: Float[Array, "... I O"], group_size: int = 128, *, asymmetr
 
 # %% ../../nbs/62_quantize.ipynb #acae54e37e7d407bbb7b55eff062a284
 class StackedLayer(NamedTuple):
-    "Layer `layer` of a stacked int8 or int4 weight, not sliced yet: `qmatmul` reads it in place for a single row."
+    "Layer `layer` of a stacked weight, not sliced yet: `qmatmul` reads it in place for a single row."
 
-    weight: Int8Weight | Int4Weight
+    weight: Int8Weight | Int4Weight | Float[Array, "L I O"]
     layer: Int[Array, ""]
 
 
 def layer_view(blocks, i):
-    """Layer `i` of stacked blocks for a layer loop: every array sliced at `i`, except the quantized attention and
-    dense MLP matrices, which stay whole as `StackedLayer`s."""
+    """Layer `i` of stacked blocks for a layer loop: every array sliced at `i`, except the attention and dense MLP
+    matrices, which stay whole as `StackedLayer`s."""
     p = jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, i, 0, keepdims=False), blocks)
 
     def keep(stacked, sliced, names):
-        quantized = lambda n: isinstance(getattr(stacked, n), (Int8Weight, Int4Weight))
-        whole = {n: StackedLayer(getattr(stacked, n), i) for n in names if quantized(n)}
+        whole = {n: StackedLayer(getattr(stacked, n), i) for n in names}
         return dataclasses.replace(sliced, **whole)
 
     p = keep(blocks, p, BLOCK_MATMULS)
@@ -135,8 +134,10 @@ def _one_row_on_cpu(x) -> bool:
 
 
 def _kernel_row(x, w, layer=0):
-    "`x @ w` for one row and an int8 or int4 weight (layer `layer` of a stack), by the row-vector kernel."
-    if isinstance(w, Int8Weight):
+    "`x @ w` for one row and an int8, int4 or float32 weight (layer `layer` of a stack), by the row-vector kernel."
+    if not isinstance(w, (Int8Weight, Int4Weight)):
+        y = f32_rowvec(x, w, layer)
+    elif isinstance(w, Int8Weight):
         y = int8_rowvec(x, w.q, w.scale, layer)
     else:
         y = int4_rowvec(x, w.packed, w.scale, w.minimum, layer)
@@ -146,7 +147,7 @@ def _kernel_row(x, w, layer=0):
 def qmatmul(x: Float[Array, "... I"], w) -> Float[Array, "... O"]:
     "`x @ w` for a float, int8 or int4 weight (2-D: one layer's slice), or a `StackedLayer` of one."
     if isinstance(w, StackedLayer):
-        if _one_row_on_cpu(x):
+        if _one_row_on_cpu(x) and (isinstance(w.weight, (Int8Weight, Int4Weight)) or w.weight.dtype == jnp.float32):
             return _kernel_row(x, w.weight, w.layer)  # read in place: no slice of the stack is copied
         w = jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, w.layer, 0, keepdims=False), w.weight)
     if isinstance(w, (Int8Weight, Int4Weight)) and len(w.shape) == 2 and _one_row_on_cpu(x):

@@ -184,7 +184,7 @@ def _library() -> str | None:
 def _load() -> str | None:
     cxx = shutil.which(os.environ.get("CXX", "c++"))
     if cxx is None:
-        warnings.warn("marin: no C++ compiler (set CXX or install g++), so one-row quantized products use XLA's dot")
+        warnings.warn("marin: no C++ compiler (set CXX or install g++), so one-row products use XLA's dot")
         return None
     key = hashlib.sha256("\0".join([SOURCE, jax.__version__, cxx, _cpu_features()]).encode()).hexdigest()[:16]
     out = Path(os.environ.get("MARIN_KERNEL_CACHE", "~/.cache/marin/kernels")).expanduser() / f"rowvec-{key}.so"
@@ -193,7 +193,7 @@ def _load() -> str | None:
     except OSError as e:  # a cache directory that cannot be written
         err = f"{e} (set MARIN_KERNEL_CACHE to a writable directory)"
     if err is not None:
-        warnings.warn(f"marin: building the CPU row-vector kernels failed, so quantized products use XLA's dot:\n{err}")
+        warnings.warn(f"marin: building the CPU row-vector kernels failed, so one-row products use XLA's dot:\n{err}")
         return None
     lib = ctypes.cdll.LoadLibrary(str(out))
     for name, fn in (
@@ -207,10 +207,19 @@ def _load() -> str | None:
 
 # %% ../../nbs/22b_cpu_rowvec.ipynb #7cdc8c89c7104fffa095e18ddfef8986
 def rowvec_available() -> bool:
-    "Whether `int8_rowvec` runs here: the CPU backend, a compiled kernel, and `MARIN_CPU_KERNELS` not `off`."
+    "Whether the row-vector kernels run here: the CPU backend, compiled kernels, and `MARIN_CPU_KERNELS` not `off`."
     if os.environ.get("MARIN_CPU_KERNELS", "on").lower() in ("off", "0", "false", "no"):
         return False
     return jax.default_backend() == "cpu" and _library() is not None
+
+
+def _kernel(name: str, n_out: int):
+    "The FFI call `marin_{name}_rowvec` with a float32 `[n_out]` result; an error where the kernels are not compiled."
+    if _library() is None:
+        raise RuntimeError(
+            f"{name}_rowvec: the kernel is not compiled here (see the warning); check rowvec_available()"
+        )
+    return jax.ffi.ffi_call(f"marin_{name}_rowvec", jax.ShapeDtypeStruct((n_out,), jnp.float32))
 
 
 def int8_rowvec(
@@ -222,10 +231,9 @@ def int8_rowvec(
         raise ValueError(
             f"int8_rowvec: x {x.shape}, q {q.shape} {q.dtype}, scale {scale.shape}: want [D], int8 [L, D, F], [L, F]"
         )
-    if _library() is None:
-        raise RuntimeError("int8_rowvec: the kernel is not compiled here (see the warning); check rowvec_available()")
-    call = jax.ffi.ffi_call("marin_int8_rowvec", jax.ShapeDtypeStruct((F,), jnp.float32))
-    return call(x.reshape(D).astype(jnp.float32), q, scale.astype(jnp.float32), jnp.asarray(layer, jnp.int32))
+    return _kernel("int8", F)(
+        x.reshape(D).astype(jnp.float32), q, scale.astype(jnp.float32), jnp.asarray(layer, jnp.int32)
+    )
 
 
 def f32_rowvec(x: Float[Array, "D"], w: Float[Array, "*L D F"], layer: Int[Array, ""] | int = 0) -> Float[Array, "F"]:
@@ -233,10 +241,7 @@ def f32_rowvec(x: Float[Array, "D"], w: Float[Array, "*L D F"], layer: Int[Array
     *lead, D, F = w.shape
     if w.dtype != jnp.float32 or x.size != D:
         raise ValueError(f"f32_rowvec: x {x.shape}, w {w.shape} {w.dtype}: want [D], float32 [L, D, F]")
-    if _library() is None:
-        raise RuntimeError("f32_rowvec: the kernel is not compiled here (see the warning); check rowvec_available()")
-    call = jax.ffi.ffi_call("marin_f32_rowvec", jax.ShapeDtypeStruct((F,), jnp.float32))
-    return call(x.reshape(D).astype(jnp.float32), w, jnp.asarray(layer, jnp.int32))
+    return _kernel("f32", F)(x.reshape(D).astype(jnp.float32), w, jnp.asarray(layer, jnp.int32))
 
 # %% ../../nbs/22b_cpu_rowvec.ipynb #8a65eabff63a45729fe45fb5ade58bdc
 def int4_rowvec(
@@ -254,10 +259,7 @@ def int4_rowvec(
             f"int4_rowvec: x {x.shape}, packed {packed.shape} {packed.dtype}, scale {scale.shape}: "
             "want [D], uint8 [L, D/2, F], [L, D/G, F]"
         )
-    if _library() is None:
-        raise RuntimeError("int4_rowvec: the kernel is not compiled here (see the warning); check rowvec_available()")
-    name = "marin_int4_rowvec" if minimum is None else "marin_int4_min_rowvec"
     low = scale if minimum is None else minimum  # the symmetric kernel ignores it
-    call = jax.ffi.ffi_call(name, jax.ShapeDtypeStruct((F,), jnp.float32))
+    call = _kernel("int4" if minimum is None else "int4_min", F)
     f32 = lambda a: a.astype(jnp.float32)
     return call(x.reshape(2 * D2).astype(jnp.float32), packed, f32(scale), f32(low), jnp.asarray(layer, jnp.int32))

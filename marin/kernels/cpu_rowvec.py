@@ -17,23 +17,32 @@ __all__ = ['SOURCE', 'rowvec_available', 'int8_rowvec', 'f32_rowvec', 'int4_rowv
 # %% ../../nbs/22b_cpu_rowvec.ipynb #8edb47106e1a46a883d545849b8ab81b
 SOURCE = r"""
 #include <cstdint>
+#include <string>
 #include <vector>
 #include "xla/ffi/api/ffi.h"
 namespace ffi = xla::ffi;
+
+// A one-row product's shapes: the weight [D, F] or [L, D, F], x [D], y [F], and the layer in range.
+static ffi::Error CheckRows(const char* what, ffi::Span<const int64_t> dims, int64_t nx, int64_t ny, int64_t l,
+                            int64_t& D, int64_t& F, int64_t& L) {
+  const size_t rank = dims.size();
+  if (rank != 2 && rank != 3) return ffi::Error::InvalidArgument(std::string(what) + ": weight must be [D, F] or [L, D, F]");
+  D = dims[rank - 2], F = dims[rank - 1], L = rank == 3 ? dims[0] : 1;
+  if (nx != D) return ffi::Error::InvalidArgument(std::string(what) + ": x must have D elements");
+  if (ny != F) return ffi::Error::InvalidArgument(std::string(what) + ": y must have F elements");
+  if (l < 0 || l >= L) return ffi::Error::InvalidArgument(std::string(what) + ": layer out of range");
+  return ffi::Error::Success();
+}
 
 // y[F] = (x[D] @ q[layer]) * scale[layer]: the int8 rows streamed once, in memory order, widened to float32 in
 // registers and added into y (F floats: in L1 or L2). One thread: XLA runs independent products side by side.
 static ffi::Error Int8Rowvec(ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::S8> q, ffi::Buffer<ffi::F32> scale,
                              ffi::Buffer<ffi::S32> layer, ffi::ResultBuffer<ffi::F32> y) {
-  auto dims = q.dimensions();
-  const size_t rank = dims.size();
-  if (rank != 2 && rank != 3) return ffi::Error::InvalidArgument("int8_rowvec: q must be [D, F] or [L, D, F]");
-  const int64_t D = dims[rank - 2], F = dims[rank - 1], L = rank == 3 ? dims[0] : 1;
+  int64_t D, F, L;
   const int64_t l = *layer.typed_data();
-  if (x.element_count() != D) return ffi::Error::InvalidArgument("int8_rowvec: x must have D elements");
-  if (scale.element_count() != L * F) return ffi::Error::InvalidArgument("int8_rowvec: scale must be [L, F]");
-  if (y->element_count() != F) return ffi::Error::InvalidArgument("int8_rowvec: y must have F elements");
-  if (l < 0 || l >= L) return ffi::Error::InvalidArgument("int8_rowvec: layer out of range");
+  auto bad = CheckRows("int8_rowvec", q.dimensions(), x.element_count(), y->element_count(), l, D, F, L);
+  if (bad.failure()) return bad;
+  if (int64_t(scale.element_count()) != L * F) return ffi::Error::InvalidArgument("int8_rowvec: scale must be [L, F]");
   const int8_t* __restrict Q = q.typed_data() + l * D * F;
   const float* __restrict S = scale.typed_data() + l * F;
   const float* __restrict X = x.typed_data();
@@ -51,14 +60,10 @@ static ffi::Error Int8Rowvec(ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::S8> q, ff
 // The same for a float32 weight: a dynamic slice of a float32 stack is a pure copy before XLA's dot.
 static ffi::Error F32Rowvec(ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::F32> w, ffi::Buffer<ffi::S32> layer,
                             ffi::ResultBuffer<ffi::F32> y) {
-  auto dims = w.dimensions();
-  const size_t rank = dims.size();
-  if (rank != 2 && rank != 3) return ffi::Error::InvalidArgument("f32_rowvec: w must be [D, F] or [L, D, F]");
-  const int64_t D = dims[rank - 2], F = dims[rank - 1], L = rank == 3 ? dims[0] : 1;
+  int64_t D, F, L;
   const int64_t l = *layer.typed_data();
-  if (x.element_count() != D) return ffi::Error::InvalidArgument("f32_rowvec: x must have D elements");
-  if (y->element_count() != F) return ffi::Error::InvalidArgument("f32_rowvec: y must have F elements");
-  if (l < 0 || l >= L) return ffi::Error::InvalidArgument("f32_rowvec: layer out of range");
+  auto bad = CheckRows("f32_rowvec", w.dimensions(), x.element_count(), y->element_count(), l, D, F, L);
+  if (bad.failure()) return bad;
   const float* __restrict W = w.typed_data() + l * D * F;
   const float* __restrict X = x.typed_data();
   float* __restrict Y = y->typed_data();

@@ -16,7 +16,7 @@ from ..models.transformer import vocab_projection
 
 # %% auto #0
 __all__ = ['QUANT_MODES', 'BLOCK_MATMULS', 'MLP_MATMULS', 'EXPERT_MATMULS', 'Int8Weight', 'quantize_int8', 'Int4Weight',
-           'quantize_int4', 'StackedLayer', 'layer_view', 'qmatmul', 'int4_group_for', 'quantize_model',
+           'quantize_int4', 'StackedLayer', 'at_layer', 'layer_view', 'qmatmul', 'int4_group_for', 'quantize_model',
            'dequantize_tree', 'weight_bytes']
 
 # %% ../../nbs/62_quantize.ipynb #8c4dd082
@@ -115,10 +115,15 @@ class StackedLayer(NamedTuple):
     layer: Int[Array, ""]
 
 
+def at_layer(stacked, i):
+    "Layer `i` (traced or not) of every array in a stacked tree: its leading axis indexed away."
+    return jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, i, 0, keepdims=False), stacked)
+
+
 def layer_view(blocks, i):
     """Layer `i` of stacked blocks for a layer loop: every array sliced at `i`, except the attention and dense MLP
     matrices, which stay whole as `StackedLayer`s."""
-    p = jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, i, 0, keepdims=False), blocks)
+    p = at_layer(blocks, i)
 
     def keep(stacked, sliced, names):
         whole = {n: StackedLayer(getattr(stacked, n), i) for n in names}
@@ -149,7 +154,7 @@ def qmatmul(x: Float[Array, "... I"], w) -> Float[Array, "... O"]:
     if isinstance(w, StackedLayer):
         if _one_row_on_cpu(x) and (isinstance(w.weight, (Int8Weight, Int4Weight)) or w.weight.dtype == jnp.float32):
             return _kernel_row(x, w.weight, w.layer)  # read in place: no slice of the stack is copied
-        w = jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, w.layer, 0, keepdims=False), w.weight)
+        w = at_layer(w.weight, w.layer)
     if isinstance(w, (Int8Weight, Int4Weight)) and len(w.shape) == 2 and _one_row_on_cpu(x):
         return _kernel_row(x, w)
     if isinstance(w, Int8Weight):

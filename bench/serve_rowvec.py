@@ -7,7 +7,8 @@ The model is `bench/serve_real.py`'s 135M-parameter shape (SmolLM-135M: 30 layer
 width 576), with its vocabulary projection in float32 (the default), and for int8 also in int8 (`include_head=True`). For each, two engines are built: one traced with the kernel, one with
 `MARIN_CPU_KERNELS=off`. Then blocks alternate between them: one request decoding --tokens greedy tokens (batch 1),
 and 20 bare decode steps at batch 1 and at 2 rows (the kernel takes one row only, so 2 rows shows that path is
-untouched). Printed: the best and the median block of each, the ratio, and the load average."""
+untouched). A third engine runs the kernel on one thread (`MARIN_CPU_KERNEL_THREADS=1`) against its default, all of
+XLA's intra-op threads. Printed: the best and the median block of each, the ratios, and the load average."""
 
 import argparse, os, statistics, time
 
@@ -33,9 +34,12 @@ params = E.SamplingParams(max_tokens=args.tokens, temperature=0.0, ignore_eos=Tr
 print(f"load average before: {os.getloadavg()}; {CFG.summary()}")
 
 
-def engine(m, kernel: bool):
-    "An engine whose programs are traced (and so compiled) with the kernel on or off."
-    os.environ["MARIN_CPU_KERNELS"] = "on" if kernel else "off"
+VARIANTS = {"kernel": ("on", "0"), "kernel, 1 thread": ("on", "1"), "xla": ("off", "0")}
+
+
+def engine(m, variant: str):
+    "An engine whose programs are traced (and so compiled) with the kernel on or off, on all threads or one."
+    os.environ["MARIN_CPU_KERNELS"], os.environ["MARIN_CPU_KERNEL_THREADS"] = VARIANTS[variant]
     eng = E.Engine(m, max_batch=8, max_seq_len=512)
     steps = {}
     for b in (1, 2):  # the engine's decode_sample at b rows, on its own cache
@@ -52,7 +56,7 @@ def engine(m, kernel: bool):
         jax.block_until_ready(step())
         steps[b] = step
     eng.generate([prompt], params)  # traced and compiled now, under this setting
-    os.environ.pop("MARIN_CPU_KERNELS")
+    os.environ.pop("MARIN_CPU_KERNELS"), os.environ.pop("MARIN_CPU_KERNEL_THREADS")
     return eng, steps
 
 
@@ -62,14 +66,17 @@ def timed_generate(eng):
     return (args.tokens - 1) / (time.perf_counter() - t - c.ttft_s)
 
 
-print("| weights | measure | kernel (best / median) | XLA (best / median) | kernel speed-up (median) |")
-print("|---|---|---:|---:|---:|")
+print(
+    "| weights | measure | kernel (best / median) | kernel, 1 thread (best / median) | XLA (best / median) |"
+    " kernel vs 1 thread (median) | kernel vs XLA (median) |"
+)
+print("|---|---|---:|---:|---:|---:|---:|")
 for mode, head in (("float32", False), ("int8", False), ("int8", True), ("int4", False), ("int4-min", False)):
     m = model if mode == "float32" else quantize_model(model, mode, include_head=head)
-    (ek, sk), (ex, sx) = engine(m, True), engine(m, False)
-    res = {"kernel": [], "xla": []}
+    engines = {v: engine(m, v) for v in VARIANTS}
+    res = {v: [] for v in VARIANTS}
     for _ in range(args.blocks):
-        for name, eng, steps in (("kernel", ek, sk), ("xla", ex, sx)):
+        for name, (eng, steps) in engines.items():
             r = {"decode tok/s, batch 1": timed_generate(eng)}
             for b, step in steps.items():
                 t = time.perf_counter()
@@ -79,17 +86,15 @@ for mode, head in (("float32", False), ("int8", False), ("int8", True), ("int4",
                 r[f"decode step ms, {b} row{'s' if b > 1 else ''}"] = (time.perf_counter() - t) / 20 * 1e3
             res[name].append(r)
     for key in res["kernel"][0]:
-        k, x = [[r[key] for r in res[n]] for n in ("kernel", "xla")]
-        best = max if "tok/s" in key else min
-        ratio = (
-            statistics.median(k) / statistics.median(x)
-            if "tok/s" in key
-            else statistics.median(x) / statistics.median(k)
-        )
+        k, one, x = [[r[key] for r in res[v]] for v in VARIANTS]
+        best, med = max if "tok/s" in key else min, statistics.median
+        speedup = lambda a, b: med(a) / med(b) if "tok/s" in key else med(b) / med(a)
         print(
-            f"| {mode}, head {mode if head else 'float32'} | {key} | {best(k):.1f} / {statistics.median(k):.1f} |"
-            f" {best(x):.1f} / {statistics.median(x):.1f} | {ratio:.2f}x |",
+            f"| {mode}, head {mode if head else 'float32'} | {key} |"
+            + "".join(f" {best(v):.1f} / {med(v):.1f} |" for v in (k, one, x))
+            + f" {speedup(k, one):.2f}x | {speedup(k, x):.2f}x |",
             flush=True,
         )
-    ek.close(), ex.close()
+    for eng, _ in engines.values():
+        eng.close()
 print(f"load average after: {os.getloadavg()}")

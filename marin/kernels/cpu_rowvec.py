@@ -5,19 +5,24 @@ once, in place in its layer stack, compiled at first use with the machine's C++ 
 
 # %% ../../nbs/22b_cpu_rowvec.ipynb #8dd0d8092fe74a7c96281538738b07e2
 from __future__ import annotations
-import ctypes, hashlib, os, platform, shutil, subprocess, tempfile, threading, warnings
+import ctypes, functools, hashlib, os, platform, shutil, subprocess, tempfile, threading, warnings
 from pathlib import Path
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 # %% auto #0
-__all__ = ['SOURCE', 'rowvec_available', 'int8_rowvec', 'f32_rowvec', 'int4_rowvec']
+__all__ = ['SOURCE', 'rowvec_available', 'kernel_threads', 'int8_rowvec', 'f32_rowvec', 'int4_rowvec']
 
 # %% ../../nbs/22b_cpu_rowvec.ipynb #8edb47106e1a46a883d545849b8ab81b
 SOURCE = r"""
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 #include "xla/ffi/api/ffi.h"
 namespace ffi = xla::ffi;
@@ -34,55 +39,101 @@ static ffi::Error CheckRows(const char* what, ffi::Span<const int64_t> dims, int
   return ffi::Error::Success();
 }
 
+// How many chunks of input rows to split a product into: one per thread of XLA's intra-op pool (at most
+// `max_chunks` when > 0), none smaller than 2^17 weight elements (below that a task costs more than it saves).
+static int64_t Chunks(ffi::ThreadPool& pool, int64_t units, int64_t elems_per_unit, int64_t max_chunks) {
+  int64_t n = std::min<int64_t>(pool.num_threads(), units);
+  if (max_chunks > 0) n = std::min(n, max_chunks);
+  return std::max<int64_t>(1, std::min<int64_t>(n, units * elems_per_unit / (int64_t(1) << 17)));
+}
+
+// body(c) for every chunk c in [0, n). The caller and n - 1 tasks on XLA's pool claim chunks from one counter, so
+// a pool that is busy with other products (or has one thread) only means the caller runs more chunks itself; it
+// waits just for chunks already running elsewhere. A task that starts after the last claim touches nothing but
+// the counter it shares.
+template <typename Body>
+static void RunChunks(ffi::ThreadPool& pool, int64_t n, const Body& body) {
+  struct Counter { std::atomic<int64_t> next{0}, done{0}; };
+  auto st = std::make_shared<Counter>();
+  const Body* b = &body;
+  auto work = [st, n, b]() {
+    for (int64_t c; (c = st->next.fetch_add(1)) < n; st->done.fetch_add(1)) (*b)(c);
+  };
+  for (int64_t t = 1; t < n; ++t) pool.Schedule(decltype(work)(work));  // each task owns a copy
+  work();
+  while (st->done.load() < n) std::this_thread::yield();
+}
+
+// y += the other chunks' partial rows; chunk 0 wrote y itself.
+static void AddParts(float* __restrict Y, const std::vector<float>& part, int64_t n, int64_t F) {
+  for (int64_t c = 1; c < n; ++c) {
+    const float* __restrict p = part.data() + (c - 1) * F;
+    for (int64_t f = 0; f < F; ++f) Y[f] += p[f];
+  }
+}
+
 // y[F] = (x[D] @ q[layer]) * scale[layer]: the int8 rows streamed once, in memory order, widened to float32 in
-// registers and added into y (F floats: in L1 or L2). One thread: XLA runs independent products side by side.
-static ffi::Error Int8Rowvec(ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::S8> q, ffi::Buffer<ffi::F32> scale,
-                             ffi::Buffer<ffi::S32> layer, ffi::ResultBuffer<ffi::F32> y) {
+// registers and added into a row of F floats (in L1 or L2); each chunk of rows has its own partial row.
+static ffi::Error Int8Rowvec(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::S8> q,
+                             ffi::Buffer<ffi::F32> scale, ffi::Buffer<ffi::S32> layer, ffi::ResultBuffer<ffi::F32> y,
+                             int64_t max_chunks) {
   int64_t D, F, L;
   const int64_t l = *layer.typed_data();
   auto bad = CheckRows("int8_rowvec", q.dimensions(), x.element_count(), y->element_count(), l, D, F, L);
   if (bad.failure()) return bad;
   if (int64_t(scale.element_count()) != L * F) return ffi::Error::InvalidArgument("int8_rowvec: scale must be [L, F]");
-  const int8_t* __restrict Q = q.typed_data() + l * D * F;
+  const int8_t* Q = q.typed_data() + l * D * F;
+  const float* X = x.typed_data();
+  float* Y = y->typed_data();
+  const int64_t n = Chunks(pool, D, F, max_chunks);
+  std::vector<float> part((n - 1) * F);
+  RunChunks(pool, n, [&](int64_t c) {
+    float* __restrict acc = c == 0 ? Y : part.data() + (c - 1) * F;
+    for (int64_t f = 0; f < F; ++f) acc[f] = 0.0f;
+    for (int64_t d = D * c / n; d < D * (c + 1) / n; ++d) {
+      const float xv = X[d];
+      const int8_t* __restrict w = Q + d * F;
+      for (int64_t f = 0; f < F; ++f) acc[f] += xv * float(w[f]);
+    }
+  });
+  AddParts(Y, part, n, F);
   const float* __restrict S = scale.typed_data() + l * F;
-  const float* __restrict X = x.typed_data();
-  float* __restrict Y = y->typed_data();
-  for (int64_t f = 0; f < F; ++f) Y[f] = 0.0f;
-  for (int64_t d = 0; d < D; ++d) {
-    const float xv = X[d];
-    const int8_t* __restrict w = Q + d * F;
-    for (int64_t f = 0; f < F; ++f) Y[f] += xv * float(w[f]);
-  }
   for (int64_t f = 0; f < F; ++f) Y[f] *= S[f];
   return ffi::Error::Success();
 }
 
 // The same for a float32 weight: a dynamic slice of a float32 stack is a pure copy before XLA's dot.
-static ffi::Error F32Rowvec(ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::F32> w, ffi::Buffer<ffi::S32> layer,
-                            ffi::ResultBuffer<ffi::F32> y) {
+static ffi::Error F32Rowvec(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::F32> w,
+                            ffi::Buffer<ffi::S32> layer, ffi::ResultBuffer<ffi::F32> y, int64_t max_chunks) {
   int64_t D, F, L;
   const int64_t l = *layer.typed_data();
   auto bad = CheckRows("f32_rowvec", w.dimensions(), x.element_count(), y->element_count(), l, D, F, L);
   if (bad.failure()) return bad;
-  const float* __restrict W = w.typed_data() + l * D * F;
-  const float* __restrict X = x.typed_data();
-  float* __restrict Y = y->typed_data();
-  for (int64_t f = 0; f < F; ++f) Y[f] = 0.0f;
-  for (int64_t d = 0; d < D; ++d) {
-    const float xv = X[d];
-    const float* __restrict r = W + d * F;
-    for (int64_t f = 0; f < F; ++f) Y[f] += xv * r[f];
-  }
+  const float* W = w.typed_data() + l * D * F;
+  const float* X = x.typed_data();
+  float* Y = y->typed_data();
+  const int64_t n = Chunks(pool, D, F, max_chunks);
+  std::vector<float> part((n - 1) * F);
+  RunChunks(pool, n, [&](int64_t c) {
+    float* __restrict acc = c == 0 ? Y : part.data() + (c - 1) * F;
+    for (int64_t f = 0; f < F; ++f) acc[f] = 0.0f;
+    for (int64_t d = D * c / n; d < D * (c + 1) / n; ++d) {
+      const float xv = X[d];
+      const float* __restrict r = W + d * F;
+      for (int64_t f = 0; f < F; ++f) acc[f] += xv * r[f];
+    }
+  });
+  AddParts(Y, part, n, F);
   return ffi::Error::Success();
 }
 
 // The same for int4 (`Int4Weight`): packed[D/2, F] holds input rows 2j (low nibble) and 2j+1 (high nibble);
 // each group of G input rows has a scale (and, asymmetric, a minimum) per column. Per group, the nibbles' dot with
-// x is summed first and scaled once: y += scale * sum(x q) + minimum * sum(x).
+// x is summed first and scaled once: y += scale * sum(x q) + minimum * sum(x). Chunks are runs of whole groups.
 template <bool kMin>
-static ffi::Error Int4Rowvec(ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::U8> packed, ffi::Buffer<ffi::F32> scale,
-                             ffi::Buffer<ffi::F32> minimum, ffi::Buffer<ffi::S32> layer,
-                             ffi::ResultBuffer<ffi::F32> y) {
+static ffi::Error Int4Rowvec(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::U8> packed,
+                             ffi::Buffer<ffi::F32> scale, ffi::Buffer<ffi::F32> minimum, ffi::Buffer<ffi::S32> layer,
+                             ffi::ResultBuffer<ffi::F32> y, int64_t max_chunks) {
   auto dims = packed.dimensions(), sdims = scale.dimensions();
   const size_t rank = dims.size();
   if (rank != 2 && rank != 3) return ffi::Error::InvalidArgument("int4_rowvec: packed must be [D/2, F] or [L, D/2, F]");
@@ -96,56 +147,68 @@ static ffi::Error Int4Rowvec(ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::U8> packe
     return ffi::Error::InvalidArgument("int4_rowvec: minimum must be shaped like scale");
   if (y->element_count() != F) return ffi::Error::InvalidArgument("int4_rowvec: y must have F elements");
   if (l < 0 || l >= L) return ffi::Error::InvalidArgument("int4_rowvec: layer out of range");
-  const uint8_t* __restrict P = packed.typed_data() + l * D2 * F;
-  const float* __restrict S = scale.typed_data() + l * NG * F;
-  const float* __restrict M = kMin ? minimum.typed_data() + l * NG * F : nullptr;
-  const float* __restrict X = x.typed_data();
-  float* __restrict Y = y->typed_data();
-  std::vector<float> group(F);
-  float* __restrict acc = group.data();
-  for (int64_t f = 0; f < F; ++f) Y[f] = 0.0f;
-  for (int64_t g = 0; g < NG; ++g) {
-    for (int64_t f = 0; f < F; ++f) acc[f] = 0.0f;
-    float xsum = 0.0f;
-    for (int64_t j = g * G2; j < (g + 1) * G2; ++j) {
-      const float x0 = X[2 * j], x1 = X[2 * j + 1];
-      xsum += x0 + x1;
-      const uint8_t* __restrict b = P + j * F;
-      for (int64_t f = 0; f < F; ++f) {
-        const float lo = kMin ? float(b[f] & 15) : float(int8_t(uint8_t(b[f] << 4)) >> 4);
-        const float hi = kMin ? float(b[f] >> 4) : float(int8_t(b[f]) >> 4);
-        acc[f] += x0 * lo + x1 * hi;
+  const uint8_t* P = packed.typed_data() + l * D2 * F;
+  const float* S = scale.typed_data() + l * NG * F;
+  const float* M = kMin ? minimum.typed_data() + l * NG * F : nullptr;
+  const float* X = x.typed_data();
+  float* Y = y->typed_data();
+  const int64_t n = Chunks(pool, NG, 2 * G2 * F, max_chunks);
+  std::vector<float> part((n - 1) * F);
+  RunChunks(pool, n, [&](int64_t c) {
+    float* __restrict out = c == 0 ? Y : part.data() + (c - 1) * F;
+    std::vector<float> group(F);
+    float* __restrict acc = group.data();
+    for (int64_t f = 0; f < F; ++f) out[f] = 0.0f;
+    for (int64_t g = NG * c / n; g < NG * (c + 1) / n; ++g) {
+      for (int64_t f = 0; f < F; ++f) acc[f] = 0.0f;
+      float xsum = 0.0f;
+      for (int64_t j = g * G2; j < (g + 1) * G2; ++j) {
+        const float x0 = X[2 * j], x1 = X[2 * j + 1];
+        xsum += x0 + x1;
+        const uint8_t* __restrict b = P + j * F;
+        for (int64_t f = 0; f < F; ++f) {
+          const float lo = kMin ? float(b[f] & 15) : float(int8_t(uint8_t(b[f] << 4)) >> 4);
+          const float hi = kMin ? float(b[f] >> 4) : float(int8_t(b[f]) >> 4);
+          acc[f] += x0 * lo + x1 * hi;
+        }
       }
+      const float* __restrict s = S + g * F;
+      for (int64_t f = 0; f < F; ++f) out[f] += acc[f] * s[f];
+      if (kMin)
+        for (int64_t f = 0; f < F; ++f) out[f] += M[g * F + f] * xsum;
     }
-    const float* __restrict s = S + g * F;
-    for (int64_t f = 0; f < F; ++f) Y[f] += acc[f] * s[f];
-    if (kMin)
-      for (int64_t f = 0; f < F; ++f) Y[f] += M[g * F + f] * xsum;
-  }
+  });
+  AddParts(Y, part, n, F);
   return ffi::Error::Success();
 }
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(MarinInt8Rowvec, Int8Rowvec,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::S8>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int64_t>("max_chunks"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(MarinF32Rowvec, F32Rowvec,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int64_t>("max_chunks"));
 #define MARIN_INT4_BINDING                     \
   ffi::Ffi::Bind()                             \
+      .Ctx<ffi::ThreadPool>()                  \
       .Arg<ffi::Buffer<ffi::F32>>()            \
       .Arg<ffi::Buffer<ffi::U8>>()             \
       .Arg<ffi::Buffer<ffi::F32>>()            \
       .Arg<ffi::Buffer<ffi::F32>>()            \
       .Arg<ffi::Buffer<ffi::S32>>()            \
-      .Ret<ffi::Buffer<ffi::F32>>()
+      .Ret<ffi::Buffer<ffi::F32>>()            \
+      .Attr<int64_t>("max_chunks")
 XLA_FFI_DEFINE_HANDLER_SYMBOL(MarinInt4Rowvec, Int4Rowvec<false>, MARIN_INT4_BINDING);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(MarinInt4MinRowvec, Int4Rowvec<true>, MARIN_INT4_BINDING);
 """
@@ -218,13 +281,22 @@ def rowvec_available() -> bool:
     return jax.default_backend() == "cpu" and _library() is not None
 
 
+def kernel_threads() -> int:
+    "`MARIN_CPU_KERNEL_THREADS`: how many of XLA's intra-op threads one product may use (0, the default: all; 1: one)."
+    v = os.environ.get("MARIN_CPU_KERNEL_THREADS", "0")
+    if not v.strip().isdigit():
+        raise ValueError(f"MARIN_CPU_KERNEL_THREADS={v!r}: want a whole number >= 0 (0: all of XLA's intra-op threads)")
+    return int(v)
+
+
 def _kernel(name: str, n_out: int):
     "The FFI call `marin_{name}_rowvec` with a float32 `[n_out]` result; an error where the kernels are not compiled."
     if _library() is None:
         raise RuntimeError(
             f"{name}_rowvec: the kernel is not compiled here (see the warning); check rowvec_available()"
         )
-    return jax.ffi.ffi_call(f"marin_{name}_rowvec", jax.ShapeDtypeStruct((n_out,), jnp.float32))
+    call = jax.ffi.ffi_call(f"marin_{name}_rowvec", jax.ShapeDtypeStruct((n_out,), jnp.float32))
+    return functools.partial(call, max_chunks=np.int64(kernel_threads()))
 
 
 def int8_rowvec(

@@ -206,7 +206,12 @@ if "bpb" not in skip:
     ):
         if args.rows and mode != "none" and not any(r in label for r in args.rows.split(",")):
             continue
-        q = quantize_model(model, mode.removesuffix("+head"), group_size=gs or 128, include_head=mode.endswith("+head"))
+        q = quantize_model(
+            model,
+            mode.removesuffix("+head"),
+            group_size=gs or 128,
+            head=mode.removesuffix("+head") if mode.endswith("+head") else "none",
+        )
         mib = weight_bytes(q) / 2**20
         bpb = marin_nll(dequantize_tree(q), ws) / math.log(2) / nb  # "+ head": through the quantized head
         base = base or bpb

@@ -4,7 +4,7 @@ Run: .venv/bin/python bench/serve_rowvec.py [--blocks 6] [--tokens 33]
 
 The model is `bench/serve_real.py`'s 135M-parameter shape (SmolLM-135M: 30 layers, d_model 576, 9 / 3 heads, d_ff
 1536, vocabulary 49,152, tied embeddings; random weights) in float32, int8, int4 and int4-min (group 128, which becomes 96 at
-width 576), with its vocabulary projection in float32 (the default), and for int8 also in int8 (`include_head=True`). For each, two engines are built: one traced with the kernel, one with
+width 576), with its vocabulary projection in float32 (the default), and for int8 also in int8 (`head="int8"`). For each, two engines are built: one traced with the kernel, one with
 `MARIN_CPU_KERNELS=off`. Then blocks alternate between them: one request decoding --tokens greedy tokens (batch 1),
 and 20 bare decode steps at batch 1 and at 2 rows (the kernel takes one row only, so 2 rows shows that path is
 untouched). A third engine runs the kernel on one thread (`MARIN_CPU_KERNEL_THREADS=1`) against its default, all of
@@ -72,7 +72,7 @@ print(
 )
 print("|---|---|---:|---:|---:|---:|---:|")
 for mode, head in (("float32", False), ("int8", False), ("int8", True), ("int4", False), ("int4-min", False)):
-    m = model if mode == "float32" else quantize_model(model, mode, include_head=head)
+    m = model if mode == "float32" else quantize_model(model, mode, head=mode if head else "none")
     engines = {v: engine(m, v) for v in VARIANTS}
     res = {v: [] for v in VARIANTS}
     for _ in range(args.blocks):

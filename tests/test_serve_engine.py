@@ -23,7 +23,7 @@ def _dequantized(qm):
 @pytest.mark.parametrize("mode", ["int8", "int4", "int4-min"])
 def test_quantized_engine_equals_recompute_with_dequantized_weights(mode):
     model = jax.tree.map(lambda a: a * 6 if a.ndim >= 2 else a, init(CFG, key=jax.random.PRNGKey(0)))
-    qm = quantize_model(model, mode, group_size=32, include_head=True)
+    qm = quantize_model(model, mode, group_size=32, head=mode)
     deq = _dequantized(qm)
     prompts = [[1, 5, 9, 13, 17], [2] * 11]
     with Engine(qm, max_batch=2) as eng:
@@ -75,7 +75,7 @@ def test_one_sequence_decode_goes_through_the_row_vector_kernel(monkeypatch, mod
     if not rowvec_available():
         pytest.skip("the row-vector kernel does not run here (no C++ compiler, or not the CPU backend)")
     model = jax.tree.map(lambda a: a * 6 if a.ndim >= 2 else a, init(CFG, key=jax.random.PRNGKey(0)))
-    qm = model if mode == "none" else quantize_model(model, mode, group_size=32, include_head=True)
+    qm = model if mode == "none" else quantize_model(model, mode, group_size=32, head=mode)
     kernel_name = f"marin_{ {'none': 'f32', 'int8': 'int8', 'int4': 'int4', 'int4-min': 'int4_min'}[mode] }_rowvec"
     one = [jnp.zeros(1, jnp.int32), jnp.full(1, 3, jnp.int32), jnp.zeros(1, jnp.int32)]
     cache = jnp.zeros((CFG.n_layers, 1, 16, CFG.n_kv_heads, CFG.head_size))

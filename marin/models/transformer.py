@@ -545,7 +545,7 @@ Transformer.__call__ = forward
 
 def vocab_projection(model: Transformer):
     """The `[D, V]` matrix onto the vocabulary: `lm_head` when the model holds one (an untied model, or a tied one
-    whose projection was quantized on its own, `quantize_model(include_head=True)`), else the tied embedding."""
+    whose projection was quantized on its own, `quantize_model(head=...)`), else the tied embedding."""
     return model.embed.T if model.lm_head is None else model.lm_head
 
 

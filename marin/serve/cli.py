@@ -89,7 +89,7 @@ def import_cmd(
     typer.echo(out)
 
 # %% ../../nbs/65_serve_cli.ipynb #2a1a5ba9
-def _dry_run(model: str, quantize: str, group_size: int, max_batch: int) -> None:
+def _dry_run(model: str, quantize: str, group_size: int, max_batch: int, quantize_head: str | None = None) -> None:
     "Print what serving `model` would need, after checking the checkpoint is complete; loads no weights."
     from marin.core import storage
     from marin.serve.server import inspect_model
@@ -99,13 +99,14 @@ def _dry_run(model: str, quantize: str, group_size: int, max_batch: int) -> None
             f"--model {model}: --dry-run inspects Hugging Face folders (config.json);"
             " export the run first with `marin export`"
         )
-    r = inspect_model(model, quantize=quantize, group_size=group_size, max_batch=max_batch)
+    r = inspect_model(model, quantize=quantize, group_size=group_size, max_batch=max_batch, quantize_head=quantize_head)
     typer.echo(
         f"{model}: {r['architecture']}, {r['params']:,} parameters, {r['layers']} layers, context {r['context']},"
         f" vocab {r['vocab']}, tokenizer {'yes' if r['tokenizer'] else 'NO (token-id prompts only)'}"
     )
     typer.echo(
-        f"memory: weights {_gb(r['serving_weight_bytes'])} ({quantize}; {_gb(r['stored_weight_bytes'])} on disk) + "
+        f"memory: weights {_gb(r['serving_weight_bytes'])} ({quantize}, head {r['quantize_head']}; "
+        f"{_gb(r['stored_weight_bytes'])} on disk) + "
         f"KV cache {_gb(r['kv_cache_bytes'])} ({max_batch} x {r['context']} tokens) = {_gb(r['total_bytes'])}"
     )
     typer.echo("ok: checkpoint is complete and consistent (dry run: not serving)")
@@ -120,13 +121,15 @@ def _serve_limits(
     max_choices: int,
     max_concurrent: int,
     prefill_chunk: int = 512,
+    quantize_head: str | None = None,
 ):
     "The server's limits from the flags; a bad flag is refused by name before anything loads."
     from marin.serve.quantize import QUANT_MODES
     from marin.serve.server import ServerLimits
 
-    if quantize not in QUANT_MODES:
-        raise ValueError(f"--quantize {quantize}: use one of {', '.join(QUANT_MODES)}")
+    for flag, mode in (("--quantize", quantize), ("--quantize-head", quantize_head or "none")):
+        if mode not in QUANT_MODES:
+            raise ValueError(f"{flag} {mode}: use one of {', '.join(QUANT_MODES)}")
     for flag, v, lo, what in (
         ("--max-batch", max_batch, 1, "sequences decoded together"),
         ("--prefill-chunk", prefill_chunk, 1, "prompt tokens per prefill pass"),
@@ -155,6 +158,11 @@ def serve_cmd(
     quantize: str = typer.Option(
         "none", help="none | int8 | int4 | int4-min (weight-only; int4-min: a minimum per group too, as GGUF's Q4_1)"
     ),
+    quantize_head: str = typer.Option(
+        None,
+        help="the vocabulary projection: none | int8 | int4 | int4-min (default: int8 when --quantize is set, else none;"
+        " at batch 1 it is the largest matrix each step reads)",
+    ),
     group_size: int = typer.Option(
         128, help="largest int4 group: each matrix takes the largest even divisor of its input width up to this"
     ),
@@ -174,10 +182,11 @@ def serve_cmd(
 ):
     "Serve a model over an OpenAI-compatible HTTP API."
     limits = _serve_limits(
-        max_batch, quantize, group_size, max_body_mb, max_prompt_chars, max_choices, max_concurrent, prefill_chunk
-    )
+        max_batch, quantize, group_size, max_body_mb, max_prompt_chars, max_choices, max_concurrent, prefill_chunk,
+        quantize_head,
+    )  # fmt: skip
     if dry_run:
-        return _dry_run(model, quantize, group_size, max_batch)
+        return _dry_run(model, quantize, group_size, max_batch, quantize_head)
     from marin.core.devices import use_compilation_cache
     from marin.serve.server import Server, ServedModel, listen_socket
 
@@ -186,13 +195,13 @@ def serve_cmd(
     try:
         sm = ServedModel.load(
             model, name=name, quantize=quantize, group_size=group_size, max_batch=max_batch,
-            prefill_chunk=prefill_chunk, prefix_cache=prefix_cache,
+            prefill_chunk=prefill_chunk, prefix_cache=prefix_cache, quantize_head=quantize_head,
         )  # fmt: skip
     except BaseException:
         sock.close()
         raise
     srv = Server(sm, api_key=api_key, verbose=verbose, limits=limits, sock=sock)
-    typer.echo(f"serving {sm.name!r} ({quantize}) at {srv.url}  (Ctrl-C to stop)", err=True)
+    typer.echo(f"serving {sm.name!r} ({sm.quantize}) at {srv.url}  (Ctrl-C to stop)", err=True)
     try:
         srv.serve_forever()
     except KeyboardInterrupt:

@@ -17,7 +17,7 @@ from ..models.transformer import vocab_projection
 # %% auto #0
 __all__ = ['QUANT_MODES', 'BLOCK_MATMULS', 'MLP_MATMULS', 'EXPERT_MATMULS', 'Int8Weight', 'quantize_int8', 'Int4Weight',
            'quantize_int4', 'StackedLayer', 'at_layer', 'layer_view', 'qmatmul', 'int4_group_for', 'quantize_model',
-           'dequantize_tree', 'weight_bytes']
+           'served_head_mode', 'dequantize_tree', 'weight_bytes']
 
 # %% ../../nbs/62_quantize.ipynb #8c4dd082
 QUANT_MODES = ("none", "int8", "int4", "int4-min")  # int4-min: with a minimum per group
@@ -181,23 +181,36 @@ def _quantize_fields(module, names: tuple, q):
     return module
 
 
-def quantize_model(model, mode: str = "int8", *, group_size: int = 128, include_head: bool = False):
-    "`model` with its block matmul weights (and optionally the vocabulary projection) quantized."
-    if mode not in QUANT_MODES:
-        raise ValueError(f"quantize={mode!r}: use one of {QUANT_MODES}")
-    if mode == "none":
-        return model
-    asym = mode == "int4-min"
-    int4 = lambda w: quantize_int4(w, int4_group_for(w.shape[-2], group_size), asymmetric=asym)
-    q = quantize_int8 if mode == "int8" else int4
-    blocks = _quantize_fields(model.blocks, BLOCK_MATMULS, q)
-    for part, names in (("mlp", MLP_MATMULS), ("moe", EXPERT_MATMULS)):  # MoE: every expert matrix, not the router
-        if getattr(blocks, part, None) is not None:
-            blocks = eqx.tree_at(lambda b: getattr(b, part), blocks, _quantize_fields(getattr(blocks, part), names, q))
-    model = eqx.tree_at(lambda m: m.blocks, model, blocks)
-    if include_head:
-        model = eqx.tree_at(lambda m: m.lm_head, model, q(vocab_projection(model)), is_leaf=lambda x: x is None)
+def _quantizer(mode: str, group_size: int):
+    "The function that quantizes one weight to `mode` (int4: the group adapted to the weight's input width)."
+    if mode == "int8":
+        return quantize_int8
+    return lambda w: quantize_int4(w, int4_group_for(w.shape[-2], group_size), asymmetric=mode == "int4-min")
+
+
+def quantize_model(model, mode: str = "int8", *, group_size: int = 128, head: str = "none"):
+    """`model` with its block matmul weights quantized to `mode` and its vocabulary projection to `head` ('none':
+    float). A tied model gets its own quantized `lm_head`; its embedding lookup stays in float."""
+    for name, m in (("quantize", mode), ("head", head)):
+        if m not in QUANT_MODES:
+            raise ValueError(f"{name}={m!r}: use one of {QUANT_MODES}")
+    if mode != "none":
+        q = _quantizer(mode, group_size)
+        blocks = _quantize_fields(model.blocks, BLOCK_MATMULS, q)
+        for part, names in (("mlp", MLP_MATMULS), ("moe", EXPERT_MATMULS)):  # MoE: every expert, not the router
+            if getattr(blocks, part, None) is not None:
+                sub = _quantize_fields(getattr(blocks, part), names, q)
+                blocks = eqx.tree_at(lambda b: getattr(b, part), blocks, sub)
+        model = eqx.tree_at(lambda m: m.blocks, model, blocks)
+    if head != "none":
+        w = _quantizer(head, group_size)(vocab_projection(model))
+        model = eqx.tree_at(lambda m: m.lm_head, model, w, is_leaf=lambda x: x is None)
     return model
+
+# %% ../../nbs/62_quantize.ipynb #da76b867
+def served_head_mode(quantize: str, head: str | None = None) -> str:
+    "How a server stores the vocabulary projection: `head` when given, else int8 whenever the blocks are quantized."
+    return head if head is not None else ("none" if quantize == "none" else "int8")
 
 # %% ../../nbs/62_quantize.ipynb #322ef36b
 def dequantize_tree(tree, dtype=jnp.float32):

@@ -112,8 +112,9 @@ class ServedModel:
         max_seq_len: int | None = None,
         prefill_chunk: int = 512,
         prefix_cache: bool = True,
+        quantize_head: str | None = None,
     ) -> "ServedModel":
-        from marin.serve.quantize import quantize_model
+        from marin.serve.quantize import quantize_model, served_head_mode
 
         given = path = str(path).rstrip("/")
         if path.endswith(".gguf") or looks_like_repo_id(path):  # imported once, through the cached step
@@ -127,7 +128,8 @@ class ServedModel:
                 f"--model {path}: neither a Hugging Face model folder (config.json), a GGUF file nor a marin training "
                 "output (checkpoints/); export one (`marin export`) or download one (`marin download`)"
             )
-        model = quantize_model(model, quantize, group_size=group_size)
+        head = served_head_mode(quantize, quantize_head)
+        model = quantize_model(model, quantize, group_size=group_size, head=head)
         decode = (lambda ids: tok.decode(ids, skip_special_tokens=False)) if tok is not None else None
         engine = Engine(
             model,
@@ -1161,31 +1163,43 @@ def _check_shapes(path: str, arch, cfg, headers: dict) -> dict[str, list[int]]:
     return need
 
 # %% ../../nbs/64_server.ipynb #79d0ecf5
-def _serving_weight_bytes(need: dict[str, list[int]], quantize: str, group_size: int) -> int:
-    "Bytes of the weights as served: float32, except the block matrices `quantize_model` quantizes, plus scales."
-    n_params = int(sum(int(np.prod(v)) for v in need.values()))
-    # what `quantize_model` quantizes: the 2-D matrices inside the blocks (attention, MLP or experts), not the router
-    quantized = [
-        v for k, v in need.items() if ".layers." in k and len(v) == 2 and not k.endswith("block_sparse_moe.gate.weight")
-    ]
-    block = sum(o * i for o, i in quantized)
-    per = {"none": 4.0, "int8": 1.0, "int4": 0.5, "int4-min": 0.5}[quantize]
-    scales = 0
-    if quantize == "int8":
-        scales = 4 * sum(o for o, _ in quantized)
-    elif quantize.startswith("int4"):  # a float32 scale (int4-min: and a minimum) per column per group of the input
-        per_group = 8 if quantize == "int4-min" else 4  # (the group adapts per matrix)
-        scales = per_group * sum(o * i // int4_group_for(i, group_size) for o, i in quantized)
-    return int(4 * (n_params - block) + per * block + scales)
+def _matrix_bytes(o: int, i: int, mode: str, group_size: int) -> int:
+    "Bytes of one `[out, in]` matrix served in `mode`: float32, or its quantized values plus their scales."
+    if mode == "none":
+        return 4 * o * i
+    if mode == "int8":  # a float32 scale per output column
+        return o * i + 4 * o
+    per_group = 8 if mode == "int4-min" else 4  # a float32 scale (int4-min: and a minimum) per column and group
+    return o * i // 2 + per_group * o * i // int4_group_for(i, group_size)  # (the group adapts per matrix)
+
+
+def _serving_weight_bytes(need: dict[str, list[int]], quantize: str, group_size: int, head: str = "none") -> int:
+    """Bytes of the weights as served: float32, except what `quantize_model` quantizes (the 2-D block matrices, not
+    the router; the vocabulary projection with `head`, a tied one as a copy beside the float32 embedding)."""
+    total = 4 * sum(int(np.prod(v)) for v in need.values())
+    for k, (o, i) in ((k, v) for k, v in need.items() if ".layers." in k and len(v) == 2):
+        if not k.endswith("block_sparse_moe.gate.weight"):
+            total += _matrix_bytes(o, i, quantize, group_size) - 4 * o * i
+    if head != "none":
+        key = (
+            "lm_head.weight" if "lm_head.weight" in need else next(k for k in need if k.endswith("embed_tokens.weight"))
+        )
+        o, i = need[key]
+        total += _matrix_bytes(o, i, head, group_size) - (4 * o * i if key == "lm_head.weight" else 0)
+    return int(total)
 
 # %% ../../nbs/64_server.ipynb #1664867b
-def inspect_model(path: str, *, quantize: str = "none", group_size: int = 128, max_batch: int = 8) -> dict:
+def inspect_model(
+    path: str, *, quantize: str = "none", group_size: int = 128, max_batch: int = 8, quantize_head: str | None = None
+) -> dict:
     "Validate an HF-layout model folder without loading weights; report parameters and memory needs."
     from marin.models.hf import _architecture, config_from_hf, read_hf_config
-    from marin.serve.quantize import QUANT_MODES
+    from marin.serve.quantize import QUANT_MODES, served_head_mode
 
-    if quantize not in QUANT_MODES:
-        raise ValueError(f"--quantize {quantize}: use one of {QUANT_MODES}")
+    head = served_head_mode(quantize, quantize_head)
+    for flag, mode in (("--quantize", quantize), ("--quantize-head", head)):
+        if mode not in QUANT_MODES:
+            raise ValueError(f"{flag} {mode}: use one of {QUANT_MODES}")
     d = read_hf_config(path)
     arch = _architecture(d)
     cfg = config_from_hf(d)
@@ -1194,7 +1208,7 @@ def inspect_model(path: str, *, quantize: str = "none", group_size: int = 128, m
     stored = sum(
         int(np.prod(h["shape"])) * {"F32": 4, "BF16": 2, "F16": 2}.get(h["dtype"], 4) for h in headers.values()
     )
-    serving_weights = _serving_weight_bytes(need, quantize, group_size)
+    serving_weights = _serving_weight_bytes(need, quantize, group_size, head)
     L = cfg.n_layers
     kv = 2 * L * max_batch * cfg.seq_len * cfg.n_kv_heads * cfg.head_size * 4
     return {
@@ -1209,6 +1223,7 @@ def inspect_model(path: str, *, quantize: str = "none", group_size: int = 128, m
         "max_batch": max_batch,
         "total_bytes": serving_weights + kv,
         "quantize": quantize,
+        "quantize_head": head,
         "tokenizer": storage.exists(storage.join(path, "tokenizer.json")),
         "files": files,
     }

@@ -89,7 +89,7 @@ def import_cmd(
     typer.echo(out)
 
 # %% ../../nbs/65_serve_cli.ipynb #2a1a5ba9
-def _dry_run(model: str, quantize: str, group_size: int, max_batch: int, quantize_head: str | None = None) -> None:
+def _dry_run(model: str, quantize: str, group_size: int, max_batch: int, quantize_head: str = "none") -> None:
     "Print what serving `model` would need, after checking the checkpoint is complete; loads no weights."
     from marin.core import storage
     from marin.serve.server import inspect_model
@@ -121,13 +121,13 @@ def _serve_limits(
     max_choices: int,
     max_concurrent: int,
     prefill_chunk: int = 512,
-    quantize_head: str | None = None,
+    quantize_head: str = "none",
 ):
     "The server's limits from the flags; a bad flag is refused by name before anything loads."
     from marin.serve.quantize import QUANT_MODES
     from marin.serve.server import ServerLimits
 
-    for flag, mode in (("--quantize", quantize), ("--quantize-head", quantize_head or "none")):
+    for flag, mode in (("--quantize", quantize), ("--quantize-head", quantize_head)):
         if mode not in QUANT_MODES:
             raise ValueError(f"{flag} {mode}: use one of {', '.join(QUANT_MODES)}")
     for flag, v, lo, what in (
@@ -159,9 +159,9 @@ def serve_cmd(
         "none", help="none | int8 | int4 | int4-min (weight-only; int4-min: a minimum per group too, as GGUF's Q4_1)"
     ),
     quantize_head: str = typer.Option(
-        None,
-        help="the vocabulary projection: none | int8 | int4 | int4-min (default: int8 when --quantize is set, else none;"
-        " at batch 1 it is the largest matrix each step reads)",
+        "none",
+        help="the vocabulary projection: none | int8 | int4 | int4-min (int8: batch-1 decoding 1.4x faster on the CPU,"
+        " decode steps of several rows slower)",
     ),
     group_size: int = typer.Option(
         128, help="largest int4 group: each matrix takes the largest even divisor of its input width up to this"

@@ -17,7 +17,7 @@ from ..models.transformer import vocab_projection
 # %% auto #0
 __all__ = ['QUANT_MODES', 'BLOCK_MATMULS', 'MLP_MATMULS', 'EXPERT_MATMULS', 'Int8Weight', 'quantize_int8', 'Int4Weight',
            'quantize_int4', 'StackedLayer', 'at_layer', 'layer_view', 'qmatmul', 'int4_group_for', 'quantize_model',
-           'served_head_mode', 'dequantize_tree', 'weight_bytes']
+           'dequantize_tree', 'weight_bytes']
 
 # %% ../../nbs/62_quantize.ipynb #8c4dd082
 QUANT_MODES = ("none", "int8", "int4", "int4-min")  # int4-min: with a minimum per group
@@ -206,11 +206,6 @@ def quantize_model(model, mode: str = "int8", *, group_size: int = 128, head: st
         w = _quantizer(head, group_size)(vocab_projection(model))
         model = eqx.tree_at(lambda m: m.lm_head, model, w, is_leaf=lambda x: x is None)
     return model
-
-# %% ../../nbs/62_quantize.ipynb #da76b867
-def served_head_mode(quantize: str, head: str | None = None) -> str:
-    "How a server stores the vocabulary projection: `head` when given, else int8 whenever the blocks are quantized."
-    return head if head is not None else ("none" if quantize == "none" else "int8")
 
 # %% ../../nbs/62_quantize.ipynb #322ef36b
 def dequantize_tree(tree, dtype=jnp.float32):

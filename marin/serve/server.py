@@ -112,9 +112,9 @@ class ServedModel:
         max_seq_len: int | None = None,
         prefill_chunk: int = 512,
         prefix_cache: bool = True,
-        quantize_head: str | None = None,
+        quantize_head: str = "none",
     ) -> "ServedModel":
-        from marin.serve.quantize import quantize_model, served_head_mode
+        from marin.serve.quantize import quantize_model
 
         given = path = str(path).rstrip("/")
         if path.endswith(".gguf") or looks_like_repo_id(path):  # imported once, through the cached step
@@ -128,8 +128,7 @@ class ServedModel:
                 f"--model {path}: neither a Hugging Face model folder (config.json), a GGUF file nor a marin training "
                 "output (checkpoints/); export one (`marin export`) or download one (`marin download`)"
             )
-        head = served_head_mode(quantize, quantize_head)
-        model = quantize_model(model, quantize, group_size=group_size, head=head)
+        model = quantize_model(model, quantize, group_size=group_size, head=quantize_head)
         decode = (lambda ids: tok.decode(ids, skip_special_tokens=False)) if tok is not None else None
         engine = Engine(
             model,
@@ -1190,14 +1189,13 @@ def _serving_weight_bytes(need: dict[str, list[int]], quantize: str, group_size:
 
 # %% ../../nbs/64_server.ipynb #1664867b
 def inspect_model(
-    path: str, *, quantize: str = "none", group_size: int = 128, max_batch: int = 8, quantize_head: str | None = None
+    path: str, *, quantize: str = "none", group_size: int = 128, max_batch: int = 8, quantize_head: str = "none"
 ) -> dict:
     "Validate an HF-layout model folder without loading weights; report parameters and memory needs."
     from marin.models.hf import _architecture, config_from_hf, read_hf_config
-    from marin.serve.quantize import QUANT_MODES, served_head_mode
+    from marin.serve.quantize import QUANT_MODES
 
-    head = served_head_mode(quantize, quantize_head)
-    for flag, mode in (("--quantize", quantize), ("--quantize-head", head)):
+    for flag, mode in (("--quantize", quantize), ("--quantize-head", quantize_head)):
         if mode not in QUANT_MODES:
             raise ValueError(f"{flag} {mode}: use one of {QUANT_MODES}")
     d = read_hf_config(path)
@@ -1208,7 +1206,7 @@ def inspect_model(
     stored = sum(
         int(np.prod(h["shape"])) * {"F32": 4, "BF16": 2, "F16": 2}.get(h["dtype"], 4) for h in headers.values()
     )
-    serving_weights = _serving_weight_bytes(need, quantize, group_size, head)
+    serving_weights = _serving_weight_bytes(need, quantize, group_size, quantize_head)
     L = cfg.n_layers
     kv = 2 * L * max_batch * cfg.seq_len * cfg.n_kv_heads * cfg.head_size * 4
     return {
@@ -1223,7 +1221,7 @@ def inspect_model(
         "max_batch": max_batch,
         "total_bytes": serving_weights + kv,
         "quantize": quantize,
-        "quantize_head": head,
+        "quantize_head": quantize_head,
         "tokenizer": storage.exists(storage.join(path, "tokenizer.json")),
         "files": files,
     }

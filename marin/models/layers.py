@@ -14,8 +14,9 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 # %% auto #0
 __all__ = ['NO_SHARDING', 'ATTENTION', 'ACTIVATIONS', 'ActivationSharding', 'at_least_f32', 'dense', 'rms_norm',
-           'rope_frequencies', 'apply_rope', 'attention_mask', 'softcap', 'reference_attention', 'xla_attention',
-           'cudnn_attention', 'param_name', 'is_param', 'cast_floats', 'split_keys', 'MLPShape', 'DenseMLP']
+           'rope_frequencies', 'apply_rope', 'softmax_last_axis', 'attention_mask', 'softcap', 'reference_attention',
+           'xla_attention', 'cudnn_attention', 'param_name', 'is_param', 'cast_floats', 'split_keys', 'MLPShape',
+           'DenseMLP']
 
 # %% ../../nbs/20a_layers.ipynb #274f9183
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +97,28 @@ def apply_rope(
     x1, x2 = jnp.split(xf, 2, axis=-1)
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x.dtype)
 
+# %% ../../nbs/20a_layers.ipynb #acae54e37e7d407bbb7b55eff062a284
+@jax.custom_vjp
+def _softmax_dot_grad(x: Float[Array, "... S"]) -> Float[Array, "... S"]:
+    return jax.nn.softmax(x, axis=-1)
+
+
+def _softmax_fwd(x):
+    p = jax.nn.softmax(x, axis=-1)
+    return p, p
+
+
+def _softmax_bwd(p, g):
+    return (p * (g - jnp.einsum("...s,...s->...", g, p)[..., None]),)  # the row sums as a batched dot
+
+
+_softmax_dot_grad.defvjp(_softmax_fwd, _softmax_bwd)
+
+
+def softmax_last_axis(x: Float[Array, "... S"]) -> Float[Array, "... S"]:
+    "Softmax over the last axis; on the CPU its backward pass takes each row's `sum(g * p)` as a dot (see above)."
+    return _softmax_dot_grad(x) if jax.default_backend() == "cpu" else jax.nn.softmax(x, axis=-1)
+
 # %% ../../nbs/20a_layers.ipynb #e4842ab7
 def attention_mask(segment_ids: Int[Array, "B S"], window: int | Int[Array, ""] = 0) -> Bool[Array, "B 1 S S"]:
     """Causal, within a segment, and (with `window` > 0) only the last `window` positions: `q - window < k <= q`.
@@ -133,7 +156,7 @@ def reference_attention(
     kh, vh = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, K, Sk, dh]
     scores = jnp.einsum("bkqd,bksd->bkqs", qh, kh, preferred_element_type=ft).reshape(B, K, G, S, S)
     scores = jnp.where(mask[:, :, None], softcap(scores, logit_cap), jnp.finfo(ft).min)  # mask [B,1,1,Sq,Sk]
-    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype).reshape(B, K, G * S, S)
+    probs = softmax_last_axis(scores).astype(v.dtype).reshape(B, K, G * S, S)
     out = jnp.einsum("bkqs,bksd->bkqd", probs, vh)  # [B, K, G·Sq, dh]
     return out.reshape(B, K, G, S, dh).transpose(0, 3, 1, 2, 4).reshape(B, S, H, dh)
 

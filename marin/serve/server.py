@@ -1179,12 +1179,10 @@ def _serving_weight_bytes(need: dict[str, list[int]], quantize: str, group_size:
     for k, (o, i) in ((k, v) for k, v in need.items() if ".layers." in k and len(v) == 2):
         if not k.endswith("block_sparse_moe.gate.weight"):
             total += _matrix_bytes(o, i, quantize, group_size) - 4 * o * i
-    if head != "none":
-        key = (
-            "lm_head.weight" if "lm_head.weight" in need else next(k for k in need if k.endswith("embed_tokens.weight"))
-        )
-        o, i = need[key]
-        total += _matrix_bytes(o, i, head, group_size) - (4 * o * i if key == "lm_head.weight" else 0)
+    if head != "none":  # a tied model keeps its float32 embedding for the lookup and gains a quantized copy
+        untied = "lm_head.weight" in need
+        o, i = need["lm_head.weight" if untied else "model.embed_tokens.weight"]
+        total += _matrix_bytes(o, i, head, group_size) - (4 * o * i if untied else 0)
     return int(total)
 
 # %% ../../nbs/64_server.ipynb #1664867b

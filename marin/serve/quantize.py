@@ -15,9 +15,10 @@ from ..kernels.cpu_rowvec import f32_rowvec, int4_rowvec, int8_rowvec, rowvec_av
 from ..models.transformer import vocab_projection
 
 # %% auto #0
-__all__ = ['QUANT_MODES', 'BLOCK_MATMULS', 'MLP_MATMULS', 'EXPERT_MATMULS', 'Int8Weight', 'quantize_int8', 'Int4Weight',
-           'quantize_int4', 'StackedLayer', 'at_layer', 'layer_view', 'qmatmul', 'int4_group_for', 'quantize_model',
-           'dequantize_tree', 'weight_bytes']
+__all__ = ['QUANT_MODES', 'BLOCK_MATMULS', 'MLP_MATMULS', 'EXPERT_MATMULS', 'CHUNK_COLUMNS', 'CHUNK_MIN_ELEMENTS', 'HEAD_MODES',
+           'Int8Weight', 'quantize_int8', 'Int4Weight', 'quantize_int4', 'StackedLayer', 'at_layer', 'layer_view',
+           'by_column_chunks', 'qmatmul', 'int4_group_for', 'quantize_model', 'head_mode', 'dequantize_tree',
+           'weight_bytes']
 
 # %% ../../nbs/62_quantize.ipynb #8c4dd082
 QUANT_MODES = ("none", "int8", "int4", "int4-min")  # int4-min: with a minimum per group
@@ -132,6 +133,42 @@ def layer_view(blocks, i):
     p = keep(blocks, p, BLOCK_MATMULS)
     return p if blocks.mlp is None else dataclasses.replace(p, mlp=keep(blocks.mlp, p.mlp, MLP_MATMULS))
 
+# %% ../../nbs/62_quantize.ipynb #8edb47106e1a46a883d545849b8ab81b
+CHUNK_COLUMNS = 2048  # columns per chunk of a large quantized matrix at several rows (float copy: in x 2,048)
+CHUNK_MIN_ELEMENTS = 1 << 22  # smaller matrices go through XLA whole
+
+
+def _xla_matmul(x, w):
+    "`x @ w` by XLA for a 2-D float, int8 or int4 weight: each quantized plane converted to `x`'s dtype, then a dot."
+    if isinstance(w, Int8Weight):
+        return jnp.einsum("...i,io->...o", x, w.q.astype(x.dtype)) * w.scale.astype(x.dtype)
+    if isinstance(w, Int4Weight):
+        lo, hi = w.planes(x.dtype)
+        return jnp.einsum("...i,io->...o", x[..., 0::2], lo) + jnp.einsum("...i,io->...o", x[..., 1::2], hi)
+    return jnp.einsum("...i,io->...o", x, w.astype(x.dtype))
+
+
+def _chunked_on_cpu(w) -> bool:
+    "A quantized matrix large enough that several rows go through it by column chunks."
+    quantized = isinstance(w, (Int8Weight, Int4Weight)) and len(w.shape) == 2
+    return quantized and math.prod(w.shape) >= CHUNK_MIN_ELEMENTS and jax.default_backend() == "cpu"
+
+
+def by_column_chunks(x: Float[Array, "... I"], w, chunk: int = CHUNK_COLUMNS) -> Float[Array, "... O"]:
+    "`x @ w` for a 2-D weight, `chunk` output columns at a time (the last chunk takes what is left)."
+    n_out, rows = w.shape[-1], x.reshape(-1, x.shape[-1])
+    columns = lambda start, size: jax.tree.map(lambda a: jax.lax.dynamic_slice_in_dim(a, start, size, a.ndim - 1), w)
+
+    def one_chunk(j, y):
+        return jax.lax.dynamic_update_slice_in_dim(y, _xla_matmul(rows, columns(j * chunk, chunk)), j * chunk, 1)
+
+    y = jnp.zeros((rows.shape[0], n_out), x.dtype)
+    if n_out >= chunk:
+        y = jax.lax.fori_loop(0, n_out // chunk, one_chunk, y)
+    if tail := n_out % chunk:
+        y = y.at[:, n_out - tail :].set(_xla_matmul(rows, columns(n_out - tail, tail)))
+    return y.reshape(*x.shape[:-1], n_out)
+
 # %% ../../nbs/62_quantize.ipynb #bf1a94cb
 def _one_row_on_cpu(x) -> bool:
     "A single row of activations, where the row-vector kernels run (`marin.kernels.cpu_rowvec`)."
@@ -157,12 +194,7 @@ def qmatmul(x: Float[Array, "... I"], w) -> Float[Array, "... O"]:
         w = at_layer(w.weight, w.layer)
     if isinstance(w, (Int8Weight, Int4Weight)) and len(w.shape) == 2 and _one_row_on_cpu(x):
         return _kernel_row(x, w)
-    if isinstance(w, Int8Weight):
-        return jnp.einsum("...i,io->...o", x, w.q.astype(x.dtype)) * w.scale.astype(x.dtype)
-    if isinstance(w, Int4Weight):
-        lo, hi = w.planes(x.dtype)
-        return jnp.einsum("...i,io->...o", x[..., 0::2], lo) + jnp.einsum("...i,io->...o", x[..., 1::2], hi)
-    return jnp.einsum("...i,io->...o", x, w.astype(x.dtype))
+    return by_column_chunks(x, w) if _chunked_on_cpu(w) else _xla_matmul(x, w)
 
 # %% ../../nbs/62_quantize.ipynb #808e5f6b
 def int4_group_for(n_in: int, group_size: int) -> int:
@@ -190,10 +222,8 @@ def _quantizer(mode: str, group_size: int):
 
 def quantize_model(model, mode: str = "int8", *, group_size: int = 128, head: str = "none"):
     """`model` with its block matmul weights quantized to `mode` and its vocabulary projection to `head` ('none':
-    float). A tied model gets its own quantized `lm_head`; its embedding lookup stays in float."""
-    for name, m in (("quantize", mode), ("head", head)):
-        if m not in QUANT_MODES:
-            raise ValueError(f"{name}={m!r}: use one of {QUANT_MODES}")
+    float; 'auto': `head_mode`). A tied model gets its own quantized `lm_head`; its embedding lookup stays in float."""
+    head = head_mode(mode, head)  # refuses a bad mode of either
     if mode != "none":
         q = _quantizer(mode, group_size)
         blocks = _quantize_fields(model.blocks, BLOCK_MATMULS, q)
@@ -206,6 +236,19 @@ def quantize_model(model, mode: str = "int8", *, group_size: int = 128, head: st
         w = _quantizer(head, group_size)(vocab_projection(model))
         model = eqx.tree_at(lambda m: m.lm_head, model, w, is_leaf=lambda x: x is None)
     return model
+
+# %% ../../nbs/62_quantize.ipynb #0ec92ef4
+HEAD_MODES = ("auto", *QUANT_MODES)  # auto: int8 when the blocks are quantized, float32 when they are not
+
+
+def head_mode(quantize: str, head: str = "auto") -> str:
+    "The vocabulary projection's mode for blocks in `quantize` and `--quantize-head` `head`; a bad one is refused."
+    for flag, mode, allowed in (("--quantize", quantize, QUANT_MODES), ("--quantize-head", head, HEAD_MODES)):
+        if mode not in allowed:
+            raise ValueError(f"{flag} {mode}: use one of {', '.join(allowed)}")
+    if head == "auto":
+        return "none" if quantize == "none" else "int8"
+    return head
 
 # %% ../../nbs/62_quantize.ipynb #322ef36b
 def dequantize_tree(tree, dtype=jnp.float32):

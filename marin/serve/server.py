@@ -112,7 +112,7 @@ class ServedModel:
         max_seq_len: int | None = None,
         prefill_chunk: int = 512,
         prefix_cache: bool = True,
-        quantize_head: str = "none",
+        quantize_head: str = "auto",
     ) -> "ServedModel":
         from marin.serve.quantize import quantize_model
 
@@ -1187,15 +1187,13 @@ def _serving_weight_bytes(need: dict[str, list[int]], quantize: str, group_size:
 
 # %% ../../nbs/64_server.ipynb #1664867b
 def inspect_model(
-    path: str, *, quantize: str = "none", group_size: int = 128, max_batch: int = 8, quantize_head: str = "none"
+    path: str, *, quantize: str = "none", group_size: int = 128, max_batch: int = 8, quantize_head: str = "auto"
 ) -> dict:
     "Validate an HF-layout model folder without loading weights; report parameters and memory needs."
     from marin.models.hf import _architecture, config_from_hf, read_hf_config
-    from marin.serve.quantize import QUANT_MODES
+    from marin.serve.quantize import head_mode
 
-    for flag, mode in (("--quantize", quantize), ("--quantize-head", quantize_head)):
-        if mode not in QUANT_MODES:
-            raise ValueError(f"{flag} {mode}: use one of {QUANT_MODES}")
+    quantize_head = head_mode(quantize, quantize_head)  # refuses a bad mode of either; resolves 'auto'
     d = read_hf_config(path)
     arch = _architecture(d)
     cfg = config_from_hf(d)

@@ -1,8 +1,8 @@
 """Serving speed at a real model's shape (issue #20): marin's engine (float32, int8, int4) against `transformers`
 `generate` and, when `llama-cpp-python` is installed, llama.cpp, side by side in one run.
 
-Run: .venv/bin/python bench/serve_real.py [--new-tokens 64] [--prompt-len 64] [--concurrent 8] [--skip transformers]
-     [--host-profile TOKENS]  (cProfile of the engine thread's decode iterations, per mode: the host's share)
+Run: .venv/bin/python bench/serve_real.py [--new-tokens 64] [--prompt-len 64] [--concurrent 8] [--rounds 3]
+     [--skip transformers] [--host-profile TOKENS]  (cProfile of the engine thread's decode iterations, per mode: the host's share)
 
 The model is the issue's 135M-parameter Llama shape (SmolLM-135M: 30 layers, d_model 576, 9 query / 3 KV heads,
 d_ff 1536, vocabulary 49,152, tied embeddings) with random weights (seed 0): greedy decoding with EOS ignored does
@@ -11,9 +11,12 @@ no data-dependent work, so speed does not depend on the weights. `transformers` 
 Rows: decode tokens/s at batch 1 (one request, after its first token), aggregate tokens/s for --concurrent requests
 submitted together, time to first token for a --prompt-len prompt. The profile rows split one engine token into
 the jitted decode step at batch 1 and at --concurrent rows, sampling, and the host's share (the rest). "head"
-says how the vocabulary projection is stored (`quantize_model(..., head=)`: the tied embedding quantized once, its
-lookup gathering dequantized rows; "float32": as before, 113 MB read every step). The load
-average is printed: compare ratios within one run, not absolute numbers across runs.
+says how the vocabulary projection is stored (`marin serve`'s default, `--quantize-head auto`, is int8 for
+quantized blocks) (`quantize_model(..., head=)`: the tied embedding quantized once, its
+lookup gathering dequantized rows; "float32": as before, 113 MB read every step). Every engine is built
+first; then --rounds rounds each measure every engine in turn (batch 1, the concurrent requests, TTFT), so a slow
+spell of a shared machine lands on all engines alike: the table gives each row's median (batch 1 also its
+range). The load average is printed: compare ratios within one run, not absolute numbers across runs.
 
 llama.cpp (when `llama-cpp-python` is importable; its rows are skipped with a message otherwise) runs the same
 weights: the model is written as a Hugging Face folder with a placeholder byte-level vocabulary of the model's size
@@ -22,7 +25,8 @@ quantized to Q4_0 / Q4_1 by llama.cpp's own `llama_model_quantize` (its standard
 Q6_K). llama-cpp-python serves one sequence at a time, so its "concurrent" row is the requests one after another,
 as `llama-server` with one slot would; TTFT is the prompt's evaluation plus the first greedy pick."""
 
-import argparse, ctypes, functools, inspect, json, os, tempfile, time
+import argparse, ctypes, dataclasses, functools, inspect, json, os, statistics, tempfile, time
+from typing import Any, Callable
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax, jax.numpy as jnp, numpy as np
@@ -32,6 +36,7 @@ ap.add_argument("--new-tokens", type=int, default=64)
 ap.add_argument("--prompt-len", type=int, default=64)
 ap.add_argument("--concurrent", type=int, default=8)
 ap.add_argument("--threads", type=int, default=os.cpu_count())
+ap.add_argument("--rounds", type=int, default=3, help="measurements of every engine, interleaved")
 ap.add_argument("--skip", default="", help="comma-separated: transformers,int8,int4,head,prefix,llama.cpp")
 ap.add_argument("--llama-types", default="F32,Q4_0,Q4_1", help="llama.cpp GGUF types (llama.cpp's own quantizer)")
 ap.add_argument("--only-prefix", action="store_true", help="only the prefix-cache rows")
@@ -59,7 +64,23 @@ MAX_LEN = 512  # the engine's context: prompt + new tokens fit, and the cache is
 rng = np.random.default_rng(0)
 prompts = [rng.integers(1, CFG.vocab_size, P).tolist() for _ in range(C)]
 model = init(CFG, key=jax.random.PRNGKey(0))
-rows, notes = [], []
+contestants, notes = [], []
+
+
+@dataclasses.dataclass
+class Contestant:
+    "One engine under test: its measurements (batch-1 tok/s and tokens, concurrent tok/s, TTFT s) as closures."
+
+    label: str
+    batch1: Callable
+    many: Callable
+    ttft: Callable
+    weights_mb: float
+    engine: Any = None
+    results: dict = dataclasses.field(default_factory=lambda: {"batch1": [], "many": [], "ttft": []})
+    tokens: list = None
+
+
 print(f"load average before: {os.getloadavg()}; threads {args.threads}; {CFG.summary()}", flush=True)
 
 
@@ -73,27 +94,34 @@ def timed(fn, *a, reps=5, **kw):
     return (time.perf_counter() - t) / reps, out
 
 
-def marin_row(label, m):
+def marin_contestant(label, m):
+    "Marin's engine on `m`, compiled for every bucket these measurements meet; its measurements as closures."
     prm = E.SamplingParams(max_tokens=N, temperature=0.0, ignore_eos=True)
-    with E.Engine(m, max_batch=C, max_seq_len=MAX_LEN) as eng:
-        eng.generate(prompts, prm), eng.generate(prompts[:1], prm)  # compile every bucket these runs meet
+    eng = E.Engine(m, max_batch=C, max_seq_len=MAX_LEN)
+    eng.generate(prompts, prm), eng.generate(prompts[:1], prm)
+
+    def batch1():
         t = time.perf_counter()
         one = eng.generate(prompts[:1], prm)[0]
-        wall1 = time.perf_counter() - t
+        return (N - 1) / (time.perf_counter() - t - one.ttft_s), one.tokens
+
+    def many():
         t = time.perf_counter()
-        many = eng.generate(prompts, prm)
-        wallc = time.perf_counter() - t
-        ttft = min(eng.generate([prompts[i]], E.SamplingParams(max_tokens=1))[0].ttft_s for i in range(3))
-        step1, stepc, samp = _profile(eng)
-    tok_s = (N - 1) / (wall1 - one.ttft_s)
-    rows.append((label, tok_s, C * N / wallc, ttft * 1e3, weight_bytes(m) / 2**20))
-    print(rows[-1], flush=True)
-    per_tok = 1e3 / tok_s
+        eng.generate(prompts, prm)
+        return C * N / (time.perf_counter() - t)
+
+    ttft = lambda: min(eng.generate([prompts[i]], E.SamplingParams(max_tokens=1))[0].ttft_s for i in range(min(3, C)))
+    return Contestant(label, batch1, many, ttft, weight_bytes(m) / 2**20, eng)
+
+
+def profile_note(c):
+    "One batch-1 token of a marin contestant split into the decode step, sampling and the host's share."
+    step1, stepc, samp = _profile(c.engine)
+    per_tok = 1e3 / statistics.median(c.results["batch1"])
     notes.append(
-        f"{label}: one token at batch 1 = {per_tok:.1f} ms: decode step {step1 * 1e3:.1f} ms, sampling {samp * 1e3:.1f} ms,"
-        f" host {per_tok - (step1 + samp) * 1e3:.1f} ms; decode step at {C} rows {stepc * 1e3:.1f} ms"
+        f"{c.label}: one token at batch 1 = {per_tok:.1f} ms (median): decode step {step1 * 1e3:.1f} ms, sampling"
+        f" {samp * 1e3:.1f} ms, host {per_tok - (step1 + samp) * 1e3:.1f} ms; decode step at {C} rows {stepc * 1e3:.1f} ms"
     )
-    return one.tokens
 
 
 def _profile(eng):
@@ -212,13 +240,13 @@ if args.host_profile:
     for mode in ("none", "int8", "int4"):
         if mode not in skip:
             host_profile("float32" if mode == "none" else mode, quantized(mode, "none"), args.host_profile)
-ours = marin_row("marin float32", model)
+contestants.append(marin_contestant("marin float32", model))
 for mode in ("int8", "int4"):
     if mode not in skip:
-        marin_row(f"marin {mode}, head float32", quantized(mode, "none"))
+        contestants.append(marin_contestant(f"marin {mode}, head float32", quantized(mode, "none")))
         if "head" not in skip:  # the vocabulary projection too (llama.cpp's Q4 files quantize it, to Q6_K)
             for head in ("int8", "int4") if mode == "int4" and HEAD_ARG else (mode,):
-                marin_row(f"marin {mode}, head {head}", quantized(mode, head))
+                contestants.append(marin_contestant(f"marin {mode}, head {head}", quantized(mode, head)))
 if "prefix" not in skip:
     prefix_rows(model)
 
@@ -249,24 +277,23 @@ if "transformers" not in skip:
     gen = lambda ids, n: hf.generate(torch.tensor(ids), max_new_tokens=n, min_new_tokens=n, do_sample=False)
     with torch.no_grad():
         gen(prompts[:1], 4)
+
+    @torch.no_grad()
+    def tf_batch1():
+        first = min(timed(gen, prompts[:1], 1, reps=1)[0] for _ in range(2))
         t = time.perf_counter()
         out = gen(prompts[:1], N)
-        wall1 = time.perf_counter() - t
-        ttft = min(timed(gen, prompts[:1], 1, reps=1)[0] for _ in range(3))
+        return (N - 1) / (time.perf_counter() - t - first), out[0, P:].tolist()
+
+    @torch.no_grad()
+    def tf_many():
         t = time.perf_counter()
         gen(prompts, N)  # same-length prompts: no padding, one batch
-        wallc = time.perf_counter() - t
-    same = out[0, P:].tolist()[:16] == ours[:16]
-    rows.append(
-        (
-            "transformers float32",
-            (N - 1) / (wall1 - ttft),
-            C * N / wallc,
-            ttft * 1e3,
-            4 * sum(p.numel() for p in hf.parameters()) / 2**20,
-        )
-    )
-    notes.append(f"transformers' first 16 greedy tokens {'equal' if same else 'DIFFER from'} marin float32's")
+        return C * N / (time.perf_counter() - t)
+
+    tf_ttft = torch.no_grad()(lambda: min(timed(gen, prompts[i : i + 1], 1, reps=1)[0] for i in range(min(3, C))))
+    weights_mb = 4 * sum(p.numel() for p in hf.parameters()) / 2**20
+    contestants.append(Contestant("transformers float32", tf_batch1, tf_many, tf_ttft, weights_mb))
 
 
 def write_llama_gguf(m, folder: str) -> str:
@@ -312,7 +339,7 @@ def llama_generate(llm, prompt: list[int], n: int):
             return out, ttft, time.perf_counter() - t
 
 
-def llama_cpp_rows(m, ours):
+def llama_cpp_contestants(m):
     try:
         import llama_cpp
     except ImportError:
@@ -329,30 +356,56 @@ def llama_cpp_rows(m, ours):
             path, n_ctx=MAX_LEN, n_batch=MAX_LEN, n_threads=args.threads, n_threads_batch=args.threads, verbose=False
         )
         llama_generate(llm, prompts[0], 4)  # warm-up
-        one, _, wall1 = llama_generate(llm, prompts[0], N)
-        first = llama_generate(llm, prompts[0], 1)[1]
-        ttft = min(llama_generate(llm, prompts[i], 1)[1] for i in range(3))
-        t = time.perf_counter()
-        for p in prompts:
-            llama_generate(llm, p, N)
-        wallc = time.perf_counter() - t
-        rows.append(
-            (f"llama.cpp {qtype}", (N - 1) / (wall1 - first), C * N / wallc, ttft * 1e3, os.path.getsize(path) / 2**20)
-        )
-        same = next((i for i, (a, b) in enumerate(zip(one, ours)) if a != b), min(len(one), len(ours)))
-        notes.append(f"llama.cpp {qtype}: greedy tokens equal marin float32's for the first {same} of {N}")
-        print(rows[-1], notes[-1], flush=True)
-        del llm
+
+        def batch1(llm=llm):
+            one, _, wall1 = llama_generate(llm, prompts[0], N)
+            return (N - 1) / (wall1 - llama_generate(llm, prompts[0], 1)[1]), one
+
+        def many(llm=llm):
+            t = time.perf_counter()
+            for p in prompts:
+                llama_generate(llm, p, N)
+            return C * N / (time.perf_counter() - t)
+
+        ttft = lambda llm=llm: min(llama_generate(llm, prompts[i], 1)[1] for i in range(min(3, C)))
+        contestants.append(Contestant(f"llama.cpp {qtype}", batch1, many, ttft, os.path.getsize(path) / 2**20, llm))
 
 
 if "llama.cpp" not in skip:
-    llama_cpp_rows(model, ours)
+    llama_cpp_contestants(model)
 
+for r in range(args.rounds):  # interleaved: every engine once per round
+    for c in contestants:
+        tok_s, c.tokens = c.batch1()
+        c.results["batch1"].append(tok_s)
+        c.results["many"].append(c.many())
+        c.results["ttft"].append(c.ttft())
+    print(f"round {r + 1}: " + ", ".join(f"{c.label} {c.results['batch1'][-1]:.1f}" for c in contestants), flush=True)
+ours = contestants[0].tokens
+for c in contestants:
+    if c.label.startswith("marin"):
+        profile_note(c)
+    elif c.label.startswith("transformers"):
+        same = c.tokens[:16] == ours[:16]
+        notes.append(f"transformers' first 16 greedy tokens {'equal' if same else 'DIFFER from'} marin float32's")
+    else:
+        same = next((i for i, (a, b) in enumerate(zip(c.tokens, ours)) if a != b), min(len(c.tokens), len(ours)))
+        notes.append(f"{c.label}: greedy tokens equal marin float32's for the first {same} of {N}")
+med = statistics.median
+rows = [
+    (c.label, med(c.results["batch1"]), med(c.results["many"]), med(c.results["ttft"]) * 1e3, c.weights_mb)
+    for c in contestants
+]
+spread = {c.label: (min(c.results["batch1"]), max(c.results["batch1"])) for c in contestants}
 print(f"\nload average after: {os.getloadavg()}")
-print(f"| engine | decode tok/s, batch 1 | {C} requests, aggregate tok/s | TTFT, {P}-token prompt | weights MiB |")
+print(f"{args.rounds} rounds, medians")
+print(
+    f"| engine | decode tok/s, batch 1 (range) | {C} requests, aggregate tok/s | TTFT, {P}-token prompt | weights MiB |"
+)
 print("|---|---|---|---|---|")
 for r in rows:
-    print(f"| {r[0]} | {r[1]:.1f} | {r[2]:.1f} | {r[3]:.0f} ms | {r[4]:.0f} |")
+    lo, hi = spread[r[0]]
+    print(f"| {r[0]} | {r[1]:.1f} ({lo:.1f}-{hi:.1f}) | {r[2]:.1f} | {r[3]:.0f} ms | {r[4]:.0f} |")
 base = {r[0]: r for r in rows}
 if "transformers float32" in base:
     print(f"\nmarin float32 / transformers, batch 1: {base['marin float32'][1] / base['transformers float32'][1]:.2f}x")
@@ -365,3 +418,6 @@ for q in [r[0] for r in rows if r[0].startswith("llama.cpp Q4")]:
                 f" (goal >= 1), TTFT {a[3] / b[3]:.2f}x (goal <= 2)"
             )
 print("\n" + "\n".join(notes))
+for c in contestants:  # the engines' threads and llama.cpp's models, before the interpreter's teardown
+    if c.engine is not None:
+        c.engine.close()

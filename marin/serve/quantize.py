@@ -237,7 +237,7 @@ def quantize_model(model, mode: str = "int8", *, group_size: int = 128, head: st
         model = eqx.tree_at(lambda m: m.lm_head, model, w, is_leaf=lambda x: x is None)
     return model
 
-# %% ../../nbs/62_quantize.ipynb #0ec92ef4
+# %% ../../nbs/62_quantize.ipynb #c1b448c6
 HEAD_MODES = ("auto", *QUANT_MODES)  # auto: int8 when the blocks are quantized, float32 when they are not
 
 

@@ -138,13 +138,20 @@ CHUNK_COLUMNS = 2048  # columns per chunk of a large quantized matrix at several
 CHUNK_MIN_ELEMENTS = 1 << 22  # smaller matrices go through XLA whole
 
 
+def _int4_matmul(x, w: Int4Weight, planes: bool):
+    "int4 `x @ w` on the two nibble planes (`planes`: the CPU's way, above) or on the dequantized matrix."
+    if planes:
+        lo, hi = w.planes(x.dtype)
+        return jnp.einsum("...i,io->...o", x[..., 0::2], lo) + jnp.einsum("...i,io->...o", x[..., 1::2], hi)
+    return jnp.einsum("...i,io->...o", x, w.dequantize(x.dtype))
+
+
 def _xla_matmul(x, w):
-    "`x @ w` by XLA for a 2-D float, int8 or int4 weight: each quantized plane converted to `x`'s dtype, then a dot."
+    "`x @ w` by XLA for a 2-D float, int8 or int4 weight: the quantized values converted to `x`'s dtype, then a dot."
     if isinstance(w, Int8Weight):
         return jnp.einsum("...i,io->...o", x, w.q.astype(x.dtype)) * w.scale.astype(x.dtype)
     if isinstance(w, Int4Weight):
-        lo, hi = w.planes(x.dtype)
-        return jnp.einsum("...i,io->...o", x[..., 0::2], lo) + jnp.einsum("...i,io->...o", x[..., 1::2], hi)
+        return _int4_matmul(x, w, planes=jax.default_backend() == "cpu")
     return jnp.einsum("...i,io->...o", x, w.astype(x.dtype))
 
 

@@ -13,7 +13,7 @@ the ratios of medians, and the load average."""
 import argparse, os, statistics, time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-import jax, jax.numpy as jnp, numpy as np
+import jax, numpy as np
 
 from marin.models.transformer import LlamaConfig, init, vocab_projection
 from marin.serve import engine as E

@@ -1,14 +1,16 @@
-"""The CPU row-vector kernels (`marin.kernels.cpu_rowvec`) against XLA's convert + dot, in one process (#20).
+"""The CPU kernels (`marin.kernels.cpu_rowvec`) against XLA's convert + dot, in one process (#20).
 
 Run: .venv/bin/python bench/serve_rowvec.py [--blocks 6] [--tokens 33]
 
 The model is `bench/serve_real.py`'s 135M-parameter shape (SmolLM-135M: 30 layers, d_model 576, 9 / 3 heads, d_ff
 1536, vocabulary 49,152, tied embeddings; random weights) in float32, int8, int4 and int4-min (group 128, which becomes 96 at
-width 576), with its vocabulary projection in float32 (the default), and for int8 also in int8 (`head="int8"`). For each, two engines are built: one traced with the kernel, one with
-`MARIN_CPU_KERNELS=off`. Then blocks alternate between them: one request decoding --tokens greedy tokens (batch 1),
-and 20 bare decode steps at batch 1 and at 2 rows (the kernel takes one row only, so 2 rows shows that path is
-untouched). A third engine runs the kernel on one thread (`MARIN_CPU_KERNEL_THREADS=1`) against its default, all of
-XLA's intra-op threads. Printed: the best and the median block of each, the ratios, and the load average."""
+width 576), with its vocabulary projection in float32 or quantized (`head=`; `marin serve --quantize` quantizes it to
+int8 by default). For each, engines are built: one traced with the kernels, one with `MARIN_CPU_KERNELS=off` (XLA's
+convert + dot). Then blocks alternate between them: one request decoding --tokens greedy tokens (batch 1), and 20
+bare decode steps at 1, 2 and 8 rows (8 sequences decoding at once; the kernels take up to `KERNEL_MAX_ROWS`). A
+third engine runs the kernels on one thread (`MARIN_CPU_KERNEL_THREADS=1`) against their default, all of XLA's
+intra-op threads. Printed: the best and the median block of each, the ratios, the load average, and the share of
+the machine's CPU time the hypervisor took ("steal", /proc/stat) while each weight mode was measured."""
 
 import argparse, os, statistics, time
 
@@ -42,7 +44,7 @@ def engine(m, variant: str):
     os.environ["MARIN_CPU_KERNELS"], os.environ["MARIN_CPU_KERNEL_THREADS"] = VARIANTS[variant]
     eng = E.Engine(m, max_batch=8, max_seq_len=512)
     steps = {}
-    for b in (1, 2):  # the engine's decode_sample at b rows, on its own cache
+    for b in (1, 2, 8):  # the engine's decode_sample at b rows, on its own cache
         feed = np.stack(
             [np.zeros(b, np.int32), np.full(b, 64, np.int32), np.arange(b, dtype=np.int32), np.zeros(b, np.int32)]
         )
@@ -66,15 +68,34 @@ def timed_generate(eng):
     return (args.tokens - 1) / (time.perf_counter() - t - c.ttft_s)
 
 
+def steal_ticks():
+    "(steal, total) CPU ticks of the machine from /proc/stat (Linux; (0, 1) elsewhere)."
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:]]
+        return ticks[7], sum(ticks)
+    except (OSError, IndexError, ValueError):
+        return 0, 1
+
+
 print(
     "| weights | measure | kernel (best / median) | kernel, 1 thread (best / median) | XLA (best / median) |"
     " kernel vs 1 thread (median) | kernel vs XLA (median) |"
 )
 print("|---|---|---:|---:|---:|---:|---:|")
-for mode, head in (("float32", False), ("int8", False), ("int8", True), ("int4", False), ("int4-min", False)):
-    m = model if mode == "float32" else quantize_model(model, mode, head=mode if head else "none")
+MODES = (
+    ("float32", "none"),
+    ("int8", "none"),
+    ("int8", "int8"),
+    ("int4", "int8"),
+    ("int4", "int4"),
+    ("int4-min", "int8"),
+)
+for mode, head in MODES:
+    m = model if mode == "float32" else quantize_model(model, mode, head=head)
     engines = {v: engine(m, v) for v in VARIANTS}
     res = {v: [] for v in VARIANTS}
+    steal0 = steal_ticks()
     for _ in range(args.blocks):
         for name, (eng, steps) in engines.items():
             r = {"decode tok/s, batch 1": timed_generate(eng)}
@@ -85,12 +106,14 @@ for mode, head in (("float32", False), ("int8", False), ("int8", True), ("int4",
                 jax.block_until_ready(o)
                 r[f"decode step ms, {b} row{'s' if b > 1 else ''}"] = (time.perf_counter() - t) / 20 * 1e3
             res[name].append(r)
+    steal1 = steal_ticks()
+    steal = (steal1[0] - steal0[0]) / max(1, steal1[1] - steal0[1])
     for key in res["kernel"][0]:
         k, one, x = [[r[key] for r in res[v]] for v in VARIANTS]
         best, med = max if "tok/s" in key else min, statistics.median
         speedup = lambda a, b: med(a) / med(b) if "tok/s" in key else med(b) / med(a)
         print(
-            f"| {mode}, head {mode if head else 'float32'} | {key} |"
+            f"| {mode}, head {'float32' if head == 'none' else head} (steal {steal:.0%}) | {key} |"
             + "".join(f" {best(v):.1f} / {med(v):.1f} |" for v in (k, one, x))
             + f" {speedup(k, one):.2f}x | {speedup(k, x):.2f}x |",
             flush=True,

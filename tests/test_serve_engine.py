@@ -94,4 +94,5 @@ def test_one_sequence_decode_goes_through_the_row_vector_kernel(monkeypatch, mod
     with Engine(qm, max_batch=1) as eng:
         xla = eng.generate([prompt], params)[0]
     assert xla.tokens == kernel.tokens
-    np.testing.assert_allclose(xla.logprobs, kernel.logprobs, atol=1e-5)
+    # the kernel sums in register tiles, XLA in its own order: float32 rounding differs in the last digits
+    np.testing.assert_allclose(xla.logprobs, kernel.logprobs, rtol=1e-5, atol=1e-5)

@@ -15,10 +15,10 @@ from ..kernels.cpu_rowvec import f32_rowvec, int4_rowvec, int8_rowvec, rowvec_av
 from ..models.transformer import vocab_projection
 
 # %% auto #0
-__all__ = ['QUANT_MODES', 'BLOCK_MATMULS', 'MLP_MATMULS', 'EXPERT_MATMULS', 'CHUNK_COLUMNS', 'CHUNK_MIN_ELEMENTS', 'HEAD_MODES',
-           'Int8Weight', 'quantize_int8', 'Int4Weight', 'quantize_int4', 'StackedLayer', 'at_layer', 'layer_view',
-           'by_column_chunks', 'qmatmul', 'int4_group_for', 'quantize_model', 'head_mode', 'dequantize_tree',
-           'weight_bytes']
+__all__ = ['QUANT_MODES', 'BLOCK_MATMULS', 'MLP_MATMULS', 'EXPERT_MATMULS', 'CHUNK_COLUMNS', 'CHUNK_MIN_ELEMENTS',
+           'KERNEL_MAX_ROWS', 'HEAD_MODES', 'Int8Weight', 'quantize_int8', 'Int4Weight', 'quantize_int4',
+           'StackedLayer', 'at_layer', 'layer_view', 'by_column_chunks', 'qmatmul', 'int4_group_for', 'quantize_model',
+           'head_mode', 'dequantize_tree', 'weight_bytes']
 
 # %% ../../nbs/62_quantize.ipynb #8c4dd082
 QUANT_MODES = ("none", "int8", "int4", "int4-min")  # int4-min: with a minimum per group
@@ -177,30 +177,33 @@ def by_column_chunks(x: Float[Array, "... I"], w, chunk: int = CHUNK_COLUMNS) ->
     return y.reshape(*x.shape[:-1], n_out)
 
 # %% ../../nbs/62_quantize.ipynb #bf1a94cb
-def _one_row_on_cpu(x) -> bool:
-    "A single row of activations, where the row-vector kernels run (`marin.kernels.cpu_rowvec`)."
-    return math.prod(x.shape[:-1]) == 1 and rowvec_available()
+KERNEL_MAX_ROWS = 16  # rows of activations up to which the CPU kernels run (decoding up to 16 sequences at once)
 
 
-def _kernel_row(x, w, layer=0):
-    "`x @ w` for one row and an int8, int4 or float32 weight (layer `layer` of a stack), by the row-vector kernel."
+def _few_rows_on_cpu(x) -> bool:
+    "Few enough rows of activations for the CPU kernels (`marin.kernels.cpu_rowvec`), where they run."
+    return math.prod(x.shape[:-1]) <= KERNEL_MAX_ROWS and rowvec_available()
+
+
+def _kernel_rows(x, w, layer=0):
+    "`x @ w` for a few rows and an int8, int4 or float32 weight (layer `layer` of a stack), by the CPU kernels."
     if not isinstance(w, (Int8Weight, Int4Weight)):
         y = f32_rowvec(x, w, layer)
     elif isinstance(w, Int8Weight):
         y = int8_rowvec(x, w.q, w.scale, layer)
     else:
         y = int4_rowvec(x, w.packed, w.scale, w.minimum, layer)
-    return y.astype(x.dtype).reshape(*x.shape[:-1], -1)
+    return y.astype(x.dtype)
 
 
 def qmatmul(x: Float[Array, "... I"], w) -> Float[Array, "... O"]:
     "`x @ w` for a float, int8 or int4 weight (2-D: one layer's slice), or a `StackedLayer` of one."
     if isinstance(w, StackedLayer):
-        if _one_row_on_cpu(x) and (isinstance(w.weight, (Int8Weight, Int4Weight)) or w.weight.dtype == jnp.float32):
-            return _kernel_row(x, w.weight, w.layer)  # read in place: no slice of the stack is copied
+        if _few_rows_on_cpu(x) and (isinstance(w.weight, (Int8Weight, Int4Weight)) or w.weight.dtype == jnp.float32):
+            return _kernel_rows(x, w.weight, w.layer)  # read in place: no slice of the stack is copied
         w = at_layer(w.weight, w.layer)
-    if isinstance(w, (Int8Weight, Int4Weight)) and len(w.shape) == 2 and _one_row_on_cpu(x):
-        return _kernel_row(x, w)
+    if isinstance(w, (Int8Weight, Int4Weight)) and len(w.shape) == 2 and _few_rows_on_cpu(x):
+        return _kernel_rows(x, w)
     return by_column_chunks(x, w) if _chunked_on_cpu(w) else _xla_matmul(x, w)
 
 # %% ../../nbs/62_quantize.ipynb #808e5f6b

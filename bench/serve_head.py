@@ -5,8 +5,8 @@ Run: .venv/bin/python bench/serve_head.py [--blocks 5]
 
 Shape: `bench/serve_real.py`'s SmolLM-135M (the tied head is 576 x 49,152; random weights). Part 1 times the
 product alone at 1, 2, 4 and 8 rows: float32, and int8 / int4 (group 96) both whole (`_xla_matmul`, the path before
-the chunks) and by chunks of `CHUNK_COLUMNS` (`by_column_chunks`, what `qmatmul` runs now); one row is the
-row-vector kernel's case, shown for scale. Part 2 times 20 decode steps of an int8-block engine at 1 and 8 rows
+the chunks), by chunks of `CHUNK_COLUMNS` (`by_column_chunks`, what `qmatmul` runs above `KERNEL_MAX_ROWS` rows)
+and through `qmatmul` itself (at these row counts the CPU kernels of `marin.kernels.cpu_rowvec`, where they run). Part 2 times 20 decode steps of an int8-block engine at 1 and 8 rows
 with `head="none"` and `head="int8"`. Blocks alternate between the variants; printed: best / median per variant,
 the ratios of medians, and the load average."""
 

@@ -61,6 +61,7 @@ ap.add_argument(
 args = ap.parse_args()
 skip = set(filter(None, args.skip.split(",")))
 
+from _steal import measured
 from marin.models.transformer import LlamaConfig, init
 from marin.serve import engine as E
 from marin.serve.quantize import quantize_model, weight_bytes
@@ -390,24 +391,6 @@ def llama_cpp_contestants(m):
 
 if "llama.cpp" not in skip:
     llama_cpp_contestants(model)
-
-
-def cpu_ticks() -> tuple[int, int]:
-    "(steal, total) CPU ticks of the machine from /proc/stat (Linux; (0, 1) elsewhere)."
-    try:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:9]]
-    except (OSError, ValueError):
-        return 0, 1
-    return (v[7] if len(v) > 7 else 0), sum(v)
-
-
-def measured(fn):
-    "`fn()`'s result and the share of the machine's CPU time that the hypervisor stole while it ran."
-    s0, t0 = cpu_ticks()
-    out = fn()
-    s1, t1 = cpu_ticks()
-    return out, (s1 - s0) / max(t1 - t0, 1)
 
 
 for r in range(args.rounds):  # interleaved: every engine once per round

@@ -15,8 +15,9 @@ the machine's CPU time the hypervisor took ("steal", /proc/stat) while each weig
 import argparse, os, statistics, time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-import jax, jax.numpy as jnp, numpy as np
+import jax, numpy as np
 
+from _steal import cpu_ticks
 from marin.kernels.cpu_rowvec import rowvec_available
 from marin.models.transformer import LlamaConfig, init
 from marin.serve import engine as E
@@ -68,16 +69,6 @@ def timed_generate(eng):
     return (args.tokens - 1) / (time.perf_counter() - t - c.ttft_s)
 
 
-def steal_ticks():
-    "(steal, total) CPU ticks of the machine from /proc/stat (Linux; (0, 1) elsewhere)."
-    try:
-        with open("/proc/stat") as f:
-            ticks = [int(v) for v in f.readline().split()[1:]]
-        return ticks[7], sum(ticks)
-    except (OSError, IndexError, ValueError):
-        return 0, 1
-
-
 print(
     "| weights | measure | kernel (best / median) | kernel, 1 thread (best / median) | XLA (best / median) |"
     " kernel vs 1 thread (median) | kernel vs XLA (median) |"
@@ -95,7 +86,7 @@ for mode, head in MODES:
     m = model if mode == "float32" else quantize_model(model, mode, head=head)
     engines = {v: engine(m, v) for v in VARIANTS}
     res = {v: [] for v in VARIANTS}
-    steal0 = steal_ticks()
+    steal0 = cpu_ticks()
     for _ in range(args.blocks):
         for name, (eng, steps) in engines.items():
             r = {"decode tok/s, batch 1": timed_generate(eng)}
@@ -106,7 +97,7 @@ for mode, head in MODES:
                 jax.block_until_ready(o)
                 r[f"decode step ms, {b} row{'s' if b > 1 else ''}"] = (time.perf_counter() - t) / 20 * 1e3
             res[name].append(r)
-    steal1 = steal_ticks()
+    steal1 = cpu_ticks()
     steal = (steal1[0] - steal0[0]) / max(1, steal1[1] - steal0[1])
     for key in res["kernel"][0]:
         k, one, x = [[r[key] for r in res[v]] for v in VARIANTS]

@@ -159,7 +159,7 @@ def serve_cmd(
     quantize_head: str = typer.Option(
         "auto",
         help="the vocabulary projection: auto | none | int8 | int4 | int4-min (auto: int8 when --quantize is not none,"
-        " float32 when it is; an int8 projection makes batch-1 decoding 1.24x faster on the CPU)",
+        " float32 when it is; an int8 projection made batch-1 decoding 1.4x faster on a 135M model on the CPU)",
     ),
     group_size: int = typer.Option(
         128, help="largest int4 group: each matrix takes the largest even divisor of its input width up to this"
@@ -187,6 +187,7 @@ def serve_cmd(
         return _dry_run(model, quantize, group_size, max_batch, quantize_head)
     from marin.core.devices import use_compilation_cache
     from marin.serve.server import Server, ServedModel, listen_socket
+    from marin.serve.quantize import head_mode
 
     sock = listen_socket(host, port)  # before the model loads: a busy or bad port fails in a second
     use_compilation_cache()  # a restart of the same model loads its compiled prefill and decode programs
@@ -199,7 +200,8 @@ def serve_cmd(
         sock.close()
         raise
     srv = Server(sm, api_key=api_key, verbose=verbose, limits=limits, sock=sock)
-    typer.echo(f"serving {sm.name!r} ({sm.quantize}) at {srv.url}  (Ctrl-C to stop)", err=True)
+    head = head_mode(quantize, quantize_head)
+    typer.echo(f"serving {sm.name!r} ({sm.quantize}, head {head}) at {srv.url}  (Ctrl-C to stop)", err=True)
     try:
         srv.serve_forever()
     except KeyboardInterrupt:

@@ -17,7 +17,7 @@ import argparse, os, statistics, time
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax, numpy as np
 
-from _steal import cpu_ticks
+from _steal import measured
 from marin.kernels.cpu_rowvec import rowvec_available
 from marin.models.transformer import LlamaConfig, init
 from marin.serve import engine as E
@@ -85,9 +85,10 @@ MODES = (
 for mode, head in MODES:
     m = model if mode == "float32" else quantize_model(model, mode, head=head)
     engines = {v: engine(m, v) for v in VARIANTS}
-    res = {v: [] for v in VARIANTS}
-    steal0 = cpu_ticks()
-    for _ in range(args.blocks):
+
+    def block(engines=engines):
+        "One measurement of every variant, in turn."
+        out = {}
         for name, (eng, steps) in engines.items():
             r = {"decode tok/s, batch 1": timed_generate(eng)}
             for b, step in steps.items():
@@ -96,9 +97,11 @@ for mode, head in MODES:
                     o = step()
                 jax.block_until_ready(o)
                 r[f"decode step ms, {b} row{'s' if b > 1 else ''}"] = (time.perf_counter() - t) / 20 * 1e3
-            res[name].append(r)
-    steal1 = cpu_ticks()
-    steal = (steal1[0] - steal0[0]) / max(1, steal1[1] - steal0[1])
+            out[name] = r
+        return out
+
+    blocks, steal = measured(lambda: [block() for _ in range(args.blocks)])
+    res = {v: [b[v] for b in blocks] for v in VARIANTS}
     for key in res["kernel"][0]:
         k, one, x = [[r[key] for r in res[v]] for v in VARIANTS]
         best, med = max if "tok/s" in key else min, statistics.median

@@ -6,7 +6,7 @@ compiler."""
 
 # %% ../../nbs/22b_cpu_rowvec.ipynb #8dd0d8092fe74a7c96281538738b07e2
 from __future__ import annotations
-import ctypes, functools, hashlib, os, platform, shutil, subprocess, tempfile, threading, warnings
+import ctypes, hashlib, os, platform, shutil, subprocess, tempfile, threading, warnings
 from pathlib import Path
 import jax
 import jax.numpy as jnp
@@ -359,15 +359,16 @@ def kernel_threads() -> int:
     return int(v)
 
 
-def _kernel(name: str, x, n_out: int):
-    "`x`'s rows as float32 `[R, D]`, and the FFI call `marin_{name}_rowvec` with a float32 `[R, n_out]` result."
+def _kernel(name: str, x, n_out: int, *weights, layer) -> Float[Array, "*R n_out"]:
+    "The FFI call `marin_{name}_rowvec` on `x`'s rows (float32 `[R, D]`), `weights` and `layer`; `[*R, n_out]`."
     if _library() is None:
         raise RuntimeError(
             f"{name}_rowvec: the kernel is not compiled here (see the warning); check rowvec_available()"
         )
     rows = x.reshape(-1, x.shape[-1]).astype(jnp.float32)
     call = jax.ffi.ffi_call(f"marin_{name}_rowvec", jax.ShapeDtypeStruct((rows.shape[0], n_out), jnp.float32))
-    return rows, functools.partial(call, max_chunks=np.int64(kernel_threads()))
+    y = call(rows, *weights, jnp.asarray(layer, jnp.int32), max_chunks=np.int64(kernel_threads()))
+    return y.reshape(*x.shape[:-1], n_out)
 
 
 def int8_rowvec(
@@ -379,9 +380,7 @@ def int8_rowvec(
         raise ValueError(
             f"int8_rowvec: x {x.shape}, q {q.shape} {q.dtype}, scale {scale.shape}: want [R, D], int8 [L, D, F], [L, F]"
         )
-    rows, call = _kernel("int8", x, F)
-    y = call(rows, q, scale.astype(jnp.float32), jnp.asarray(layer, jnp.int32))
-    return y.reshape(*x.shape[:-1], F)
+    return _kernel("int8", x, F, q, scale.astype(jnp.float32), layer=layer)
 
 
 def f32_rowvec(
@@ -391,8 +390,7 @@ def f32_rowvec(
     *lead, D, F = w.shape
     if w.dtype != jnp.float32 or x.shape[-1:] != (D,):
         raise ValueError(f"f32_rowvec: x {x.shape}, w {w.shape} {w.dtype}: want [R, D], float32 [L, D, F]")
-    rows, call = _kernel("f32", x, F)
-    return call(rows, w, jnp.asarray(layer, jnp.int32)).reshape(*x.shape[:-1], F)
+    return _kernel("f32", x, F, w, layer=layer)
 
 # %% ../../nbs/22b_cpu_rowvec.ipynb #8a65eabff63a45729fe45fb5ade58bdc
 def int4_rowvec(
@@ -411,7 +409,5 @@ def int4_rowvec(
             "want [R, D], uint8 [L, D/2, F], [L, D/G, F]"
         )
     low = scale if minimum is None else minimum  # the symmetric kernel ignores it
-    rows, call = _kernel("int4" if minimum is None else "int4_min", x, F)
     f32 = lambda a: a.astype(jnp.float32)
-    y = call(rows, packed, f32(scale), f32(low), jnp.asarray(layer, jnp.int32))
-    return y.reshape(*x.shape[:-1], F)
+    return _kernel("int4" if minimum is None else "int4_min", x, F, packed, f32(scale), f32(low), layer=layer)

@@ -632,15 +632,32 @@ def directional_grad_check(
         return float(ad), float(fd)
 
 # %% ../../nbs/20_transformer.ipynb #ea030e38
-@eqx.filter_jit
-def _next_token(model, window, n, key, temperature, top_k: int):
-    "The token after `window[:n]`: one compile per model structure and window length (temperature is traced)."
+def _pick_token(model, window, n, key, temperature, top_k: int):
+    "The token after `window[:n]`: the last position's logits, top-k filtered, sampled (argmax at temperature 0)."
     logits = model(window[None])[0, n - 1]  # [V]
     if top_k:
         logits = jnp.where(logits < jax.lax.top_k(logits, top_k)[0][-1], -jnp.inf, logits)
     return jnp.where(
         temperature > 0, jax.random.categorical(key, logits / jnp.maximum(temperature, 1e-6)), jnp.argmax(logits)
-    )
+    ).astype(jnp.int32)
+
+
+_SAMPLE_CHUNK = 32  # tokens per compiled call: the loop runs inside XLA, the host syncs once per chunk
+
+
+@eqx.filter_jit
+def _sample_chunk(model, window, n, key, first, steps, temperature, top_k: int):
+    """`steps` (≤ `_SAMPLE_CHUNK`, traced) tokens after `window[:n]`, token i drawn with `fold_in(key, first + i)`;
+    returns the window and count after them (full windows slide left) and the tokens, padded to `_SAMPLE_CHUNK`."""
+    S = window.shape[0]
+
+    def one(i, carry):
+        w, n, out = carry
+        tok = _pick_token(model, w, n, jax.random.fold_in(key, first + i), temperature, top_k)
+        w = jnp.where(n < S, w.at[jnp.minimum(n, S - 1)].set(tok), jnp.roll(w, -1).at[S - 1].set(tok))
+        return w, jnp.minimum(n + 1, S), out.at[i].set(tok)
+
+    return jax.lax.fori_loop(0, steps, one, (window, n, jnp.zeros((_SAMPLE_CHUNK,), jnp.int32)))
 
 
 def generate(
@@ -654,11 +671,12 @@ def generate(
 ) -> list[int]:
     "Tokens sampled after `prompt` (temperature 0 is greedy)."
     S = model.cfg.seq_len
-    out = list(prompt) or [0]
-    temp = jnp.float32(temperature)
-    for i in range(max_new_tokens):
-        ctx = out[-S:]
-        window = jnp.zeros((S,), jnp.int32).at[: len(ctx)].set(jnp.array(ctx, jnp.int32))
-        # traced n and temperature: one compile for every prompt, sampling setting and model of this structure
-        out.append(int(_next_token(model, window, jnp.int32(len(ctx)), jax.random.fold_in(key, i), temp, int(top_k))))
-    return out[len(prompt) :] if prompt else out[1:]
+    ctx = (list(prompt) or [0])[-S:]
+    window, n = jnp.zeros((S,), jnp.int32).at[: len(ctx)].set(jnp.array(ctx, jnp.int32)), jnp.int32(len(ctx))
+    temp, out = jnp.float32(temperature), []
+    # traced count, offset and temperature: one compile for every prompt, length, sampling setting and model of this structure
+    for first in range(0, max_new_tokens, _SAMPLE_CHUNK):
+        steps = min(_SAMPLE_CHUNK, max_new_tokens - first)
+        window, n, toks = _sample_chunk(model, window, n, key, jnp.int32(first), jnp.int32(steps), temp, int(top_k))
+        out += jax.device_get(toks)[:steps].tolist()
+    return out

@@ -11,12 +11,12 @@ and row blocks split over XLA's intra-op pool) on top of `marin.kernels.cpu_rowv
 
     .venv/bin/python bench/train_gemm.py [--blocks 6] [--reps 300]"""
 
-import argparse, ctypes, os, resource, statistics, subprocess, tempfile, time
+import argparse, ctypes, os, subprocess, tempfile, time
 import jax, jax.numpy as jnp, numpy as np
 import marin.models.layers as L, marin.models.transformer as TR
 from marin.kernels import cpu_rowvec
-from marin.train import trainer as T
-from marin.train.cli import PRESETS
+
+from _nano_steps import interleave, report, warmed
 
 GEMM = r"""
 #if defined(__AVX512F__)
@@ -116,14 +116,15 @@ def kernel_dense(x, w, out_dtype=None):
 
 
 def best_ms(f, args, reps):
+    "The best of 5 runs of `reps // 5` calls (at least one), in ms per call."
     f(*args).block_until_ready()
-    runs = []
+    calls, runs = max(1, reps // 5), []
     for _ in range(5):
         t = time.perf_counter()
-        for _ in range(reps // 5):
+        for _ in range(calls):
             r = f(*args)
         r.block_until_ready()
-        runs.append((time.perf_counter() - t) / (reps // 5) * 1e3)
+        runs.append((time.perf_counter() - t) / calls * 1e3)
     return min(runs)
 
 
@@ -161,37 +162,14 @@ def products(reps):
         )
 
 
-def cpu_s():
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
 def steps(blocks):
     runs = {}
     for name, dense in (("XLA dot", xla_dense), ("kernel", kernel_dense)):
-        L.dense = TR.dense = dense  # read when the step is traced, below
-        s = T.setup_training(PRESETS["nano"]().replace(progress=False, tracker="disabled"))
-        state, batches = s.init_state(), [s.batch(i) for i in range(32)]
-        for i in range(30):  # compile, then past a process's slow first steps
-            state, m = s.step(state, batches[i % 32], s.frozen)
-        runs[name] = [s, jax.block_until_ready(state), batches, [], [], float(m["loss"])]
+        L.dense = TR.dense = dense  # read when `warmed` traces the step
+        runs[name] = warmed()
     L.dense = TR.dense = xla_dense
-    for _ in range(blocks):
-        for r in runs.values():
-            s, state, batches = r[:3]
-            t, c = time.perf_counter(), cpu_s()
-            for i in range(40):
-                state, _ = s.step(state, batches[i % 32], s.frozen)
-            r[1] = jax.block_until_ready(state)
-            r[3].append((time.perf_counter() - t) / 40 * 1e3)
-            r[4].append((cpu_s() - c) / 40 * 1e3)
-    base = statistics.median(runs["XLA dot"][3])
-    for name, r in runs.items():
-        med = statistics.median(r[3])
-        print(
-            f"{name}: median {med:.1f} ms/step ({base / med:.2f}x), CPU {statistics.median(r[4]):.1f} ms/step, "
-            f"loss after 30 steps {r[5]:.6f}; blocks " + " ".join(f"{t:.0f}" for t in r[3])
-        )
+    interleave(runs, blocks, 40)
+    report(runs)
 
 
 if __name__ == "__main__":

@@ -674,7 +674,8 @@ def generate(
     ctx = (list(prompt) or [0])[-S:]
     window, n = jnp.zeros((S,), jnp.int32).at[: len(ctx)].set(jnp.array(ctx, jnp.int32)), jnp.int32(len(ctx))
     temp, out = jnp.float32(temperature), []
-    # traced count, offset and temperature: one compile for every prompt, length, sampling setting and model of this structure
+    # traced count, offset and temperature: one compile for every prompt, length, sampling setting and model
+    # of this structure
     for first in range(0, max_new_tokens, _SAMPLE_CHUNK):
         steps = min(_SAMPLE_CHUNK, max_new_tokens - first)
         window, n, toks = _sample_chunk(model, window, n, key, jnp.int32(first), jnp.int32(steps), temp, int(top_k))

@@ -1,9 +1,12 @@
 """Where the `nano` train step's time goes inside XLA:CPU (issue #22): a `jax.profiler` trace of --steps steps.
 
-Prints the step's wall in the trace, the op time by kind (matrix products: YNNPACK fusions `ynn_fusion`, XLA's own
-`dot` / `dot_general`, FFI calls; then the elementwise fusions and copies by name, numbers stripped), by source
-(the JAX operation in the op's HLO metadata) for the ops that are not products, and how many ops ran at once (0, 1,
-2, ...) over the trace: on a 2-core machine the step is a chain of small ops, one at a time most of the wall.
+XLA:CPU splits one op over its intra-op threads, and the trace records one event per thread: an op on both cores
+shows as two overlapping events. So each kind of op (matrix products: YNNPACK fusions `ynn_fusion`, XLA's own
+`dot` / `dot_general`, FFI calls; then the elementwise fusions and copies by name, numbers stripped) gets two
+numbers: its wall (the union of its events' spans: the step's time while such an op runs) and its thread time (the
+sum over threads). Then the ops that are not products by source (the JAX operation in the op's HLO metadata), and
+how many distinct ops ran at once (0, 1, 2, ...; an op's per-thread events merged into one span) over the trace.
+Only events named after an instruction of the compiled step's HLO count as ops.
 
     .venv/bin/python bench/train_profile.py [--steps 20] [--top 20]"""
 
@@ -14,7 +17,26 @@ import jax
 from marin.train import trainer as T
 from marin.train.cli import PRESETS
 
-FRAMES = ("ThunkExecutor", "$", "PjitFunction", "SlinkyThreadPool", "while", "ParseArguments")
+
+def union(spans: list[tuple[float, float]]) -> float:
+    "Total length covered by `(start, end)` spans."
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        total += max(0.0, b - max(a, end))
+        end = max(end, b)
+    return total
+
+
+def merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Overlapping `(start, end, thread)` spans joined: one op's events on several threads become one
+    `(start, end, threads)` span."""
+    out = []
+    for a, b, t in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b), out[-1][2] | {t})
+        else:
+            out.append((a, b, {t}))
+    return out
 
 
 def main():
@@ -41,29 +63,49 @@ def main():
             jax.block_until_ready(state)
         with gzip.open(glob.glob(f"{d}/**/*.trace.json.gz", recursive=True)[0]) as f:
             events = json.load(f)["traceEvents"]
-    ops = [e for e in events if e.get("ph") == "X" and "dur" in e and not e["name"].startswith(FRAMES)]
+    names = set(re.findall(r"\n\s*(?:ROOT )?%?([\w.\-]+) = ", hlo))
+    ops = [e for e in events if e.get("ph") == "X" and "dur" in e and e["name"] in names]
     per = lambda us: us / a.steps / 1e3  # ms per step
-    kinds, calls, by_source = collections.Counter(), collections.Counter(), collections.Counter()
+    spans, by_name = collections.defaultdict(list), collections.defaultdict(list)
+    calls, by_source = collections.Counter(), collections.Counter()
     for e in ops:
         k = re.sub(r"\.\d+$", "", e["name"])
-        kinds[k] += e["dur"]
-        calls[k] += 1
+        spans[k].append((e["ts"], e["ts"] + e["dur"]))
+        by_name[e["name"]].append((e["ts"], e["ts"] + e["dur"], e["tid"]))
         if not k.startswith(("ynn_fusion", "dot", "ffi_call")):
             by_source[re.sub(r"jit\(step\)/(while/body/)?(closed_call/)?", "", source.get(e["name"], "?"))] += e["dur"]
-    span = max(e["ts"] + e["dur"] for e in ops) - min(e["ts"] for e in ops)
-    print(f"traced: {per(span):.1f} ms/step of wall, {per(sum(kinds.values())):.1f} ms/step of op time\n")
-    print("| op kind | ms/step | calls/step |\n|---|---:|---:|")
-    for k, v in kinds.most_common(a.top):
-        print(f"| {k} | {per(v):.2f} | {calls[k] / a.steps:.0f} |")
-    print("\n| not a product: source | ms/step |\n|---|---:|")
+    instances, threads = [], collections.defaultdict(collections.Counter)  # kind -> {threads per call: calls}
+    for name, v in by_name.items():
+        k = re.sub(r"\.\d+$", "", name)
+        for a_, b, t in merged(v):
+            instances.append((a_, b))
+            calls[k] += 1
+            threads[k][len(t)] += 1
+    span = max(b for _, b in instances) - min(a for a, _ in instances)
+    wall = {k: union(v) for k, v in spans.items()}
+    thread = {k: sum(b - a for a, b in v) for k, v in spans.items()}
+    products = [v for k, v in spans.items() if k.startswith(("ynn_fusion", "dot", "ffi_call"))]
+    print(
+        f"traced: {per(span):.1f} ms/step of wall; ops run {per(union(instances)):.1f} of it (products "
+        f"{per(union([s for v in products for s in v])):.1f}), {per(sum(thread.values())):.1f} ms/step of thread time\n"
+    )
+    print(
+        "| op kind | wall ms/step | thread ms/step | calls/step | calls on 1 / 2+ threads |\n|---|---:|---:|---:|---:|"
+    )
+    for k in sorted(wall, key=wall.get, reverse=True)[: a.top]:
+        split = f"{threads[k][1]} / {calls[k] - threads[k][1]}"
+        print(f"| {k} | {per(wall[k]):.2f} | {per(thread[k]):.2f} | {calls[k] / a.steps:.0f} | {split} |")
+    print("\n| not a product: source | thread ms/step |\n|---|---:|")
     for k, v in by_source.most_common(a.top):
         print(f"| {k[:90]} | {per(v):.2f} |")
-    edges = sorted([(e["ts"], 1) for e in ops] + [(e["ts"] + e["dur"], -1) for e in ops])
+    edges = sorted([(a_, 1) for a_, _ in instances] + [(b, -1) for _, b in instances])
     running, last, at_once = 0, edges[0][0], collections.Counter()
     for ts, d in edges:
         at_once[running] += ts - last
         running, last = running + d, ts
-    print("\nops running at once: " + ", ".join(f"{k}: {per(v):.1f} ms/step" for k, v in sorted(at_once.items())))
+    print(
+        "\ndistinct ops running at once: " + ", ".join(f"{k}: {per(v):.1f} ms/step" for k, v in sorted(at_once.items()))
+    )
 
 
 if __name__ == "__main__":

@@ -2,18 +2,14 @@
 loop of the benches that compare variants of the step in one process (`train_accum`, `train_gemm`), so that load
 drift and the hypervisor's slow spells hit every variant alike."""
 
-import resource, statistics, time
+import statistics, time
 
 import jax
 
 from marin.train import trainer as T
 from marin.train.cli import PRESETS
 
-
-def cpu_s() -> float:
-    "This process's CPU seconds, user and system (less moved by time the hypervisor steals than wall time)."
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+from _steal import cpu_s
 
 
 def warmed(**fields) -> dict:

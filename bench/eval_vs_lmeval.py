@@ -14,7 +14,9 @@ compile, device, transfer), with the padding share and the number of shapes comp
 `--marin-from DIR` imports `marin` from another tree (`git archive REV marin | tar -x -C DIR`): the "before"."""
 
 from __future__ import annotations
-import argparse, dataclasses, json, os, resource, sys, tempfile, time
+import argparse, dataclasses, json, os, sys, tempfile, time
+
+from _steal import cpu_s
 
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -25,12 +27,6 @@ if "--marin-from" in sys.argv:
     sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
     sys.path.insert(0, _dir)
 import numpy as np
-
-
-def cpu_s() -> float:
-    "This process's CPU seconds (user + system, all threads): less sensitive than wall time to other jobs' load."
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def build(layers: int, loop: str):

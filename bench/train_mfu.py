@@ -20,7 +20,9 @@ the kernel) and, for comparison, the XLA attention; MFU against the datasheet de
 (`marin.core.devices.DEVICE_PEAK_FLOPS`) and against a measured 8192² bf16 matmul. `bench/gpu_check.sh` runs it.
 `--tiny` shrinks every shape so the path can be smoke-tested on a CPU."""
 
-import argparse, dataclasses, os, resource, sys, time
+import argparse, dataclasses, os, sys, time
+
+from _steal import cpu_s
 
 os.environ.setdefault("MARIN_TRACKER", "disabled")
 if (
@@ -30,15 +32,9 @@ if (
     sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]  # the checkout's editable install
     sys.path.insert(0, _dir)
 import jax, jax.numpy as jnp, numpy as np
-from marin.models import transformer as T
 from marin.models.transformer import LlamaConfig
 from marin.core.devices import measure_matmul_flops, peak_flops_per_device
 from marin.train.trainer import SyntheticDataConfig, TrainConfig, setup_training
-
-
-def cpu_seconds() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 N = 1024
@@ -61,9 +57,9 @@ def matmul_rate(seconds: float) -> tuple[float, float]:
     chain(_A, _B, 2).block_until_ready()
     per = (time.perf_counter() - t) / 2  # calibrate
     k = max(2, int(seconds / per))
-    c, t = cpu_seconds(), time.perf_counter()
+    c, t = cpu_s(), time.perf_counter()
     chain(_A, _B, k).block_until_ready()
-    dt, dc = time.perf_counter() - t, cpu_seconds() - c
+    dt, dc = time.perf_counter() - t, cpu_s() - c
     return 2 * N**3 * k / dt, 2 * N**3 * k / max(dc, 1e-9)
 
 
@@ -80,10 +76,10 @@ def run(cfg: TrainConfig, steps: int, paired: bool) -> dict:
     flops = cfg.model.flops_per_token(cfg.data.seq_len) * cfg.tokens_per_step
     rows = []
     for b in batches[1:]:
-        c, t = cpu_seconds(), time.perf_counter()
+        c, t = cpu_s(), time.perf_counter()
         state, m = fn(state, b)
         jax.block_until_ready(m)
-        dt, dc = time.perf_counter() - t, cpu_seconds() - c
+        dt, dc = time.perf_counter() - t, cpu_s() - c
         wall_rate, cpu_rate = matmul_rate(dt) if paired else (float("nan"), float("nan"))
         rows.append((dt, flops / dt, wall_rate, (flops / dt) / wall_rate, (flops / max(dc, 1e-9)) / cpu_rate))
     dt, achieved, peak, mfu, mfu_cpu = (float(np.median(x)) for x in zip(*rows))

@@ -23,7 +23,9 @@ is the ratio issue #22 bounds by 1.15.
 
 `--marin-from DIR` imports `marin` from another tree (`git archive REV marin | tar -x -C DIR`): the "before"."""
 
-import argparse, inspect, os, resource, sys, tempfile, time
+import argparse, inspect, os, sys, tempfile, time
+
+from _steal import cpu_s
 
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
@@ -32,7 +34,6 @@ if "--marin-from" in sys.argv:
     sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
     sys.path.insert(0, _dir)
 import jax
-import numpy as np
 import marin
 from marin.train.cli import PRESETS
 from marin.train import trainer as T
@@ -48,11 +49,6 @@ def config(steps: int, eval_batches: int, eval_every: int, ckpt_every: int):
         progress=False,
         tracker="offline",
     )
-
-
-def cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def timed(fn, n: int = 1) -> float:
@@ -183,7 +179,7 @@ def main():
     accounted = sum(v for k, v in rows.items() if not k.startswith(("compile", "evaluation")))
     rows["Python between steps (rest)"] = steady - accounted
     print(f"\n{a.label or 'run'}: trainer wall {wall:.2f} s ({outer:.2f} s around train), final state hash {run_hash}")
-    print(f"| part | s | ms/step | share of wall |\n|---|---:|---:|---:|")
+    print("| part | s | ms/step | share of wall |\n|---|---:|---:|---:|")
     for k, v in rows.items():
         print(f"| {k} | {v:.2f} | {1e3 * v / a.steps:.2f} | {v / wall:.0%} |")
     print(f"| **trainer wall** | {wall:.2f} | {1e3 * wall / a.steps:.2f} | 100% |")

@@ -1,6 +1,6 @@
 """The hypervisor's steal on a shared VM, for the benches that time CPU work: a slow spell of the host shows up as
-"steal" in /proc/stat, so a measurement can record how much of the machine was taken while it ran; and this process's own CPU time, which
-the steal moves less than wall time."""
+"steal" in /proc/stat, so a measurement can record how much of the machine was taken while it ran; and this
+process's own CPU time, which the steal moves less than wall time."""
 
 import resource
 

@@ -1,7 +1,7 @@
 """Where the `nano` train step's time goes inside XLA:CPU (issue #22): a `jax.profiler` trace of --steps steps.
 
-XLA:CPU splits one op over its intra-op threads, and the trace records one event per thread: an op on both cores
-shows as two overlapping events. So each kind of op (matrix products: YNNPACK fusions `ynn_fusion`, XLA's own
+XLA:CPU may split one op over its intra-op threads, and the trace records one event per thread: an op on both
+cores shows as two overlapping events. So each kind of op (matrix products: YNNPACK fusions `ynn_fusion`, XLA's own
 `dot` / `dot_general`, FFI calls; then the elementwise fusions and copies by name, numbers stripped) gets two
 numbers: its wall (the union of its events' spans: the step's time while such an op runs) and its thread time (the
 sum over threads). Then the ops that are not products by source (the JAX operation in the op's HLO metadata), and
@@ -18,16 +18,10 @@ from marin.train import trainer as T
 from marin.train.cli import PRESETS
 
 
-def union(spans: list[tuple[float, float]]) -> float:
-    "Total length covered by `(start, end)` spans."
-    total, end = 0.0, float("-inf")
-    for a, b in sorted(spans):
-        total += max(0.0, b - max(a, end))
-        end = max(end, b)
-    return total
+PRODUCTS = ("ynn_fusion", "dot", "ffi_call")  # op kinds that are matrix products
 
 
-def merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+def merged(spans: list[tuple[float, float, int]]) -> list[tuple[float, float, set[int]]]:
     """Overlapping `(start, end, thread)` spans joined: one op's events on several threads become one
     `(start, end, threads)` span."""
     out = []
@@ -37,6 +31,11 @@ def merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
         else:
             out.append((a, b, {t}))
     return out
+
+
+def covered(spans: list[tuple]) -> float:
+    "Total length the `(start, end, ...)` spans cover, overlaps counted once."
+    return sum(b - a for a, b, _ in merged([(s[0], s[1], 0) for s in spans]))
 
 
 def main():
@@ -66,39 +65,37 @@ def main():
     names = set(re.findall(r"\n\s*(?:ROOT )?%?([\w.\-]+) = ", hlo))
     ops = [e for e in events if e.get("ph") == "X" and "dur" in e and e["name"] in names]
     per = lambda us: us / a.steps / 1e3  # ms per step
-    spans, by_name = collections.defaultdict(list), collections.defaultdict(list)
-    calls, by_source = collections.Counter(), collections.Counter()
+    spans, by_name, by_source = collections.defaultdict(list), collections.defaultdict(list), collections.Counter()
     for e in ops:
-        k = re.sub(r"\.\d+$", "", e["name"])
-        spans[k].append((e["ts"], e["ts"] + e["dur"]))
-        by_name[e["name"]].append((e["ts"], e["ts"] + e["dur"], e["tid"]))
-        if not k.startswith(("ynn_fusion", "dot", "ffi_call")):
+        k, span = re.sub(r"\.\d+$", "", e["name"]), (e["ts"], e["ts"] + e["dur"], e["tid"])
+        spans[k].append(span)
+        by_name[e["name"]].append(span)
+        if not k.startswith(PRODUCTS):
             by_source[re.sub(r"jit\(step\)/(while/body/)?(closed_call/)?", "", source.get(e["name"], "?"))] += e["dur"]
     instances, threads = [], collections.defaultdict(collections.Counter)  # kind -> {threads per call: calls}
     for name, v in by_name.items():
-        k = re.sub(r"\.\d+$", "", name)
-        for a_, b, t in merged(v):
-            instances.append((a_, b))
-            calls[k] += 1
-            threads[k][len(t)] += 1
-    span = max(b for _, b in instances) - min(a for a, _ in instances)
-    wall = {k: union(v) for k, v in spans.items()}
-    thread = {k: sum(b - a for a, b in v) for k, v in spans.items()}
-    products = [v for k, v in spans.items() if k.startswith(("ynn_fusion", "dot", "ffi_call"))]
+        for call in merged(v):
+            instances.append(call)
+            threads[re.sub(r"\.\d+$", "", name)][len(call[2])] += 1
+    span = max(b for _, b, _ in instances) - min(a for a, _, _ in instances)
+    wall = {k: covered(v) for k, v in spans.items()}
+    thread = {k: sum(b - a for a, b, _ in v) for k, v in spans.items()}
+    products = covered([s for k, v in spans.items() if k.startswith(PRODUCTS) for s in v])
     print(
-        f"traced: {per(span):.1f} ms/step of wall; ops run {per(union(instances)):.1f} of it (products "
-        f"{per(union([s for v in products for s in v])):.1f}), {per(sum(thread.values())):.1f} ms/step of thread time\n"
+        f"traced: {per(span):.1f} ms/step of wall; ops run {per(covered(instances)):.1f} of "
+        f"it (products {per(products):.1f}), {per(sum(thread.values())):.1f} ms/step of thread time\n"
     )
     print(
         "| op kind | wall ms/step | thread ms/step | calls/step | calls on 1 / 2+ threads |\n|---|---:|---:|---:|---:|"
     )
     for k in sorted(wall, key=wall.get, reverse=True)[: a.top]:
-        split = f"{threads[k][1]} / {calls[k] - threads[k][1]}"
-        print(f"| {k} | {per(wall[k]):.2f} | {per(thread[k]):.2f} | {calls[k] / a.steps:.0f} | {split} |")
+        calls = sum(threads[k].values())
+        split = f"{threads[k][1]} / {calls - threads[k][1]}"
+        print(f"| {k} | {per(wall[k]):.2f} | {per(thread[k]):.2f} | {calls / a.steps:.0f} | {split} |")
     print("\n| not a product: source | thread ms/step |\n|---|---:|")
     for k, v in by_source.most_common(a.top):
         print(f"| {k[:90]} | {per(v):.2f} |")
-    edges = sorted([(a_, 1) for a_, _ in instances] + [(b, -1) for _, b in instances])
+    edges = sorted([(a_, 1) for a_, _, _ in instances] + [(b, -1) for _, b, _ in instances])
     running, last, at_once = 0, edges[0][0], collections.Counter()
     for ts, d in edges:
         at_once[running] += ts - last

@@ -12,10 +12,13 @@ from marin.train.cli import PRESETS
 from _steal import cpu_s
 
 
-def warmed(**fields) -> dict:
+def warmed(one_program: bool = False, **fields) -> dict:
     """The trainer's own step (`setup_training(cfg).step`) for the nano preset with `fields` replaced, traced and
-    compiled now, run 30 steps past a process's slow first steps over 32 batches already placed."""
+    compiled now, run 30 steps past a process's slow first steps over 32 batches already placed. `one_program`:
+    `make_train_step`'s single jitted program even where the trainer would run the microbatches on host threads."""
     s = T.setup_training(PRESETS["nano"]().replace(progress=False, tracker="disabled", **fields))
+    if one_program:
+        s.step = T.make_train_step(s.cfg, s.mesh, s.opt, s.schedule, s.shardings)
     state, batches = s.init_state(), [s.batch(i) for i in range(32)]
     for i in range(30):
         state, m = s.step(state, batches[i % 32], s.frozen)

@@ -4,7 +4,8 @@
 
 # %% ../../nbs/33_trainer.ipynb #2181e11f
 from __future__ import annotations
-import dataclasses, json, math, os, signal, threading, time
+import dataclasses, functools, json, math, os, signal, threading, time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 import equinox as eqx
 import jax
@@ -43,8 +44,9 @@ from .checkpoint import CheckpointConfig, CheckpointManager
 __all__ = ['SUMMARY_FILE', 'ArrayLoader', 'CharDataConfig', 'SyntheticLoader', 'SyntheticDataConfig', 'build_loader',
            'data_problems', 'TrainConfig', 'TrainState', 'base_shardings', 'state_shardings', 'init_state',
            'abstract_state', 'make_loss_fn', 'accumulate_gradients', 'batch_keys', 'typed_losses', 'typed_eval_metrics',
-           'make_train_step', 'make_eval_step', 'device_batch', 'TrainingSetup', 'setup_training', 'check_batch',
-           'Throughput', 'TrainingFailed', 'Preempted', 'plain_config', 'check_loader', 'write_run_files', 'History',
+           'batch_targets', 'step_dropout_key', 'make_update', 'make_train_step', 'step_threads', 'HostThreadedStep',
+           'make_eval_step', 'device_batch', 'TrainingSetup', 'setup_training', 'check_batch', 'Throughput',
+           'TrainingFailed', 'Preempted', 'plain_config', 'check_loader', 'write_run_files', 'History',
            'DivergenceCheck', 'train_metrics', 'MetricsLogger', 'Evaluator', 'start_from', 'checkpoint_meta',
            'Checkpointer', 'restore_or_init', 'start_run_tracking', 'progress_bar', 'run_summary', 'TrainHooks',
            'run_steps', 'train', 'train_step', 'final_params_hash']
@@ -389,17 +391,21 @@ def typed_eval_metrics(prefix: str, sums: dict, units: dict) -> dict:
     return out
 
 # %% ../../nbs/33_trainer.ipynb #397f469b
-def make_train_step(cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState) -> Callable:
-    """The jitted `(state, batch, frozen) -> (state, metrics)`; the batch arrays are `[grad_accum, B/grad_accum, S]`;
-    `frozen`: the base model's arrays of a LoRA run (not donated: every step reads them), None otherwise."""
-    loss_fn = make_loss_fn(cfg, mesh)
+def batch_targets(batch: dict):
+    "The whole batch's number of targets (at least 1): each microbatch's loss is weighted by its share of it."
+    return jnp.maximum(batch["loss_mask"].astype(jnp.float32).at[..., -1].set(0.0).sum(), 1.0)
 
-    def step(state: TrainState, batch: dict, frozen=None):
-        mask = batch["loss_mask"].astype(jnp.float32).at[..., -1].set(0.0)
-        total = jnp.maximum(mask.sum(), 1.0)
-        dropout = cfg.lora is not None and cfg.lora.dropout > 0
-        key = jax.random.fold_in(state.key, state.step) if dropout else None  # a pure function of the step
-        (loss, aux), grads = accumulate_gradients(loss_fn, state.params, batch, total, cfg.grad_accum, frozen, key)
+
+def step_dropout_key(cfg: TrainConfig, state: TrainState):
+    "A LoRA run's dropout key for this step (a pure function of the step; microbatch i folds in i), else None."
+    dropout = cfg.lora is not None and cfg.lora.dropout > 0
+    return jax.random.fold_in(state.key, state.step) if dropout else None
+
+
+def make_update(cfg: TrainConfig, opt, schedule) -> Callable:
+    "`(state, loss, aux, grads) -> (state, metrics)`: the optimizer update and the metrics, given the batch's gradients."
+
+    def update(state: TrainState, loss, aux: dict, grads):
         grad_norm = optax.tree.norm(grads)
         updates, opt_state = opt.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
@@ -407,12 +413,7 @@ def make_train_step(cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState
             params = post_step_update(params, aux)
         ok = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
         keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)  # a bad step changes nothing
-        new = TrainState(
-            step=state.step + 1,
-            params=keep(params, state.params),
-            opt_state=keep(opt_state, state.opt_state),
-            key=state.key,
-        )
+        new = TrainState(state.step + 1, keep(params, state.params), keep(opt_state, state.opt_state), state.key)
         metrics = {
             "loss": loss,
             "ce": aux["ce"],
@@ -426,7 +427,73 @@ def make_train_step(cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState
         }
         return new, metrics
 
+    return update
+
+
+def make_train_step(cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState) -> Callable:
+    """The jitted `(state, batch, frozen) -> (state, metrics)`; the batch arrays are `[grad_accum, B/grad_accum, S]`;
+    `frozen`: the base model's arrays of a LoRA run (not donated: every step reads them), None otherwise."""
+    loss_fn, update = make_loss_fn(cfg, mesh), make_update(cfg, opt, schedule)
+
+    def step(state: TrainState, batch: dict, frozen=None):
+        key = step_dropout_key(cfg, state)
+        total = batch_targets(batch)
+        (loss, aux), grads = accumulate_gradients(loss_fn, state.params, batch, total, cfg.grad_accum, frozen, key)
+        return update(state, loss, aux, grads)
+
     return jax.jit(step, donate_argnums=0, out_shardings=(shardings, None))
+
+# %% ../../nbs/33_trainer.ipynb #e571e27b
+def step_threads(cfg: TrainConfig, mesh) -> int:
+    "Host threads for the microbatches: this process's cores, up to `grad_accum`, on a one-device CPU mesh; else 1."
+    if mesh.size > 1 or mesh.devices.flat[0].platform != "cpu" or cfg.grad_accum < 2:
+        return 1
+    return min(cfg.grad_accum, len(os.sched_getaffinity(0)))
+
+
+class HostThreadedStep:
+    """`make_train_step`'s `(state, batch, frozen) -> (state, metrics)`, its microbatches' gradients computed on
+    `threads` host threads at once (see above); the first call runs them in this thread, compiling each program once."""
+
+    def __init__(self, cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState, threads: int):
+        grad_fn = jax.value_and_grad(make_loss_fn(cfg, mesh), has_aux=True)
+        update, self.threads, self.grad_accum, self._warm = (
+            make_update(cfg, opt, schedule),
+            threads,
+            cfg.grad_accum,
+            False,
+        )
+
+        def grads(state, batch, i, frozen):  # microbatch i's ((loss, aux), grads)
+            key = step_dropout_key(cfg, state)
+            mb = jax.tree.map(lambda a: a[i], batch)
+            return grad_fn(
+                state.params, mb, batch_targets(batch), frozen, None if key is None else jax.random.fold_in(key, i)
+            )
+
+        def finish(state, sums):
+            (loss, aux), g = functools.reduce(lambda a, b: jax.tree.map(jnp.add, a, b), sums)
+            return update(state, loss, aux, g)
+
+        self.first = jax.jit(grads)
+        self.more = jax.jit(lambda acc, *a: jax.tree.map(jnp.add, acc, grads(*a)))
+        self.finish = jax.jit(finish, donate_argnums=0, out_shardings=(shardings, None))
+        self._pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="marin-microbatches")
+
+    def share(self, state: TrainState, batch: dict, frozen, j: int):
+        "Thread `j`'s sum: the gradients of microbatches `j, j + threads, ...`, computed before it returns."
+        acc = self.first(state, batch, j, frozen)
+        for i in range(j + self.threads, self.grad_accum, self.threads):
+            acc = self.more(acc, state, batch, i, frozen)
+        return jax.block_until_ready(acc)
+
+    def __call__(self, state: TrainState, batch: dict, frozen=None):
+        if self._warm:
+            futures = [self._pool.submit(self.share, state, batch, frozen, j) for j in range(1, self.threads)]
+            sums = [self.share(state, batch, frozen, 0)] + [f.result() for f in futures]
+        else:
+            sums, self._warm = [self.share(state, batch, frozen, j) for j in range(self.threads)], True
+        return self.finish(state, sums)
 
 # %% ../../nbs/33_trainer.ipynb #c13ddab1
 def make_eval_step(cfg: TrainConfig, mesh) -> Callable:
@@ -498,11 +565,17 @@ class TrainingSetup:
 
 
 def setup_training(cfg: TrainConfig, loader: Any = None) -> TrainingSetup:
-    "The mesh, optimizer, state shardings, jitted train step and data loader for `cfg` (`loader`: one already built)."
+    """The mesh, optimizer, state shardings, train step (host-threaded where `step_threads` says so, else one jitted
+    program) and data loader for `cfg` (`loader`: one already built)."""
     mesh = make_mesh(cfg.mesh)
     opt, schedule = build_optimizer(cfg.optimizer, cfg.num_train_steps)
     shardings = state_shardings(cfg, mesh, opt)
-    step = make_train_step(cfg, mesh, opt, schedule, shardings)
+    threads = step_threads(cfg, mesh)
+    step = (
+        HostThreadedStep(cfg, mesh, opt, schedule, shardings, threads)
+        if threads > 1
+        else make_train_step(cfg, mesh, opt, schedule, shardings)
+    )
     return TrainingSetup(
         cfg, mesh, opt, schedule, shardings, step, build_loader(cfg.data) if loader is None else loader
     )

@@ -6,7 +6,9 @@ cores shows as two overlapping events. So each kind of op (matrix products: YNNP
 numbers: its wall (the union of its events' spans: the step's time while such an op runs) and its thread time (the
 sum over threads). Then the ops that are not products by source (the JAX operation in the op's HLO metadata), and
 how many distinct ops ran at once (0, 1, 2, ...; an op's per-thread events merged into one span) over the trace.
-Only events named after an instruction of the compiled step's HLO count as ops.
+Only events named after an instruction of the compiled step's HLO count as ops. The step profiled is
+`make_train_step`'s one jitted program (the trainer's `HostThreadedStep` runs the same ops as two executions at once,
+whose same-named ops this trace could not tell apart; `bench/train_threads.py` compares the two).
 
     .venv/bin/python bench/train_profile.py [--steps 20] [--top 20]"""
 
@@ -44,6 +46,7 @@ def main():
     ap.add_argument("--top", type=int, default=20)
     a = ap.parse_args()
     s = T.setup_training(PRESETS["nano"]().replace(progress=False, tracker="disabled"))
+    s.step = T.make_train_step(s.cfg, s.mesh, s.opt, s.schedule, s.shardings)
     state, batches = s.init_state(), [s.batch(i) for i in range(32)]
     for i in range(40):  # compile, then past a process's slow first steps
         state, _ = s.step(state, batches[i % 32], s.frozen)

@@ -115,7 +115,9 @@ def host_parts(cfg, steps: int, out: str) -> dict:
     n_logs = steps // cfg.log_every + (steps % cfg.log_every != 0)
     tracking = timed(lambda i: run.log(logger.last, step=i + 1), n_logs)
     ev = T.make_eval_step(cfg, mesh)
-    evaluator = T.Evaluator(cfg, {n: T.build_loader(d) for n, d in cfg.eval_data}, lambda p, b: ev(p, b, None), run)
+    loaders = {n: T.build_loader(d) for n, d in cfg.eval_data}
+    threads = T.host_threads(mesh) if hasattr(T, "host_threads") else 1  # as the run's (before #22's: one)
+    evaluator = T.Evaluator(cfg, loaders, lambda p, b: ev(p, b, None), run, *([threads] if threads > 1 else []))
     t = time.perf_counter()
     evaluator(0, state.params)
     eval_compile = time.perf_counter() - t - timed(lambda i: evaluator(0, state.params))

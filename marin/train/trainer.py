@@ -44,9 +44,9 @@ from .checkpoint import CheckpointConfig, CheckpointManager
 __all__ = ['SUMMARY_FILE', 'ArrayLoader', 'CharDataConfig', 'SyntheticLoader', 'SyntheticDataConfig', 'build_loader',
            'data_problems', 'TrainConfig', 'TrainState', 'base_shardings', 'state_shardings', 'init_state',
            'abstract_state', 'make_loss_fn', 'accumulate_gradients', 'batch_keys', 'typed_losses', 'typed_eval_metrics',
-           'batch_targets', 'step_dropout_key', 'make_update', 'make_train_step', 'step_threads', 'HostThreadedStep',
-           'make_eval_step', 'device_batch', 'TrainingSetup', 'setup_training', 'check_batch', 'Throughput',
-           'TrainingFailed', 'Preempted', 'plain_config', 'check_loader', 'write_run_files', 'History',
+           'batch_targets', 'step_dropout_key', 'make_update', 'make_train_step', 'host_threads', 'step_threads',
+           'HostThreadedStep', 'make_eval_step', 'device_batch', 'TrainingSetup', 'setup_training', 'check_batch',
+           'Throughput', 'TrainingFailed', 'Preempted', 'plain_config', 'check_loader', 'write_run_files', 'History',
            'DivergenceCheck', 'train_metrics', 'MetricsLogger', 'Evaluator', 'start_from', 'checkpoint_meta',
            'Checkpointer', 'restore_or_init', 'start_run_tracking', 'progress_bar', 'run_summary', 'TrainHooks',
            'run_steps', 'train', 'train_step', 'final_params_hash']
@@ -444,11 +444,14 @@ def make_train_step(cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState
     return jax.jit(step, donate_argnums=0, out_shardings=(shardings, None))
 
 # %% ../../nbs/33_trainer.ipynb #e571e27b
+def host_threads(mesh) -> int:
+    "Host threads whose executions run at once: this process's cores on a one-device CPU mesh, else 1 (see above)."
+    return len(os.sched_getaffinity(0)) if mesh.size == 1 and mesh.devices.flat[0].platform == "cpu" else 1
+
+
 def step_threads(cfg: TrainConfig, mesh) -> int:
-    "Host threads for the microbatches: this process's cores, up to `grad_accum`, on a one-device CPU mesh; else 1."
-    if mesh.size > 1 or mesh.devices.flat[0].platform != "cpu" or cfg.grad_accum < 2:
-        return 1
-    return min(cfg.grad_accum, len(os.sched_getaffinity(0)))
+    "Host threads for the step's microbatches: `host_threads`, at most `grad_accum`; 1 without accumulation."
+    return min(cfg.grad_accum, host_threads(mesh)) if cfg.grad_accum >= 2 else 1
 
 
 class HostThreadedStep:
@@ -776,18 +779,31 @@ class MetricsLogger:
 # %% ../../nbs/33_trainer.ipynb #12996b5b
 class Evaluator:
     """`eval/<name>/loss` and `eval/<name>/bpb` of each evaluation loader; keeps the last result. Every batch is
-    dispatched before any sum is fetched (one transfer per evaluation set, not one sync per batch)."""
+    dispatched before any sum is fetched (one transfer per evaluation set, not one sync per batch). `threads > 1`
+    (`host_threads`: a one-device CPU mesh): that many batches run at once on a pool, as the step's microbatches do."""
 
-    def __init__(self, cfg: TrainConfig, eval_loaders: dict, eval_fn: Callable, run):
+    def __init__(self, cfg: TrainConfig, eval_loaders: dict, eval_fn: Callable, run, threads: int = 1):
         self.cfg, self.loaders, self.eval_fn, self.run, self.last = cfg, eval_loaders, eval_fn, run, {}
+        self.threads, self.pool = threads, ThreadPoolExecutor(threads, "marin-eval") if threads > 1 else None
+
+    def batch_sums(self, ld, params, n: int) -> list:
+        """Batches `0..n-1`'s device sums, in order. With a pool, this thread reads batches at most 2 x threads
+        ahead of the ones done (host memory stays bounded) while the pool's threads run them."""
+        run = lambda b: self.eval_fn(params, {k: jnp.asarray(b[k]) for k in batch_keys(b)})
+        if self.pool is None:
+            return [run(ld.batch(i)) for i in range(n)]
+        futures = []
+        for i in range(n):
+            if i >= 2 * self.threads:
+                futures[i - 2 * self.threads].result()
+            futures.append(self.pool.submit(lambda b: jax.block_until_ready(run(b)), ld.batch(i)))
+        return [f.result() for f in futures]
 
     def __call__(self, step: int, params) -> dict:
         out = {}
         for name, ld in self.loaders.items():
-            sums = []  # (sum of target losses, targets, per-type sums) per batch, on the device
-            for i in range(min(self.cfg.eval_batches, getattr(ld, "n_batches", self.cfg.eval_batches))):
-                b = ld.batch(i)
-                sums.append(self.eval_fn(params, {k: jnp.asarray(b[k]) for k in batch_keys(b)}))
+            n = min(self.cfg.eval_batches, getattr(ld, "n_batches", self.cfg.eval_batches))
+            sums = self.batch_sums(ld, params, n)  # (sum of target losses, targets, per-type sums) per batch
             tot, n, typed_sums = 0.0, 0.0, {}
             for s, c, typed in jax.device_get(sums):  # summed on the host in float64, batch by batch, as before
                 tot, n = tot + float(s), n + float(c)
@@ -1024,7 +1040,7 @@ def train(cfg: TrainConfig, output_path: str) -> dict:
     bar = progress_bar(cfg, int(state.step), primary)
     tp = Throughput()
     ev = make_eval_step(cfg, setup.mesh)
-    evaluator = Evaluator(cfg, eval_loaders, lambda p, b: ev(p, b, setup.frozen), run)
+    evaluator = Evaluator(cfg, eval_loaders, lambda p, b: ev(p, b, setup.frozen), run, host_threads(setup.mesh))
     logger = MetricsLogger(cfg, loader, run, tp, peak * setup.mesh.size)
     checkpoints = Checkpointer(cfg, ckpt, history, setup.lora_base)
     hooks = TrainHooks(history, DivergenceCheck(cfg), tp, logger, evaluator, checkpoints, bar)

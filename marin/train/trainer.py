@@ -460,12 +460,8 @@ class HostThreadedStep:
 
     def __init__(self, cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState, threads: int):
         grad_fn = jax.value_and_grad(make_loss_fn(cfg, mesh), has_aux=True)
-        update, self.threads, self.grad_accum, self._warm = (
-            make_update(cfg, opt, schedule),
-            threads,
-            cfg.grad_accum,
-            False,
-        )
+        update = make_update(cfg, opt, schedule)
+        self.threads, self.grad_accum, self._warm = threads, cfg.grad_accum, False
 
         def grads(state, batch, i, frozen):  # microbatch i's ((loss, aux), grads)
             key = step_dropout_key(cfg, state)
@@ -787,17 +783,18 @@ class Evaluator:
         self.threads, self.pool = threads, ThreadPoolExecutor(threads, "marin-eval") if threads > 1 else None
 
     def batch_sums(self, ld, params, n: int) -> list:
-        """Batches `0..n-1`'s device sums, in order. With a pool, this thread reads batches at most 2 x threads
-        ahead of the ones done (host memory stays bounded) while the pool's threads run them."""
+        """Batches `0..n-1`'s device sums, in order. With a pool, batch 0 runs here first (a set's first call
+        compiles, once), then this thread reads batches at most 2 x threads ahead of the ones done (host memory
+        stays bounded) while the pool's threads run them."""
         run = lambda b: self.eval_fn(params, {k: jnp.asarray(b[k]) for k in batch_keys(b)})
-        if self.pool is None:
+        if self.pool is None or n < 2:
             return [run(ld.batch(i)) for i in range(n)]
-        futures = []
-        for i in range(n):
-            if i >= 2 * self.threads:
-                futures[i - 2 * self.threads].result()
+        first, futures = jax.block_until_ready(run(ld.batch(0))), []
+        for i in range(1, n):
+            if len(futures) >= 2 * self.threads:
+                futures[len(futures) - 2 * self.threads].result()
             futures.append(self.pool.submit(lambda b: jax.block_until_ready(run(b)), ld.batch(i)))
-        return [f.result() for f in futures]
+        return [first] + [f.result() for f in futures]
 
     def __call__(self, step: int, params) -> dict:
         out = {}

@@ -55,8 +55,8 @@ def main():
     res = {"one program": [], "host threads": []}
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(a.runs):
-            for name in res:
-                res[name].append(r := trainer_run(a.run_steps, name == "host threads", tmp))
+            for name, rs in res.items():
+                rs.append(r := trainer_run(a.run_steps, name == "host threads", tmp))
                 print(f"train, {name}: wall {r['wall_s']:.2f} s (compile {r['compile_s']:.2f} s), hash {r['hash']}")
     base = statistics.median(r["wall_s"] - r["compile_s"] for r in res["one program"])
     for name, rs in res.items():

@@ -116,7 +116,7 @@ def host_parts(cfg, steps: int, out: str) -> dict:
     tracking = timed(lambda i: run.log(logger.last, step=i + 1), n_logs)
     ev = T.make_eval_step(cfg, mesh)
     loaders = {n: T.build_loader(d) for n, d in cfg.eval_data}
-    threads = T.host_threads(mesh) if hasattr(T, "host_threads") else 1  # as the run's (before #22's: one)
+    threads = T.cpu_threads(cfg, mesh) if hasattr(T, "cpu_threads") else 1  # as the run's (before #22's: one)
     evaluator = T.Evaluator(cfg, loaders, lambda p, b: ev(p, b, None), run, *([threads] if threads > 1 else []))
     t = time.perf_counter()
     evaluator(0, state.params)

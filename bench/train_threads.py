@@ -7,8 +7,8 @@ Two measurements, each alternating the two so that load drift hits them alike:
   --blocks times (median wall and process CPU ms per step, the loss after 30 steps, every block's time); with
   --accum 4 also grad_accum 4 (two microbatches per thread on two cores);
 - the trainer: --runs whole `train` calls of --run-steps steps each way (evaluation and checkpoints off, tracker
-  disabled), the one-program runs with `step_threads` patched to 1 (the trainer as before the change): each run's
-  wall (`throughput/wall_s`) and median tokens/s, and its final state hash (a rerun must repeat it).
+  disabled), the one-program runs with `host_threads=1` (the trainer as before the change): each run's wall past
+  its first step (`throughput/wall_s` less `compile_s`) and its final state hash (a rerun must repeat it).
 
     .venv/bin/python bench/train_threads.py [--blocks 8] [--steps 40] [--accum 4] [--runs 3] [--run-steps 300]"""
 
@@ -20,17 +20,17 @@ from _nano_steps import interleave, report, warmed
 
 
 def trainer_run(steps: int, threads: bool, tmp: str) -> dict:
-    "One `train` call of the nano preset; `threads=False` patches `step_threads` to 1 for its duration."
+    "One `train` call of the nano preset; `threads=False`: `host_threads=1`, one program."
     cfg = PRESETS["nano"]().replace(
-        num_train_steps=steps, eval_every=0, progress=False, tracker="disabled", checkpoint=T.CheckpointConfig(every=0)
+        num_train_steps=steps,
+        eval_every=0,
+        progress=False,
+        tracker="disabled",
+        checkpoint=T.CheckpointConfig(every=0),
+        host_threads=0 if threads else 1,
     )
-    real = T.step_threads
-    T.step_threads = real if threads else (lambda cfg, mesh: 1)
-    try:
-        out = tempfile.mkdtemp(dir=tmp)
-        s = T.train(cfg, out)
-    finally:
-        T.step_threads = real
+    out = tempfile.mkdtemp(dir=tmp)
+    s = T.train(cfg, out)
     return {"wall_s": s["throughput/wall_s"], "compile_s": s["throughput/compile_s"], "hash": T.final_params_hash(out)}
 
 

@@ -44,7 +44,7 @@ from .checkpoint import CheckpointConfig, CheckpointManager
 __all__ = ['SUMMARY_FILE', 'ArrayLoader', 'CharDataConfig', 'SyntheticLoader', 'SyntheticDataConfig', 'build_loader',
            'data_problems', 'TrainConfig', 'TrainState', 'base_shardings', 'state_shardings', 'init_state',
            'abstract_state', 'make_loss_fn', 'accumulate_gradients', 'batch_keys', 'typed_losses', 'typed_eval_metrics',
-           'batch_targets', 'step_dropout_key', 'make_update', 'make_train_step', 'host_threads', 'step_threads',
+           'batch_targets', 'step_dropout_key', 'make_update', 'make_train_step', 'cpu_threads', 'step_threads',
            'HostThreadedStep', 'make_eval_step', 'device_batch', 'TrainingSetup', 'setup_training', 'check_batch',
            'Throughput', 'TrainingFailed', 'Preempted', 'plain_config', 'check_loader', 'write_run_files', 'History',
            'DivergenceCheck', 'train_metrics', 'MetricsLogger', 'Evaluator', 'start_from', 'checkpoint_meta',
@@ -210,6 +210,9 @@ class TrainConfig(Config):
     lora: LoraConfig | None = added(None, versioned=True)  # train low-rank adapters on a frozen base (models.lora)
     # continued pretraining: start from this training output's newest checkpoint (its weights; a fresh optimizer)
     init_from: StepOrPath | None = added(None, versioned=True)
+    # CPU, one device: microbatches and evaluation batches run from this many host threads at once (0: the process's
+    # cores; 1: one program). Each thread holds one microbatch's activations: 1 where grad_accum is there for memory.
+    host_threads: int = added(0)
 
     def validate(self):
         check(self.num_train_steps >= 1, "num_train_steps", "must be >= 1")
@@ -225,6 +228,7 @@ class TrainConfig(Config):
             f"{self.remat!r}: use one of {REMAT_POLICIES} or a name in jax.checkpoint_policies",
         )
         check(self.z_loss >= 0, "z_loss", "must be >= 0")
+        check(self.host_threads >= 0, "host_threads", "must be >= 0 (0: the process's cores, 1: one program)")
         if self.lora is not None:
             check(isinstance(self.lora, LoraConfig), "lora", "must be a LoraConfig (marin.models.lora) or None")
             self.lora.check_model(self.model)
@@ -444,14 +448,17 @@ def make_train_step(cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState
     return jax.jit(step, donate_argnums=0, out_shardings=(shardings, None))
 
 # %% ../../nbs/33_trainer.ipynb #e571e27b
-def host_threads(mesh) -> int:
-    "Host threads whose executions run at once: this process's cores on a one-device CPU mesh, else 1 (see above)."
-    return len(os.sched_getaffinity(0)) if mesh.size == 1 and mesh.devices.flat[0].platform == "cpu" else 1
+def cpu_threads(cfg: TrainConfig, mesh) -> int:
+    """Host threads whose executions run at once (see above): on a one-device CPU mesh `cfg.host_threads`, or this
+    process's cores where it is 0; else 1."""
+    if mesh.size > 1 or mesh.devices.flat[0].platform != "cpu":
+        return 1
+    return cfg.host_threads or len(os.sched_getaffinity(0))
 
 
 def step_threads(cfg: TrainConfig, mesh) -> int:
-    "Host threads for the step's microbatches: `host_threads`, at most `grad_accum`; 1 without accumulation."
-    return min(cfg.grad_accum, host_threads(mesh)) if cfg.grad_accum >= 2 else 1
+    "Host threads for the step's microbatches: `cpu_threads`, at most `grad_accum`; 1 without accumulation."
+    return min(cfg.grad_accum, cpu_threads(cfg, mesh)) if cfg.grad_accum >= 2 else 1
 
 
 class HostThreadedStep:
@@ -776,7 +783,7 @@ class MetricsLogger:
 class Evaluator:
     """`eval/<name>/loss` and `eval/<name>/bpb` of each evaluation loader; keeps the last result. Every batch is
     dispatched before any sum is fetched (one transfer per evaluation set, not one sync per batch). `threads > 1`
-    (`host_threads`: a one-device CPU mesh): that many batches run at once on a pool, as the step's microbatches do."""
+    (`cpu_threads`: a one-device CPU mesh): that many batches run at once on a pool, as the step's microbatches do."""
 
     def __init__(self, cfg: TrainConfig, eval_loaders: dict, eval_fn: Callable, run, threads: int = 1):
         self.cfg, self.loaders, self.eval_fn, self.run, self.last = cfg, eval_loaders, eval_fn, run, {}
@@ -1037,7 +1044,7 @@ def train(cfg: TrainConfig, output_path: str) -> dict:
     bar = progress_bar(cfg, int(state.step), primary)
     tp = Throughput()
     ev = make_eval_step(cfg, setup.mesh)
-    evaluator = Evaluator(cfg, eval_loaders, lambda p, b: ev(p, b, setup.frozen), run, host_threads(setup.mesh))
+    evaluator = Evaluator(cfg, eval_loaders, lambda p, b: ev(p, b, setup.frozen), run, cpu_threads(cfg, setup.mesh))
     logger = MetricsLogger(cfg, loader, run, tp, peak * setup.mesh.size)
     checkpoints = Checkpointer(cfg, ckpt, history, setup.lora_base)
     hooks = TrainHooks(history, DivergenceCheck(cfg), tp, logger, evaluator, checkpoints, bar)

@@ -14,7 +14,7 @@ from .core.experiments import ExperimentError
 # %% auto #0
 __all__ = ['app', 'runs_app', 'report_app', 'USER_ERRORS', 'LAYER_COMMANDS', 'UserError', 'settings_cmd', 'parse_param_args',
            'run_cmd', 'runs_list', 'runs_show', 'runs_sql', 'runs_doctor', 'runs_compact', 'report_build', 'lab_cmd',
-           'load_layer_command', 'LazyLayerGroup', 'exit_code_for', 'main']
+           'load_layer_command', 'LazyLayerGroup', 'skip_iri_grammar', 'exit_code_for', 'main']
 
 # %% ../nbs/90_cli.ipynb #e3263995
 app = typer.Typer(
@@ -364,6 +364,11 @@ class LazyLayerGroup(typer.core.TyperGroup):
 
 app.info.cls = LazyLayerGroup
 
+# %% ../nbs/90_cli.ipynb #092f10aa
+def skip_iri_grammar() -> None:
+    "Mark `rfc3987_syntax` absent in this process unless something imported it already (see above)."
+    sys.modules.setdefault("rfc3987_syntax", None)
+
 # %% ../nbs/90_cli.ipynb #5b400aca
 def exit_code_for(e: BaseException) -> int | None:
     "Show `e` as the user should see it and return the exit code; None when `e` is a bug (keep its traceback)."
@@ -401,6 +406,7 @@ _python_showwarning = warnings.showwarning
 def main() -> None:
     "Entry point: run the CLI; what a user sees when it stops is `exit_code_for`'s."
     warnings.showwarning = _show_warning
+    skip_iri_grammar()
     try:
         rc = app(standalone_mode=False)  # click returns the code of a typer.Exit here instead of raising
     except Exception as e:

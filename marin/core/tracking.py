@@ -4,7 +4,8 @@
 
 # %% ../../nbs/05_tracking.ipynb #f2fa6b3e
 from __future__ import annotations
-import json, math, os, time
+import json, math, os, threading, time
+from concurrent.futures import Future
 from typing import Any
 from fastcore.basics import patch
 from . import storage
@@ -13,7 +14,8 @@ from .ledger import annotate
 from .settings import settings
 
 # %% auto #0
-__all__ = ['METRIC_NAMESPACES', 'check_metric_names', 'tracking_dir', 'TrackedRun', 'start_tracking', 'read_metrics']
+__all__ = ['METRIC_NAMESPACES', 'check_metric_names', 'tracking_dir', 'TrackedRun', 'in_background', 'start_tracking',
+           'read_metrics']
 
 # %% ../../nbs/05_tracking.ipynb #14cf0b14
 METRIC_NAMESPACES = ("train", "eval", "throughput", "mixture", "data", "optim", "moe", "system", "posttrain", "serve")
@@ -76,26 +78,26 @@ class TrackedRun:
         local_dir = tracking_dir(dir if dir and storage.is_local(dir) else os.getcwd())
         os.makedirs(local_dir, exist_ok=True)
         self._metrics_file = open(os.path.join(local_dir, "metrics.jsonl"), "a", encoding="utf-8")
-        self._wandb = None
-        self.url = ""
-        if self.mode != "disabled":
-            self._start_wandb(name, config, group, tags, local_dir, project or s.wandb_project)
-        else:
+        self._wandb, self._starting, self._pending, self.url = None, None, [], ""
+        if self.mode == "online" and not (os.environ.get("WANDB_API_KEY") or _has_netrc_login()):
+            raise RuntimeError(
+                "tracker=online but no wandb login found; run `wandb login`, set WANDB_API_KEY, or use MARIN_TRACKER=offline"
+            )
+        if self.mode == "disabled":
             self.url = os.path.abspath(local_dir)
-        annotate(tracker_url=self.url)
+            annotate(tracker_url=self.url)
+        else:  # see `_ready`: wandb starts on a thread while the caller goes on
+            args = (name, config, group, tags, local_dir, project or s.wandb_project)
+            self._starting = in_background(self._start_wandb, *args, name="marin-wandb-start")
 
 # %% ../../nbs/05_tracking.ipynb #924bc685
 @patch
 def _start_wandb(
     self: TrackedRun, name: str, config: Any, group: str | None, tags: list[str] | None, local_dir: str, project: str
 ) -> None:
-    "Start the wandb run behind this one (offline or online) and set `url`."
+    "Start the wandb run behind this one (offline or online) and set `url` (on the `in_background` thread)."
     import wandb
 
-    if self.mode == "online" and not (os.environ.get("WANDB_API_KEY") or _has_netrc_login()):
-        raise RuntimeError(
-            "tracker=online but no wandb login found; run `wandb login`, set WANDB_API_KEY, or use MARIN_TRACKER=offline"
-        )
     self._wandb = wandb.init(
         project=project,
         name=name,
@@ -109,6 +111,37 @@ def _start_wandb(
     )
     self.url = self._wandb.url if self.mode == "online" else os.path.dirname(self._wandb.dir)
 
+
+def in_background(fn, *args, name: str) -> Future:
+    "`fn(*args)` on a new daemon thread named `name`: a future of its result (or of what it raised)."
+    out = Future()
+
+    def run():
+        try:
+            out.set_result(fn(*args))
+        except BaseException as e:  # the caller's `result()` raises it
+            out.set_exception(e)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return out
+
+
+@patch
+def _ready(self: TrackedRun, wait: bool) -> bool:
+    """Whether the wandb run is up (`wait`: once it is). The first time: what `wandb.init` raised is raised here, the
+    URL goes to the ledger record, and the rows logged meanwhile are sent in order."""
+    if self._starting is None:
+        return True
+    if not (wait or self._starting.done()):
+        return False
+    starting, self._starting = self._starting, None
+    starting.result()
+    annotate(tracker_url=self.url)
+    for row, step in self._pending:
+        self._wandb.log(row, step=step)
+    self._pending = []
+    return True
+
 # %% ../../nbs/05_tracking.ipynb #fb5fb099
 @patch
 def log(self: TrackedRun, metrics: dict, step: int | None = None) -> None:
@@ -117,7 +150,9 @@ def log(self: TrackedRun, metrics: dict, step: int | None = None) -> None:
     row = {k: _plain(v) for k, v in metrics.items()}
     self._metrics_file.write(json.dumps({"step": step, "time": time.time(), **row}, default=str) + "\n")
     self._metrics_file.flush()
-    if self._wandb is not None:
+    if not self._ready(wait=False):
+        self._pending.append((row, step))
+    elif self._wandb is not None:
         self._wandb.log(row, step=step)
 
 
@@ -126,18 +161,22 @@ def summary(self: TrackedRun, metrics: dict) -> None:
     "Final numbers of the run: into wandb's summary and the ledger record."
     check_metric_names(metrics)
     row = {k: _plain(v) for k, v in metrics.items()}
-    if self._wandb is not None:
+    if self._ready(wait=True) and self._wandb is not None:
         self._wandb.summary.update(row)
     annotate(metrics={k: v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))})
 
 # %% ../../nbs/05_tracking.ipynb #31bb5332
 @patch
 def finish(self: TrackedRun, exit_code: int = 0) -> None:
-    if self._wandb is not None:
-        self._wandb.finish(exit_code=exit_code)
-        self._wandb = None
-    if not self._metrics_file.closed:
-        self._metrics_file.close()
+    "Wait for wandb to be up, finish its run and close `metrics.jsonl` (what its start raised is raised after)."
+    try:
+        self._ready(wait=True)
+    finally:
+        if self._wandb is not None:
+            self._wandb.finish(exit_code=exit_code)
+            self._wandb = None
+        if not self._metrics_file.closed:
+            self._metrics_file.close()
 
 
 @patch

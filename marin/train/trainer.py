@@ -1037,10 +1037,14 @@ def train(cfg: TrainConfig, output_path: str) -> dict:
     ckpt = CheckpointManager(storage.join(output_path, "checkpoints"), cfg.checkpoint)
     if primary:
         ckpt.clean_uncommitted()
-    state, resumed_from = restore_or_init(setup, ckpt)
+    run = start_run_tracking(cfg, output_path, primary)  # wandb starts on a thread, under the init and compiles
+    try:
+        state, resumed_from = restore_or_init(setup, ckpt)
+    except BaseException:
+        run.finish(exit_code=1)
+        raise
     history = History(storage.join(output_path, "history.jsonl"), int(state.step), primary)
     peak, peak_src = peak_flops_per_device(cfg.peak_flops)
-    run = start_run_tracking(cfg, output_path, primary)
     bar = progress_bar(cfg, int(state.step), primary)
     tp = Throughput()
     ev = make_eval_step(cfg, setup.mesh)

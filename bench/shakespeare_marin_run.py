@@ -7,9 +7,10 @@ experiment three times, each in fresh storage and report folders: "before" (a ch
 checkout with an empty compilation cache) and "after, warm" (the cache the cold run filled). Rounds alternate so
 that a VM whose speed drifts hits before and after alike; the table gives each run and the ratio of each after to
 the before of its round ("before" keeps one compilation cache over the rounds: from the second on it is warm
-wherever its code uses the cache). A second table splits each kind of run's wall (medians over the rounds): the CLI before the
-kernel (its imports, reading the parameters), the kernel's start, the notebook's cells (imports, training with the
-trainer's own wall, sample, the rest) and the CLI after the notebook (ledger, page), from papermill's timestamps.
+wherever its code uses the cache). A second table splits each kind of run's wall (medians over the rounds): the CLI
+before the kernel (its imports, reading the parameters), the kernel's start, the notebook's cells (imports, training
+with the trainer's own wall, sample, the rest) and the CLI after the notebook (ledger, page), from papermill's
+timestamps.
 
 `--steps N` passes `-p steps N`: a short run, whose wall is mostly these fixed costs (the notebook's last cell then
 fails its 1.88 loss check, by design, after every other cell has run; the bench accepts that one failure).

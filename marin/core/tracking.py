@@ -4,8 +4,8 @@
 
 # %% ../../nbs/05_tracking.ipynb #f2fa6b3e
 from __future__ import annotations
-import json, math, os, threading, time
-from concurrent.futures import Future
+import json, math, os, time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from fastcore.basics import patch
 from . import storage
@@ -14,8 +14,7 @@ from .ledger import annotate
 from .settings import settings
 
 # %% auto #0
-__all__ = ['METRIC_NAMESPACES', 'check_metric_names', 'tracking_dir', 'TrackedRun', 'in_background', 'start_tracking',
-           'read_metrics']
+__all__ = ['METRIC_NAMESPACES', 'check_metric_names', 'tracking_dir', 'TrackedRun', 'start_tracking', 'read_metrics']
 
 # %% ../../nbs/05_tracking.ipynb #14cf0b14
 METRIC_NAMESPACES = ("train", "eval", "throughput", "mixture", "data", "optim", "moe", "system", "posttrain", "serve")
@@ -88,14 +87,16 @@ class TrackedRun:
             annotate(tracker_url=self.url)
         else:  # see `_ready`: wandb starts on a thread while the caller goes on
             args = (name, config, group, tags, local_dir, project or s.wandb_project)
-            self._starting = in_background(self._start_wandb, *args, name="marin-wandb-start")
+            pool = ThreadPoolExecutor(1, "marin-wandb-start")
+            self._starting = pool.submit(self._start_wandb, *args)
+            pool.shutdown(wait=False)  # its one thread ends when the start does
 
 # %% ../../nbs/05_tracking.ipynb #924bc685
 @patch
 def _start_wandb(
     self: TrackedRun, name: str, config: Any, group: str | None, tags: list[str] | None, local_dir: str, project: str
 ) -> None:
-    "Start the wandb run behind this one (offline or online) and set `url` (on the `in_background` thread)."
+    "Start the wandb run behind this one (offline or online) and set `url` (on its own thread, see `_ready`)."
     import wandb
 
     self._wandb = wandb.init(
@@ -110,20 +111,6 @@ def _start_wandb(
         settings=wandb.Settings(console="off", silent=True, x_disable_stats=True),
     )
     self.url = self._wandb.url if self.mode == "online" else os.path.dirname(self._wandb.dir)
-
-
-def in_background(fn, *args, name: str) -> Future:
-    "`fn(*args)` on a new daemon thread named `name`: a future of its result (or of what it raised)."
-    out = Future()
-
-    def run():
-        try:
-            out.set_result(fn(*args))
-        except BaseException as e:  # the caller's `result()` raises it
-            out.set_exception(e)
-
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return out
 
 
 @patch
@@ -161,7 +148,8 @@ def summary(self: TrackedRun, metrics: dict) -> None:
     "Final numbers of the run: into wandb's summary and the ledger record."
     check_metric_names(metrics)
     row = {k: _plain(v) for k, v in metrics.items()}
-    if self._ready(wait=True) and self._wandb is not None:
+    self._ready(wait=True)
+    if self._wandb is not None:
         self._wandb.summary.update(row)
     annotate(metrics={k: v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))})
 

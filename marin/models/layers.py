@@ -13,10 +13,10 @@ from jax.sharding import Mesh
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 # %% auto #0
-__all__ = ['NO_SHARDING', 'ATTENTION', 'ACTIVATIONS', 'ActivationSharding', 'at_least_f32', 'dense', 'rms_norm',
-           'rope_frequencies', 'apply_rope', 'softmax_last_axis', 'attention_mask', 'softcap', 'reference_attention',
-           'xla_attention', 'cudnn_attention', 'param_name', 'is_param', 'cast_floats', 'split_keys', 'MLPShape',
-           'DenseMLP']
+__all__ = ['NO_SHARDING', 'MATMUL_DTYPES', 'ATTENTION', 'ACTIVATIONS', 'ActivationSharding', 'at_least_f32', 'dense', 'rms_norm',
+           'rope_frequencies', 'apply_rope', 'bf16_product', 'softmax_last_axis', 'attention_mask', 'softcap',
+           'reference_attention', 'xla_attention', 'cudnn_attention', 'param_name', 'is_param', 'cast_floats',
+           'split_keys', 'MLPShape', 'DenseMLP']
 
 # %% ../../nbs/20a_layers.ipynb #274f9183
 @dataclasses.dataclass(frozen=True)
@@ -48,9 +48,17 @@ def at_least_f32(dtype) -> jnp.dtype:
     return jnp.promote_types(dtype, jnp.float32)
 
 
-def dense(x: Float[Array, "... D"], w: Float[Array, "D F"], out_dtype=None) -> Float[Array, "... F"]:
-    "`x @ w` as one 2-D matmul over the flattened leading axes (`[B·S, D] @ [D, F]`); `out_dtype` = accumulation dtype."
-    y = jnp.dot(x.reshape(-1, x.shape[-1]), w, preferred_element_type=out_dtype)
+def dense(
+    x: Float[Array, "... D"], w: Float[Array, "D F"], out_dtype=None, matmul_dtype: str = "float32"
+) -> Float[Array, "... F"]:
+    """`x @ w` as one 2-D matmul over the flattened leading axes (`[B·S, D] @ [D, F]`); `out_dtype` = accumulation
+    dtype. `matmul_dtype="bfloat16"` rounds float32 operands to bfloat16 and accumulates in float32 (`bf16_product`,
+    below); other input dtypes (bfloat16 compute, the float64 gradient check) ignore it."""
+    x2 = x.reshape(-1, x.shape[-1])
+    if matmul_dtype == "bfloat16" and x.dtype == w.dtype == jnp.float32:
+        y = bf16_product(x2, w)
+    else:
+        y = jnp.dot(x2, w, preferred_element_type=out_dtype)
     return y.reshape(*x.shape[:-1], w.shape[-1])
 
 
@@ -96,6 +104,33 @@ def apply_rope(
     xf = x.astype(ft)
     x1, x2 = jnp.split(xf, 2, axis=-1)
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x.dtype)
+
+# %% ../../nbs/20a_layers.ipynb #22cdead2
+MATMUL_DTYPES = ("float32", "bfloat16")  # LlamaConfig.matmul_dtype: the dense products' operand dtype
+
+
+@jax.custom_vjp
+def bf16_product(x: Float[Array, "N D"], w: Float[Array, "D F"]) -> Float[Array, "N F"]:
+    "`x @ w` of float32 `x` and `w` from operands rounded to bfloat16, accumulated and returned in float32."
+    return jnp.dot(x.astype(jnp.bfloat16), w.astype(jnp.bfloat16), preferred_element_type=jnp.float32)
+
+
+def _bf16_product_fwd(x, w):
+    xb, wb = x.astype(jnp.bfloat16), w.astype(jnp.bfloat16)
+    return jnp.dot(xb, wb, preferred_element_type=jnp.float32), (xb, wb)
+
+
+def _bf16_product_bwd(res, g):
+    xb, wb = res
+    gb = g.astype(jnp.bfloat16)
+    dx = jax.lax.dot_general(gb, wb, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)  # g @ w^T
+    xt = xb.T
+    if jax.default_backend() == "cpu":  # x^T as an array of its own: XLA would fold the transpose into the product
+        xt = jax.lax.optimization_barrier(xt)
+    return dx, jnp.dot(xt, gb, preferred_element_type=jnp.float32)
+
+
+bf16_product.defvjp(_bf16_product_fwd, _bf16_product_bwd)
 
 # %% ../../nbs/20a_layers.ipynb #acae54e37e7d407bbb7b55eff062a284
 @jax.custom_vjp
@@ -249,6 +284,9 @@ class DenseMLP(eqx.Module):
 
     def __call__(self, cfg, h: Float[Array, "B S D"], sharding: ActivationSharding = NO_SHARDING):
         "(output, stats) of one layer's MLP (`self` holds one layer's weights; dense MLPs have no stats)."
-        act = ACTIVATIONS[getattr(cfg, "activation", "silu")]
-        f = sharding(act(dense(h, self.w_gate)) * dense(h, self.w_up), ("batch", "seq", "act_mlp"))
-        return dense(f, self.w_down), {}
+        act, mm = ACTIVATIONS[getattr(cfg, "activation", "silu")], getattr(cfg, "matmul_dtype", "float32")
+        f = sharding(
+            act(dense(h, self.w_gate, matmul_dtype=mm)) * dense(h, self.w_up, matmul_dtype=mm),
+            ("batch", "seq", "act_mlp"),
+        )
+        return dense(f, self.w_down, matmul_dtype=mm), {}

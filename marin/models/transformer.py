@@ -14,6 +14,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 from ..core.config import Config, added, check, versioned
 from marin.models.layers import (
     ATTENTION,
+    MATMUL_DTYPES,
     NO_SHARDING,
     ActivationSharding,
     DenseMLP,
@@ -84,6 +85,9 @@ class LlamaConfig(Config):
     query_pre_attn_scalar: float = added(0.0, versioned=True)  # attention scale = this ** -0.5 (Gemma); 0: head size
     attn_softcap: float = added(0.0, versioned=True)  # attention scores soft-capped at this (Gemma 2); 0: off
     logit_softcap: float = added(0.0, versioned=True)  # final logits soft-capped at this (Gemma 2/3); 0: off
+    matmul_dtype: str = added(
+        "float32", versioned=True
+    )  # float32 | bfloat16: the dense products' operands (layers.bf16_product); MoE experts keep compute_dtype
 
     @property
     def head_size(self) -> int:
@@ -141,6 +145,7 @@ def validate(self: LlamaConfig):
     check(self.rope_scaling in ROPE_SCALINGS, "rope_scaling", f"{self.rope_scaling!r} is not one of {ROPE_SCALINGS}")
     check(self.rope_factor >= 1.0, "rope_factor", f"must be >= 1 (1 = no scaling), got {self.rope_factor}")
     check(self.attention in ATTENTION_IMPLS, "attention", f"{self.attention!r} is not one of {ATTENTION_IMPLS}")
+    check(self.matmul_dtype in MATMUL_DTYPES, "matmul_dtype", f"{self.matmul_dtype!r} is not one of {MATMUL_DTYPES}")
     check(self.layer_loop in LAYER_LOOPS, "layer_loop", f"{self.layer_loop!r} is not one of {LAYER_LOOPS}")
     check(self.rope_theta > 0, "rope_theta", "must be positive")
     check(self.sliding_window >= 0, "sliding_window", "must be >= 0 (0 attends to the whole context)")
@@ -392,7 +397,8 @@ def block_forward_with_stats(
     B, S, D = x.shape
     norm = lambda y, w: rms_norm(y, w, cfg.norm_eps, cfg.norm_offset)
     h = norm(x, p.attn_norm)
-    q, k, v = dense(h, p.wq), dense(h, p.wk), dense(h, p.wv)
+    mm = cfg.matmul_dtype
+    q, k, v = dense(h, p.wq, matmul_dtype=mm), dense(h, p.wk, matmul_dtype=mm), dense(h, p.wv, matmul_dtype=mm)
     if p.bq is not None:
         q, k, v = q + p.bq, k + p.bk, v + p.bv
     q = q.reshape(B, S, cfg.n_heads, cfg.head_size)
@@ -403,7 +409,7 @@ def block_forward_with_stats(
     q, k = apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq)
     q = sharding(q, ("batch", "seq", "act_heads", None))
     a = ATTENTION[cfg.attention](q, k, v, mask, scale=cfg.attention_scale, logit_cap=cfg.attn_softcap)
-    o = dense(a.reshape(B, S, cfg.q_dim), p.wo)
+    o = dense(a.reshape(B, S, cfg.q_dim), p.wo, matmul_dtype=mm)
     x = x + sharding(o if p.attn_post_norm is None else norm(o, p.attn_post_norm), ("batch", "seq", "act_embed"))
     y, stats = mlp_forward(cfg, p, norm(x, p.mlp_norm), sharding)
     y = y if p.mlp_post_norm is None else norm(y, p.mlp_post_norm)
@@ -535,7 +541,7 @@ def forward(
     x = rms_norm(x, m.final_norm, cfg.norm_eps, cfg.norm_offset)
     if hidden_only:
         return (x, stats) if return_stats else x
-    logits = softcap(dense(x, vocab_projection(m), out_dtype=at_least_f32(x.dtype)), cfg.logit_softcap)
+    logits = softcap(dense(x, vocab_projection(m), at_least_f32(x.dtype), cfg.matmul_dtype), cfg.logit_softcap)
     logits = sharding(logits, ("batch", "seq", "act_vocab"))
     return (logits, stats) if return_stats else logits
 
@@ -552,7 +558,8 @@ def vocab_projection(model: Transformer):
 def output_logits(model: Transformer, x: Float[Array, "... D"], *, compute_dtype=jnp.float32) -> Float[Array, "... V"]:
     "Logits (float32) of final hidden states `x` (`forward(..., hidden_only=True)`) at whatever positions `x` holds."
     m = to_compute_dtype(model, jnp.dtype(compute_dtype))
-    return softcap(dense(x, vocab_projection(m), out_dtype=at_least_f32(x.dtype)), model.cfg.logit_softcap)
+    cfg = model.cfg
+    return softcap(dense(x, vocab_projection(m), at_least_f32(x.dtype), cfg.matmul_dtype), cfg.logit_softcap)
 
 # %% ../../nbs/20_transformer.ipynb #334e2cbd
 def next_token_loss(

@@ -7,8 +7,9 @@ from __future__ import annotations
 import math, os, resource, time
 
 # %% auto #0
-__all__ = ['DEVICE_PEAK_FLOPS', 'DEVICE_MEMORY_GB', 'device_kind', 'device_count', 'device_memory_bytes', 'measure_matmul_flops',
-           'peak_flops_per_device', 'device_spec', 'memory_in_use_gb', 'use_compilation_cache']
+__all__ = ['DEVICE_PEAK_FLOPS', 'DEVICE_MEMORY_GB', 'BF16_CPU_FLAGS', 'device_kind', 'device_count', 'device_memory_bytes',
+           'measure_matmul_flops', 'peak_flops_per_device', 'device_spec', 'native_bf16_products', 'memory_in_use_gb',
+           'use_compilation_cache']
 
 # %% ../../nbs/08_devices.ipynb #327bfbfb
 DEVICE_PEAK_FLOPS = {  # dense bf16 FLOP/s per device
@@ -114,6 +115,23 @@ def device_spec(kind: str = "") -> tuple[str, float, float]:
             peak = next((v for k, v in DEVICE_PEAK_FLOPS.items() if k.lower() in kind.lower()), float("nan"))
             return name, DEVICE_MEMORY_GB[name] * 1e9, peak
     raise ValueError(f"--device-kind {kind!r}: unknown; use cpu or one of {list(DEVICE_MEMORY_GB)}")
+
+# %% ../../nbs/08_devices.ipynb #2860775d
+BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")  # /proc/cpuinfo flags of CPUs with bfloat16 product units
+
+
+def native_bf16_products(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    "Whether this process's devices multiply bfloat16 in hardware: any accelerator, or a CPU with `BF16_CPU_FLAGS`."
+    import jax
+
+    if jax.default_backend() != "cpu":
+        return True
+    try:
+        with open(cpuinfo) as f:
+            flags = next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), [])
+    except OSError:  # not Linux: no way to tell, so the safe answer
+        return False
+    return any(fl in flags for fl in BF16_CPU_FLAGS)
 
 # %% ../../nbs/08_devices.ipynb #3a4c5fd8
 def memory_in_use_gb() -> dict[str, float]:

@@ -19,7 +19,9 @@ Each part is timed alone, in this process, next to a real `train` run of the sam
 under the same load). The run's wall per step (`throughput/wall_s` less compile and evaluation) over the bare step
 is the ratio issue #22 bounds by 1.15.
 
-    .venv/bin/python bench/train_overhead.py [--steps 500] [--eval-batches 100] [--marin-from DIR]
+    .venv/bin/python bench/train_overhead.py [--steps 500] [--eval-batches 100] [--matmul-dtype bfloat16] [--marin-from DIR]
+
+`--matmul-dtype bfloat16` is what `shakespeare_char` runs where the CPU multiplies bfloat16 in hardware.
 
 `--marin-from DIR` imports `marin` from another tree (`git archive REV marin | tar -x -C DIR`): the "before"."""
 
@@ -39,9 +41,10 @@ from marin.train.cli import PRESETS
 from marin.train import trainer as T
 
 
-def config(steps: int, eval_batches: int, eval_every: int, ckpt_every: int):
+def config(steps: int, eval_batches: int, eval_every: int, ckpt_every: int, matmul_dtype: str = ""):
     base = PRESETS["nano"]()
     return base.replace(
+        model=base.model.replace(matmul_dtype=matmul_dtype) if matmul_dtype else base.model,
         num_train_steps=steps,
         eval_batches=eval_batches,
         eval_every=eval_every,
@@ -151,8 +154,11 @@ def main():
     ap.add_argument("--ckpt-every", type=int, default=500)
     ap.add_argument("--marin-from", default="")
     ap.add_argument("--label", default="")
+    ap.add_argument(
+        "--matmul-dtype", default="", help="float32 | bfloat16 (LlamaConfig.matmul_dtype); default: the preset's"
+    )
     a = ap.parse_args()
-    cfg = config(a.steps, a.eval_batches, a.eval_every, a.ckpt_every)
+    cfg = config(a.steps, a.eval_batches, a.eval_every, a.ckpt_every, a.matmul_dtype)
     print(
         f"marin from {os.path.dirname(marin.__file__)}; {cfg.model.summary()}; {a.steps} steps; load {os.getloadavg()}"
     )

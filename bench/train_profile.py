@@ -10,7 +10,7 @@ Only events named after an instruction of the compiled step's HLO count as ops. 
 `make_train_step`'s one jitted program (the trainer's `HostThreadedStep` runs the same ops as two executions at once,
 whose same-named ops this trace could not tell apart; `bench/train_threads.py` compares the two).
 
-    .venv/bin/python bench/train_profile.py [--steps 20] [--top 20]"""
+    .venv/bin/python bench/train_profile.py [--steps 20] [--top 20] [--matmul-dtype bfloat16]"""
 
 import argparse, collections, glob, gzip, json, os, re, tempfile, time
 
@@ -44,8 +44,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--top", type=int, default=20)
+    ap.add_argument("--matmul-dtype", default="float32", help="LlamaConfig.matmul_dtype: float32 | bfloat16")
     a = ap.parse_args()
-    s = T.setup_training(PRESETS["nano"]().replace(progress=False, tracker="disabled"))
+    nano = PRESETS["nano"]()
+    nano = nano.replace(model=nano.model.replace(matmul_dtype=a.matmul_dtype), progress=False, tracker="disabled")
+    s = T.setup_training(nano)
     s.step = T.make_train_step(s.cfg, s.mesh, s.opt, s.schedule, s.shardings)
     state, batches = s.init_state(), [s.batch(i) for i in range(32)]
     for i in range(40):  # compile, then past a process's slow first steps

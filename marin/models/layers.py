@@ -14,9 +14,9 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 # %% auto #0
 __all__ = ['NO_SHARDING', 'MATMUL_DTYPES', 'ATTENTION', 'ACTIVATIONS', 'ActivationSharding', 'at_least_f32', 'dense', 'rms_norm',
-           'rope_frequencies', 'apply_rope', 'bf16_product', 'softmax_last_axis', 'attention_mask', 'softcap',
-           'reference_attention', 'xla_attention', 'cudnn_attention', 'param_name', 'is_param', 'cast_floats',
-           'split_keys', 'MLPShape', 'DenseMLP']
+           'rope_frequencies', 'apply_rope', 'bf16_product', 'materialised_transpose', 'softmax_last_axis',
+           'attention_mask', 'softcap', 'reference_attention', 'xla_attention', 'cudnn_attention', 'param_name',
+           'is_param', 'cast_floats', 'split_keys', 'MLPShape', 'DenseMLP']
 
 # %% ../../nbs/20a_layers.ipynb #274f9183
 @dataclasses.dataclass(frozen=True)
@@ -120,13 +120,19 @@ def _bf16_product_fwd(x, w):
     return jnp.dot(xb, wb, preferred_element_type=jnp.float32), (xb, wb)
 
 
+def materialised_transpose(x: Float[Array, "N D"]) -> Float[Array, "D N"]:
+    """`x.T` through a 3-D view (the first axis split as `[a, N/a]`), which XLA keeps as an array of its own instead of
+    folding it into the product that reads it (see above); a plain `x.T` where `N` has no such split (prime, 1)."""
+    n, d = x.shape
+    a = next((a for a in range(2, math.isqrt(n) + 1) if n % a == 0), None)
+    return x.T if a is None else jnp.transpose(x.reshape(a, n // a, d), (2, 0, 1)).reshape(d, n)
+
+
 def _bf16_product_bwd(res, g):
     xb, wb = res
     gb = g.astype(jnp.bfloat16)
     dx = jax.lax.dot_general(gb, wb, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)  # g @ w^T
-    xt = xb.T
-    if jax.default_backend() == "cpu":  # x^T as an array of its own: XLA would fold the transpose into the product
-        xt = jax.lax.optimization_barrier(xt)
+    xt = materialised_transpose(xb) if jax.default_backend() == "cpu" else xb.T  # bf16 x^T g on XLA:CPU
     return dx, jnp.dot(xt, gb, preferred_element_type=jnp.float32)
 
 

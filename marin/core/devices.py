@@ -72,7 +72,9 @@ _MEASURED_PEAK: dict = {}
 
 
 def measure_matmul_flops(n: int = 1024, repeats: int = 5, dtype=None) -> float:
-    "FLOP/s of a jitted n×n matmul on the default device (best of `repeats`; `dtype` defaults to float32)."
+    """FLOP/s of a jitted n×n matmul on the default device (best of `repeats`; `dtype` defaults to float32), with
+    float32 accumulation and output, as the model's products run (a bfloat16-output product is another, slower,
+    program on XLA:CPU)."""
     import jax
     import jax.numpy as jnp
 
@@ -82,7 +84,7 @@ def measure_matmul_flops(n: int = 1024, repeats: int = 5, dtype=None) -> float:
         return _MEASURED_PEAK[key]
     a = jax.random.normal(jax.random.PRNGKey(0), (n, n), dtype)
     b = jax.random.normal(jax.random.PRNGKey(1), (n, n), dtype)
-    f = jax.jit(lambda a, b: a @ b)
+    f = jax.jit(lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32))
     f(a, b).block_until_ready()
     best = math.inf
     for _ in range(repeats):
@@ -93,15 +95,17 @@ def measure_matmul_flops(n: int = 1024, repeats: int = 5, dtype=None) -> float:
     return _MEASURED_PEAK[key]
 
 
-def peak_flops_per_device(override: float = 0.0) -> tuple[float, str]:
-    "(peak FLOP/s of one device, where the number comes from)."
+def peak_flops_per_device(override: float = 0.0, matmul_dtype: str = "float32") -> tuple[float, str]:
+    """(peak FLOP/s of one device, where the number comes from). A device without a datasheet entry (a CPU) is
+    measured in `matmul_dtype`, the dtype of the model's products (`LlamaConfig.matmul_dtype`): MFU against a float32
+    peak would overstate a model whose products are bfloat16 (several times faster on AMX)."""
     if override:
         return override, "config"
     kind = device_kind()
     for name, v in DEVICE_PEAK_FLOPS.items():
         if name.lower() in kind.lower():
             return v, f"datasheet ({kind})"
-    return measure_matmul_flops(), f"measured f32 matmul ({kind})"
+    return measure_matmul_flops(dtype=matmul_dtype), f"measured {matmul_dtype} matmul ({kind})"
 
 # %% ../../nbs/08_devices.ipynb #a4102c1d
 def device_spec(kind: str = "") -> tuple[str, float, float]:

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/20a_layers.ipynb #e97ec4e3
 from __future__ import annotations
-import dataclasses, math
+import dataclasses, math, re
 from typing import Any, Callable, ClassVar, Protocol
 import equinox as eqx
 import jax
@@ -14,9 +14,9 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 # %% auto #0
 __all__ = ['NO_SHARDING', 'MATMUL_DTYPES', 'ATTENTION', 'ACTIVATIONS', 'ActivationSharding', 'at_least_f32', 'dense', 'rms_norm',
-           'rope_frequencies', 'apply_rope', 'bf16_product', 'materialised_transpose', 'softmax_last_axis',
-           'attention_mask', 'softcap', 'reference_attention', 'xla_attention', 'cudnn_attention', 'param_name',
-           'is_param', 'cast_floats', 'split_keys', 'MLPShape', 'DenseMLP']
+           'rope_frequencies', 'apply_rope', 'bf16_product', 'materialised_transpose', 'product_dtypes',
+           'softmax_last_axis', 'attention_mask', 'softcap', 'reference_attention', 'xla_attention', 'cudnn_attention',
+           'param_name', 'is_param', 'cast_floats', 'split_keys', 'MLPShape', 'DenseMLP']
 
 # %% ../../nbs/20a_layers.ipynb #274f9183
 @dataclasses.dataclass(frozen=True)
@@ -137,6 +137,14 @@ def _bf16_product_bwd(res, g):
 
 
 bf16_product.defvjp(_bf16_product_fwd, _bf16_product_bwd)
+
+
+def product_dtypes(f: Callable, *args) -> list[tuple[str, str]]:
+    "The operand dtypes (HLO's names: `bf16`, `f32`) of each product XLA compiled `f(*args)` to: what it really ran."
+    hlo = jax.jit(f).lower(*args).compile().as_text()
+    dtype_of = dict(re.findall(r"%([\w.\-]+) = (\w+)\[", hlo))
+    dots = re.findall(r"= \w+\[[\d,]*\]\{[\d,]*\} dot\(%([\w.\-]+), %([\w.\-]+)\)", hlo)
+    return [(dtype_of[a], dtype_of[b]) for a, b in dots]
 
 # %% ../../nbs/20a_layers.ipynb #acae54e37e7d407bbb7b55eff062a284
 @jax.custom_vjp

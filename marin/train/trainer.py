@@ -1044,7 +1044,7 @@ def train(cfg: TrainConfig, output_path: str) -> dict:
         run.finish(exit_code=1)
         raise
     history = History(storage.join(output_path, "history.jsonl"), int(state.step), primary)
-    peak, peak_src = peak_flops_per_device(cfg.peak_flops, getattr(cfg.model, "matmul_dtype", "float32"))
+    peak, peak_src = peak_flops_per_device(cfg.peak_flops, cfg.model.matmul_dtype)
     bar = progress_bar(cfg, int(state.step), primary)
     tp = Throughput()
     ev = make_eval_step(cfg, setup.mesh)

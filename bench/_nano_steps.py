@@ -49,3 +49,16 @@ def report(runs: dict[str, dict]) -> None:
             f"{name}: median {med:.1f} ms/step ({base / med:.2f}x), CPU {cpu:.1f} ms/step ({base_cpu / cpu:.2f}x), "
             f"loss after 30 steps {r['loss30']:.6f}; blocks " + " ".join(f"{t:.0f}" for t in r["ms"])
         )
+
+
+def best_ms(f, args, reps):
+    "The best of 5 runs of `reps // 5` calls (at least one), in ms per call."
+    f(*args).block_until_ready()
+    calls, runs = max(1, reps // 5), []
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(calls):
+            r = f(*args)
+        r.block_until_ready()
+        runs.append((time.perf_counter() - t) / calls * 1e3)
+    return min(runs)

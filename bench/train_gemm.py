@@ -11,12 +11,12 @@ and row blocks split over XLA's intra-op pool) on top of `marin.kernels.cpu_rowv
 
     .venv/bin/python bench/train_gemm.py [--blocks 6] [--reps 300]"""
 
-import argparse, ctypes, os, subprocess, tempfile, time
+import argparse, ctypes, os, subprocess, tempfile
 import jax, jax.numpy as jnp, numpy as np
 import marin.models.layers as L, marin.models.transformer as TR
 from marin.kernels import cpu_rowvec
 
-from _nano_steps import interleave, report, warmed
+from _nano_steps import best_ms, interleave, report, warmed
 
 GEMM = r"""
 #if defined(__AVX512F__)
@@ -113,19 +113,6 @@ def kernel_dense(x, w, out_dtype=None):
     if x.dtype != jnp.float32 or w.dtype != jnp.float32 or w.ndim != 2:
         return xla_dense(x, w, out_dtype)
     return matmul(x.reshape(-1, x.shape[-1]), w).reshape(*x.shape[:-1], w.shape[-1])
-
-
-def best_ms(f, args, reps):
-    "The best of 5 runs of `reps // 5` calls (at least one), in ms per call."
-    f(*args).block_until_ready()
-    calls, runs = max(1, reps // 5), []
-    for _ in range(5):
-        t = time.perf_counter()
-        for _ in range(calls):
-            r = f(*args)
-        r.block_until_ready()
-        runs.append((time.perf_counter() - t) / calls * 1e3)
-    return min(runs)
 
 
 def both(ta: bool):

@@ -10,35 +10,24 @@ wᵀ` and `dw = xᵀ g`, in float32 and bfloat16 operands, and which operand dty
 
     .venv/bin/python bench/train_matmul_dtype.py [--blocks 6]"""
 
-import argparse, os, re, time
+import argparse, os
 
 import jax, jax.numpy as jnp
 
 import marin.models.layers as L
 from marin.train.cli import PRESETS
 
-from _nano_steps import interleave, report, warmed
+from _nano_steps import best_ms, interleave, report, warmed
 
 
-def best_us(f, *args, calls: int = 300) -> float:
-    "Best of 5 runs of `calls` calls of jitted `f`, µs per call."
-    jax.block_until_ready(f(*args))
-    best = float("inf")
-    for _ in range(5):
-        t = time.perf_counter()
-        for _ in range(calls):
-            r = f(*args)
-        jax.block_until_ready(r)
-        best = min(best, (time.perf_counter() - t) / calls)
-    return best * 1e6
+def best_us(f, *args) -> float:
+    "Best of 5 runs of 300 calls of jitted `f`, µs per call."
+    return 1e3 * best_ms(f, args, 1500)
 
 
-def dot_dtypes(f, *args) -> list[str]:
-    "The operand dtypes of each product in `f`'s compiled program."
-    hlo = jax.jit(f).lower(*args).compile().as_text()
-    dtype_of = dict(re.findall(r"%([\w.\-]+) = (\w+)\[", hlo))
-    dots = re.findall(r"= \w+\[[\d,]*\]\{[\d,]*\} dot\(%([\w.\-]+), %([\w.\-]+)\)", hlo)
-    return [f"{dtype_of[a]} x {dtype_of[b]}" for a, b in dots]
+def dw_dtypes(f, *args) -> str:
+    "The operand dtypes XLA compiled `f`'s (one) product to."
+    return " x ".join(L.product_dtypes(f, *args)[0])
 
 
 def products(tokens: int, d: int, f: int) -> None:
@@ -60,7 +49,7 @@ def products(tokens: int, d: int, f: int) -> None:
     dws = (best_us(jax.jit(folded), x, g), best_us(jax.jit(folded), xb, gb), best_us(jax.jit(split), xb, gb))
     print(
         f"| [{tokens},{d}] x [{d},{f}] | {fwd[0]:.0f} / {fwd[1]:.0f} | {dxs[0]:.0f} / {dxs[1]:.0f} | {dws[0]:.0f} / "
-        f"{dws[1]:.0f} ({dot_dtypes(folded, xb, gb)[0]}) | {dws[2]:.0f} ({dot_dtypes(split, xb, gb)[0]}) |"
+        f"{dws[1]:.0f} ({dw_dtypes(folded, xb, gb)}) | {dws[2]:.0f} ({dw_dtypes(split, xb, gb)}) |"
     )
 
 
@@ -69,7 +58,8 @@ def main():
     ap.add_argument("--blocks", type=int, default=6)
     a = ap.parse_args()
     print(f"load {os.getloadavg()}")
-    model = PRESETS["nano"]().model
+    nano = PRESETS["nano"]()
+    model = nano.model
     runs = {
         "float32 products": warmed(model=model),
         "bfloat16 products": warmed(model=model.replace(matmul_dtype="bfloat16")),
@@ -82,7 +72,6 @@ def main():
         L.materialised_transpose = split
     interleave(runs, a.blocks, 40)
     report(runs)
-    nano = PRESETS["nano"]()
     tokens = nano.data.batch_size * nano.data.seq_len // nano.grad_accum  # one microbatch
     print(
         f"\nproducts alone, µs (float32 / bfloat16 operands), {tokens} tokens; load {os.getloadavg()}\n"

@@ -168,19 +168,31 @@ def softmax_last_axis(x: Float[Array, "... S"]) -> Float[Array, "... S"]:
     "Softmax over the last axis; on the CPU its backward pass takes each row's `sum(g * p)` as a dot (see above)."
     return _softmax_dot_grad(x) if jax.default_backend() == "cpu" else jax.nn.softmax(x, axis=-1)
 
-# %% ../../nbs/20a_layers.ipynb #e4842ab7
-def attention_mask(segment_ids: Int[Array, "B S"], window: int | Int[Array, ""] = 0) -> Bool[Array, "B 1 S S"]:
+# %% ../../nbs/20a_layers.ipynb #2f52e1b5
+def attention_mask(
+    segment_ids: Int[Array, "B S"],
+    window: int | Int[Array, ""] = 0,
+    *,
+    positions: Int[Array, "B S"] | None = None,
+    branch_ids: Int[Array, "B S"] | None = None,
+) -> Bool[Array, "B 1 S S"]:
     """Causal, within a segment, and (with `window` > 0) only the last `window` positions: `q - window < k <= q`.
-    `window` may be a traced integer (a layer's own window inside a scan over layers; 0 attends to everything)."""
+    `window` may be a traced integer (a layer's own window inside a scan over layers; 0 attends to everything).
+    `branch_ids` lays a tree in a row: a shared context (branch 0) and after it branches 1, 2, ... that each continue
+    it; a token sees the context and the earlier tokens of its own branch only. The window then counts `positions`
+    (each branch starting where the context ends) instead of places in the row."""
     S = segment_ids.shape[1]
     qi, ki = jnp.arange(S)[:, None], jnp.arange(S)[None, :]
-    causal = ki <= qi
+    mask = (ki <= qi)[None] & (segment_ids[:, :, None] == segment_ids[:, None, :])  # [B, Sq, Sk]
     if not (isinstance(window, int) and window == 0):
-        causal = causal & ((window <= 0) | (qi - ki < window))
-    same = segment_ids[:, :, None] == segment_ids[:, None, :]  # [B, Sq, Sk]
-    return (causal[None] & same)[:, None]  # [B, 1, Sq, Sk]
+        dist = qi - ki if positions is None else positions[:, :, None] - positions[:, None, :]
+        mask = mask & ((window <= 0) | (dist < window))
+    if branch_ids is not None:
+        kb = branch_ids[:, None, :]
+        mask = mask & ((kb == 0) | (kb == branch_ids[:, :, None]))
+    return mask[:, None]  # [B, 1, Sq, Sk]
 
-
+# %% ../../nbs/20a_layers.ipynb #e4842ab7
 def softcap(x: Array, cap: float) -> Array:
     "`cap * tanh(x / cap)`: logits squashed smoothly into (-cap, cap) (Gemma's soft-capping); `cap` 0: `x` unchanged."
     return cap * jnp.tanh(x / cap) if cap else x

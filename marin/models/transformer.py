@@ -495,12 +495,16 @@ def forward(
     return_stats: bool = False,
     sharding: ActivationSharding | None = None,
     hidden_only: bool = False,
+    positions: Int[Array, "B S"] | None = None,
+    branch_ids: Int[Array, "B S"] | None = None,
 ) -> Float[Array, "B S V"]:
     """Logits (float32) for `tokens`; attention stays within equal `segment_ids` (default: one segment per row).
     With `return_stats`, `(logits, per-layer MLP stats stacked over layers)` (the MoE's routing statistics).
     `sharding` lays out the activations (and turns on expert parallelism); the default leaves them to XLA.
     `hidden_only`: the final (normed) hidden states `[B, S, D]` instead of the logits, for callers that need the
-    vocabulary projection (`output_logits`) at a few positions only (a scorer: the continuation's)."""
+    vocabulary projection (`output_logits`) at a few positions only (a scorer: the continuation's).
+    `positions` (RoPE's, default `0..S-1`) and `branch_ids` lay several continuations of one context in a row (see
+    `attention_mask`)."""
     cfg = model.cfg
     sharding = NO_SHARDING if sharding is None else sharding
     B, S = tokens.shape
@@ -510,19 +514,20 @@ def forward(
         segment_ids = jnp.ones_like(tokens)
     m = to_compute_dtype(model, jnp.dtype(compute_dtype))
     x = sharding(embed_tokens(cfg, m.embed, tokens), ("batch", "seq", "act_embed"))  # [B, S, D]
-    positions = jnp.broadcast_to(jnp.arange(S)[None], (B, S))
+    tree = {"positions": positions, "branch_ids": branch_ids}
+    positions = jnp.broadcast_to(jnp.arange(S)[None], (B, S)) if positions is None else positions
     if cfg.per_layer_attention:  # the loop carries its layer index and reads that layer's window and RoPE
         windows, inv_freqs = layer_attention(cfg)
 
         def body(carry, p):
             x, i = carry
-            mask = attention_mask(segment_ids, windows[i])
+            mask = attention_mask(segment_ids, windows[i], **tree)
             x, st = block_forward_with_stats(cfg, p, x, mask, positions, inv_freqs[i], sharding)
             return (x, i + 1), st
 
         x = (x, jnp.int32(0))
     else:
-        mask = attention_mask(segment_ids, cfg.sliding_window)
+        mask = attention_mask(segment_ids, cfg.sliding_window, **tree)
         inv_freq = rope_frequencies(cfg)
         body = lambda x, p: block_forward_with_stats(cfg, p, x, mask, positions, inv_freq, sharding)
     if remat != "none":

@@ -7,7 +7,9 @@ ARC-Easy items by lm-eval's `hf` model (transformers, float32) and by `marin.eva
 Both use the same batch size; both times include everything after the model is in memory (our side: tokenizing,
 padding, compiling, running, fetching; lm-eval's: building requests, tokenizing, running). The predictions must be
 identical; the log-likelihoods are compared. Our scorer's time is split with `stats=` (tokenization, padding,
-compile, device, transfer), with the padding share and the number of shapes compiled.
+compile, device, transfer), with the padding share and the number of shapes compiled. Our scorer runs an item's
+context once for its four choices (`share_context`, the default); a third run scores a request per row, as lm-eval
+does, to show what that saves.
 
     .venv/bin/python bench/eval_vs_lmeval.py [--items 50] [--layers 30] [--batch 16] [--marin-from DIR]
 
@@ -80,13 +82,15 @@ def lm_eval_side(model, tok, n_items: int, batch: int, tmp: str):
     return (dt, dc), [[float(r[0]) for r in s["filtered_resps"]] for s in samples]
 
 
-def our_side(model, tok, n_items: int, batch: int):
+def our_side(model, tok, n_items: int, batch: int, share: bool = True):
     from marin.eval.tasks import BUILTIN_TASKS, evaluate_multiple_choice
     from marin.eval.perplexity import model_logits_fn
 
     task = dataclasses.replace(BUILTIN_TASKS["arc_easy"], limit=n_items)
     stats: dict = {}
-    kw = {"stats": stats} if "stats" in evaluate_multiple_choice.__code__.co_varnames else {}
+    names = evaluate_multiple_choice.__code__.co_varnames
+    kw = {"stats": stats} if "stats" in names else {}
+    kw |= {"share_context": share} if "share_context" in names else {}
     t0, c0 = time.perf_counter(), cpu_s()
     r = evaluate_multiple_choice(model_logits_fn(model), tok, task, max_len=model.cfg.seq_len, batch_size=batch, **kw)
     return (time.perf_counter() - t0, cpu_s() - c0), [it["loglik"] for it in r.items], stats
@@ -113,21 +117,26 @@ def main():
         ours_s, ours_ll, st = our_side(model, tok, a.items, a.batch)  # ours first, lm-eval second, ours again
         lm_s, lm_ll = lm_eval_side(model, tok, a.items, a.batch, tmp)
         ours2_s, _, _ = our_side(model, tok, a.items, a.batch)  # warm: every shape compiled
+        one_s, one_ll, one_st = our_side(model, tok, a.items, a.batch, share=False)  # a request per row, compiles too
     same = sum(int(np.argmax(x)) == int(np.argmax(y)) for x, y in zip(ours_ll, lm_ll))
     diff = max(float(np.max(np.abs(np.array(x) - np.array(y)))) for x, y in zip(ours_ll, lm_ll))
     print(f"\n{a.label or 'run'}: identical predictions {same}/{len(lm_ll)}; max |Δ loglik| {diff:.2e}")
+    d1 = max(float(np.max(np.abs(np.array(x) - np.array(y)))) for x, y in zip(ours_ll, one_ll))
+    print(f"shared contexts vs a request per row: max |Δ loglik| {d1:.2e}")
     print("| scorer | wall s | vs lm-eval (wall) | CPU s | vs lm-eval (CPU) |\n|---|---:|---:|---:|---:|")
     rows = [
         (f"lm-eval {lm_eval_version()} HF backend (torch {torch.__version__})", lm_s),
         ("marin, first run (compiles included)", ours_s),
         ("marin, second run (compiled)", ours2_s),
+        ("marin, a request per row (share_context=False), first run", one_s),
     ]
     for name, (w, c) in rows:
         print(f"| {name} | {w:.1f} | {lm_s[0] / w:.2f} | {c:.1f} | {lm_s[1] / c:.2f} |")
-    if st:
+    for what, st in (("first run", st), ("a request per row", one_st)) if st else ():
         pad = 1 - st["tokens"] / st["positions"]
+        rows = f"{st['requests']} requests in {st['rows']} rows, " if "rows" in st else ""
         print(
-            f"\nmarin first run: tokenize {st['tokenize_s']:.2f} s, bucket/pad {st['prepare_s'] + st['pad_s']:.2f} s, "
+            f"\nmarin {what}: {rows}tokenize {st['tokenize_s']:.2f} s, bucket/pad {st['prepare_s'] + st['pad_s']:.2f} s, "
             f"compile (+ first run of each shape) {st['compile_s']:.1f} s for {len(st['shapes'])} shapes, device "
             f"{st['device_s']:.1f} s, transfer {st['transfer_s']:.3f} s; {st['batches']} batches, padding "
             f"{pad:.1%} of {st['positions']} positions, LM head at {st['scored_padded']} positions "

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import dataclasses, json, math, os, time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 from fastcore.basics import patch
 from ..core import storage
@@ -249,43 +249,99 @@ def _gather_impl(logits, targets, mask):
 _GATHER: dict = {}
 
 # %% ../../nbs/51_tasks.ipynb #8597ca53
-def _pad_requests(seqs: list[tuple], idx: list[int], B: int, L: int):
-    "Tokens, segment ids, targets and the continuation mask `[B, L]` of requests `idx`, right-padded."
-    toks, segs = np.zeros((B, L), np.int32), np.zeros((B, L), np.int32)
-    tgts, mask = np.zeros((B, L), np.int32), np.zeros((B, L), np.float32)
-    for r, i in enumerate(idx):
-        inp, tgt, nc = seqs[i]
-        n = len(inp)
-        toks[r, :n], segs[r, :n], tgts[r, :n] = inp, 1, tgt
-        mask[r, n - nc : n] = 1.0
-    return toks, segs, tgts, mask
+class _Row(NamedTuple):
+    "One row of a batch: its tokens, RoPE positions and branches (`attention_mask`), and the places it scores."
+
+    tokens: list[int]
+    positions: list[int]
+    branches: list[int]
+    cols: list[int]  # the places whose next-token log-probability counts, in order
+    targets: list[int]  # the token each of them must predict
+    owners: list[int]  # the request each of them belongs to
 
 
-def _scored_positions(seqs: list[tuple], idx: list[int], N: int):
-    """Row, column and target of every continuation position of requests `idx` (batch rows 0, 1, ...), padded with
-    position (0, 0) to `N` (one size for a whole task: one head shape); and the batch row of each real position."""
-    rows, cols, ys = [], [], []
+def _request_row(ctx: Sequence[int], cont: Sequence[int], owner: int, max_len: int, bos_id: int) -> _Row:
+    "One request alone in a row, its context cut on the left to fit `max_len` (an empty context: `[bos_id]`)."
+    full = ((list(ctx) or [bos_id]) + list(cont))[-(max_len + 1) :]
+    n = len(full) - 1
+    nc = min(len(cont), n)
+    return _Row(full[:-1], list(range(n)), [0] * n, list(range(n - nc, n)), full[n - nc + 1 :], [owner] * nc)
+
+
+def _shared_row(ctx: list[int], conts: list[list[int]], owners: list[int]) -> _Row:
+    "The context once, then each continuation (all but its last token) as its own branch, starting where it ends."
+    C = len(ctx)
+    tokens, positions, branches, cols, targets, own = list(ctx), list(range(C)), [0] * C, [], [], []
+    for b, (cont, o) in enumerate(zip(conts, owners), 1):
+        start, k = len(tokens), len(cont) - 1
+        cols += [C - 1, *range(start, start + k)]
+        tokens += cont[:-1]
+        positions += range(C, C + k)
+        branches += [b] * k
+        targets += cont
+        own += [o] * len(cont)
+    return _Row(tokens, positions, branches, cols, targets, own)
+
+# %% ../../nbs/51_tasks.ipynb #3ba5de70
+def _rows(requests: Sequence[tuple], max_len: int, bos_id: int, share: bool) -> list[_Row]:
+    """The rows that score `requests`: with `share`, the requests of one context in one row where they fit in
+    `max_len` (`_shared_row`); every other request in a row of its own (`_request_row`)."""
+    if any(not cont for _, cont in requests):
+        raise ValueError("a continuation encoded to no tokens; check the choices and the delimiter")
+    if not share:
+        return [_request_row(ctx, cont, i, max_len, bos_id) for i, (ctx, cont) in enumerate(requests)]
+    groups: dict[tuple, list[int]] = {}
+    for i, (ctx, _) in enumerate(requests):
+        groups.setdefault(tuple(ctx) or (bos_id,), []).append(i)
+    rows = []
+    for ctx, idx in groups.items():
+        conts = [list(requests[i][1]) for i in idx]
+        if len(idx) > 1 and len(ctx) + sum(len(c) - 1 for c in conts) <= max_len:
+            rows.append(_shared_row(list(ctx), conts, idx))
+        else:
+            rows += [_request_row(ctx, requests[i][1], i, max_len, bos_id) for i in idx]
+    return rows
+
+
+def _pad_rows(rows: list[_Row], idx: list[int], B: int, L: int) -> tuple:
+    """Tokens, segment ids, positions, branches `[B, L]` of rows `idx`, right-padded; and the targets and the mask of
+    the scored places, for a plain logits function (its rows hold one request each)."""
+    toks, segs, pos, branch, tgts = (np.zeros((B, L), np.int32) for _ in range(5))
+    mask = np.zeros((B, L), np.float32)
     for r, i in enumerate(idx):
-        inp, tgt, nc = seqs[i]
-        n = len(inp)
-        rows += [r] * nc
-        cols += range(n - nc, n)
-        ys += tgt[n - nc : n]
+        row, n = rows[i], len(rows[i].tokens)
+        toks[r, :n], segs[r, :n], pos[r, :n], branch[r, :n] = row.tokens, 1, row.positions, row.branches
+        tgts[r, row.cols], mask[r, row.cols] = row.targets, 1.0
+    return toks, segs, pos, branch, tgts, mask
+
+
+def _scored_places(rows: list[_Row], idx: list[int], N: int) -> tuple:
+    """Row, column and target of every scored place of rows `idx` (batch rows 0, 1, ...), padded with place (0, 0) to
+    `N` (one size for a whole task: one head shape); and the request each real place belongs to."""
+    r_, c_, y_, o_ = [], [], [], []
+    for r, i in enumerate(idx):
+        row = rows[i]
+        r_ += [r] * len(row.cols)
+        c_ += row.cols
+        y_ += row.targets
+        o_ += row.owners
     pad = lambda v: np.asarray(v + [0] * (N - len(v)), np.int32)
-    return pad(rows), pad(cols), pad(ys), np.asarray(rows, np.int64)
+    return pad(r_), pad(c_), pad(y_), np.asarray(o_, np.int64)
 
 # %% ../../nbs/51_tasks.ipynb #d7dcf236
 class _ScoreStats:
     "What `score_requests(stats=...)` reports: counts, padding, and seconds per phase (a no-op without a dict)."
 
-    def __init__(self, stats: dict | None, prepare_s: float):
+    def __init__(self, stats: dict | None, prepare_s: float, requests: int, rows: int):
         self.d, self.shapes = stats, set()
         if stats is not None:
-            for k in ("batches", "positions", "tokens", "scored", "scored_padded"):
+            for k in ("requests", "rows", "batches", "positions", "tokens", "scored", "scored_padded"):
                 stats.setdefault(k, 0)
             for k in ("prepare_s", "pad_s", "compile_s", "device_s", "transfer_s"):
                 stats.setdefault(k, 0.0)
             stats["prepare_s"] += prepare_s
+            stats["requests"] += requests
+            stats["rows"] += rows
             stats.setdefault("shapes", set())
 
     def batch(self, t0: float, t_pad: float, res, shape: tuple, tokens: int, scored: int) -> None:
@@ -311,48 +367,39 @@ class _ScoreStats:
             self.d["transfer_s"] += transfer_s
 
 # %% ../../nbs/51_tasks.ipynb #94a6f8a8
-def _as_seqs(requests, max_len: int, bos_id: int) -> list[tuple]:
-    "(inputs, targets, continuation length) per request: the context cut on the left to fit `max_len`."
-    seqs = []
-    for ctx, cont in requests:
-        if not cont:
-            raise ValueError("a continuation encoded to no tokens; check the choices and the delimiter")
-        ctx = list(ctx) or [bos_id]  # an empty context is conditioned on bos
-        full = (ctx + list(cont))[-(max_len + 1) :]
-        seqs.append((full[:-1], full[1:], len(cont)))
-    return seqs
+def _prepare(logits_fn, rows: list[_Row], idx: list[int], B: int, L: int, N: int) -> tuple:
+    """Host arrays of one batch: `_pad_rows`, and for a model (it has `target_logprobs`) its `N` scored places
+    (`_scored_places`)."""
+    padded = _pad_rows(rows, idx, B, L)
+    return padded, (_scored_places(rows, idx, N) if hasattr(logits_fn, "target_logprobs") else None)
 
 
-def _prepare(logits_fn, seqs, idx, B: int, L: int, N: int) -> tuple:
-    """Host arrays of one batch: `(tokens, segment ids, targets, mask)` `[B, L]`, and for a model (it has
-    `target_logprobs`) its `N` scored positions (`_scored_positions`)."""
-    padded = _pad_requests(seqs, idx, B, L)
-    return padded, (_scored_positions(seqs, idx, N) if hasattr(logits_fn, "target_logprobs") else None)
-
-
-def _dispatch(logits_fn, padded, positions):
+def _dispatch(logits_fn, padded, places):
     "Start scoring one batch: the device results (`[N]` or `[B]` log-likelihoods and greedy flags)."
     import jax, jax.numpy as jnp
 
-    toks, segs, tgts, mask = padded
-    if positions is not None:  # a model: the vocabulary projection at the continuation only
-        rows, cols, ys, _ = positions
-        return logits_fn.target_logprobs(jnp.asarray(toks), jnp.asarray(segs), rows, cols, ys)
+    toks, segs, pos, branch, tgts, mask = padded
+    if places is not None:  # a model: the vocabulary projection at the scored places only
+        r, c, y, _ = places
+        t, s, p, b = (jnp.asarray(a) for a in (toks, segs, pos, branch))
+        return logits_fn.target_logprobs(t, s, r, c, y, p, b)
     if "g" not in _GATHER:
         _GATHER["g"] = jax.jit(_gather_impl)
     logits = logits_fn(jnp.asarray(toks), jnp.asarray(segs))
     return _GATHER["g"](logits, jnp.asarray(tgts), jnp.asarray(mask))
 
 
-def _per_request(result, owner, n: int, k: int) -> list[tuple[float, bool]]:
-    "(log-likelihood, greedy) of a batch's `k` requests from its fetched results."
+def _per_request(result, owners, per_place: bool) -> list[tuple[int, tuple[float, bool]]]:
+    """(request, (log-likelihood, greedy)) of a batch's requests from its fetched results: per scored place (a
+    model's, summed per request in place order, in float32) or per row (a plain logits function's)."""
     a, g = np.asarray(result[0]), np.asarray(result[1])
-    if owner is None:
-        return [(float(a[r]), bool(g[r])) for r in range(k)]
-    ll, greedy = np.zeros(k, np.float32), np.ones(k, bool)
-    np.add.at(ll, owner, a[:n])  # in position order, in float32
-    np.logical_and.at(greedy, owner, g[:n])
-    return [(float(ll[r]), bool(greedy[r])) for r in range(k)]
+    if not per_place:
+        return [(o, (float(a[r]), bool(g[r]))) for r, o in enumerate(owners)]
+    reqs, local = np.unique(owners, return_inverse=True)
+    ll, greedy = np.zeros(len(reqs), np.float32), np.ones(len(reqs), bool)
+    np.add.at(ll, local, a[: len(owners)])
+    np.logical_and.at(greedy, local, g[: len(owners)])
+    return [(int(q), (float(l), bool(k))) for q, l, k in zip(reqs, ll, greedy)]
 
 # %% ../../nbs/51_tasks.ipynb #b3d2ba67
 def score_requests(
@@ -364,41 +411,41 @@ def score_requests(
     bos_id: int = 0,
     progress: bool = False,
     stats: dict | None = None,
+    share_context: bool = True,
 ) -> list[tuple[float, bool]]:
-    """(log P(continuation | context), greedy) per request, in padded batches of similar lengths (longest first).
-    A model (`model_logits_fn`) projects onto the vocabulary only at the continuation's positions; any other logits
-    function is scored from its full logits. Every batch is dispatched before any result is fetched. `stats` (a
-    dict), when given, is filled with counts (batches, shapes compiled, padding) and a split of the time; the scorer
-    then waits for each batch, to time it."""
+    """(log P(continuation | context), greedy) per request, in padded batches of `batch_size` rows of similar lengths
+    (longest first). A model (`model_logits_fn`) projects onto the vocabulary only at the scored places and, with
+    `share_context`, runs each context once for all its continuations (`_shared_row`); any other logits function is
+    scored from its full logits, a request per row. Every batch is dispatched before any result is fetched. `stats`
+    (a dict), when given, is filled with counts (requests, rows, batches, shapes compiled, padding) and a split of the
+    time; the scorer then waits for each batch, to time it."""
     import jax
     from tqdm.auto import tqdm
 
     t = time.perf_counter()
-    seqs = _as_seqs(requests, max_len, bos_id)
-    if not seqs:
+    model = hasattr(logits_fn, "target_logprobs")
+    rows = _rows(requests, max_len, bos_id, share_context and model)
+    if not rows:
         return []
-    order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i][0]))
+    order = sorted(range(len(rows)), key=lambda i: -len(rows[i].tokens))
     batches = [order[b : b + batch_size] for b in range(0, len(order), batch_size)]
-    # the scored positions of every batch padded to one size (the most any batch has): shapes vary with L only
-    N = max(16, 1 << (max(sum(seqs[i][2] for i in idx) for idx in batches) - 1).bit_length())
-    st = _ScoreStats(stats, time.perf_counter() - t)
-    pending = []
+    N = -(-max(sum(len(rows[i].cols) for i in idx) for idx in batches) // 16) * 16  # one head shape per task
+    st, pending = _ScoreStats(stats, time.perf_counter() - t, len(requests), len(rows)), []
     for idx in tqdm(batches, disable=not progress, desc="score", unit="batch"):
-        L = _bucket(max(len(seqs[i][0]) for i in idx), max_len)
+        L = _bucket(max(len(rows[i].tokens) for i in idx), max_len)
         t = time.perf_counter()
-        padded, positions = _prepare(logits_fn, seqs, idx, batch_size, L, N)
+        padded, places = _prepare(logits_fn, rows, idx, batch_size, L, N)
         t_pad = time.perf_counter()
-        res = _dispatch(logits_fn, padded, positions)
-        owner = None if positions is None else positions[3]
-        n = 0 if owner is None else len(owner)
-        st.batch(t, t_pad, res, (batch_size, L, len(res[0])), sum(len(seqs[i][0]) for i in idx), n)
-        pending.append((idx, owner, n, res))
+        res = _dispatch(logits_fn, padded, places)
+        scored = sum(len(rows[i].cols) for i in idx)
+        st.batch(t, t_pad, res, (batch_size, L, len(res[0])), sum(len(rows[i].tokens) for i in idx), scored)
+        pending.append((places[3] if model else [rows[i].owners[0] for i in idx], res))
     t = time.perf_counter()
-    fetched = jax.device_get([p[3] for p in pending])  # one transfer for the whole task
-    out: list = [None] * len(seqs)
-    for (idx, owner, n, _), res in zip(pending, fetched):
-        for i, r in zip(idx, _per_request(res, owner, n, len(idx))):
-            out[i] = r
+    fetched = jax.device_get([res for _, res in pending])  # one transfer for the whole task
+    out: list = [None] * len(requests)
+    for (owners, _), res in zip(pending, fetched):
+        for q, r in _per_request(res, owners, model):
+            out[q] = r
     st.done(time.perf_counter() - t)
     return out
 
@@ -450,9 +497,11 @@ def evaluate_multiple_choice(
     progress: bool = False,
     items: list[dict] | None = None,
     stats: dict | None = None,
+    share_context: bool = True,
 ) -> TaskResult:
-    """Score every choice of every item; accuracy and length-normalised accuracy with standard errors. `stats`: see
-    `score_requests` (plus `tokenize_s`)."""
+    """Score every choice of every item; accuracy and length-normalised accuracy with standard errors. `stats` and
+    `share_context` (an item's context run once for all its choices): see `score_requests` (`stats` gains
+    `tokenize_s`)."""
     t = time.perf_counter()
     items = items if items is not None else load_items(task)
     first = getattr(tok, "bos_id", None)  # a pretrained tokenizer's <bos> starts every context, as in lm-eval
@@ -466,9 +515,8 @@ def evaluate_multiple_choice(
     bos = getattr(tok, "eos_id", None) or 0
     if stats is not None:
         stats["tokenize_s"] = stats.get("tokenize_s", 0.0) + time.perf_counter() - t
-    scored = score_requests(
-        logits_fn, reqs, max_len=max_len, batch_size=batch_size, bos_id=bos, progress=progress, stats=stats
-    )
+    kw = dict(max_len=max_len, batch_size=batch_size, bos_id=bos, progress=progress, stats=stats)
+    scored = score_requests(logits_fn, reqs, share_context=share_context, **kw)
     rows, k = [], 0
     for i, it in enumerate(items):
         n = len(it["choices"])

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/51_tasks.ipynb #a1911f3b
 from __future__ import annotations
-import dataclasses, json, math, os, time
+import bisect, dataclasses, json, math, os, time
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
@@ -303,28 +303,56 @@ def _rows(requests: Sequence[tuple], max_len: int, bos_id: int, share: bool) -> 
     return rows
 
 
-def _pad_rows(rows: list[_Row], idx: list[int], B: int, L: int) -> tuple:
-    """Tokens, segment ids, positions, branches `[B, L]` of rows `idx`, right-padded; and the targets and the mask of
-    the scored places, for a plain logits function (its rows hold one request each)."""
+def _pack(lengths: Sequence[int], L: int) -> list[list[int]]:
+    """Indices into `lengths` packed into sequences of at most `L` (best fit, longest first): each sequence is the
+    rows it holds, one after another."""
+    seqs: list[list[int]] = []
+    free, which = [], []  # the room left in each open sequence, ascending, and that sequence
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        j = bisect.bisect_left(free, lengths[i])
+        if j == len(free):
+            room, s = L, len(seqs)
+            seqs.append([])
+        else:
+            room, s = free.pop(j), which.pop(j)
+        seqs[s].append(i)
+        k = bisect.bisect_left(free, room - lengths[i])
+        free.insert(k, room - lengths[i])
+        which.insert(k, s)
+    return seqs
+
+# %% ../../nbs/51_tasks.ipynb #b21d64a9
+def _pad_rows(rows: list[_Row], batch: list[list[int]], B: int, L: int) -> tuple:
+    """Tokens, segment ids, positions, branches `[B, L]` of a batch of sequences, each the rows it packs one after
+    another as segments 1, 2, ...; right-padded. And the targets and the mask of the scored places, for a plain
+    logits function (whose sequences hold one request each)."""
     toks, segs, pos, branch, tgts = (np.zeros((B, L), np.int32) for _ in range(5))
     mask = np.zeros((B, L), np.float32)
-    for r, i in enumerate(idx):
-        row, n = rows[i], len(rows[i].tokens)
-        toks[r, :n], segs[r, :n], pos[r, :n], branch[r, :n] = row.tokens, 1, row.positions, row.branches
-        tgts[r, row.cols], mask[r, row.cols] = row.targets, 1.0
+    for r, seq in enumerate(batch):
+        at = 0
+        for s, i in enumerate(seq, 1):
+            row, n = rows[i], len(rows[i].tokens)
+            toks[r, at : at + n], segs[r, at : at + n] = row.tokens, s
+            pos[r, at : at + n], branch[r, at : at + n] = row.positions, row.branches
+            cols = [at + c for c in row.cols]
+            tgts[r, cols], mask[r, cols] = row.targets, 1.0
+            at += n
     return toks, segs, pos, branch, tgts, mask
 
 
-def _scored_places(rows: list[_Row], idx: list[int], N: int) -> tuple:
-    """Row, column and target of every scored place of rows `idx` (batch rows 0, 1, ...), padded with place (0, 0) to
-    `N` (one size for a whole task: one head shape); and the request each real place belongs to."""
+def _scored_places(rows: list[_Row], batch: list[list[int]], N: int) -> tuple:
+    """Row, column and target of every scored place of a batch of sequences, padded with place (0, 0) to `N` (one
+    size for a whole task: one head shape); and the request each real place belongs to."""
     r_, c_, y_, o_ = [], [], [], []
-    for r, i in enumerate(idx):
-        row = rows[i]
-        r_ += [r] * len(row.cols)
-        c_ += row.cols
-        y_ += row.targets
-        o_ += row.owners
+    for r, seq in enumerate(batch):
+        at = 0
+        for i in seq:
+            row = rows[i]
+            r_ += [r] * len(row.cols)
+            c_ += [at + c for c in row.cols]
+            y_ += row.targets
+            o_ += row.owners
+            at += len(row.tokens)
     pad = lambda v: np.asarray(v + [0] * (N - len(v)), np.int32)
     return pad(r_), pad(c_), pad(y_), np.asarray(o_, np.int64)
 
@@ -367,11 +395,11 @@ class _ScoreStats:
             self.d["transfer_s"] += transfer_s
 
 # %% ../../nbs/51_tasks.ipynb #94a6f8a8
-def _prepare(logits_fn, rows: list[_Row], idx: list[int], B: int, L: int, N: int) -> tuple:
-    """Host arrays of one batch: `_pad_rows`, and for a model (it has `target_logprobs`) its `N` scored places
-    (`_scored_places`)."""
-    padded = _pad_rows(rows, idx, B, L)
-    return padded, (_scored_places(rows, idx, N) if hasattr(logits_fn, "target_logprobs") else None)
+def _prepare(logits_fn, rows: list[_Row], batch: list[list[int]], B: int, L: int, N: int) -> tuple:
+    """Host arrays of one batch of sequences: `_pad_rows`, and for a model (it has `target_logprobs`) its `N` scored
+    places (`_scored_places`)."""
+    padded = _pad_rows(rows, batch, B, L)
+    return padded, (_scored_places(rows, batch, N) if hasattr(logits_fn, "target_logprobs") else None)
 
 
 def _dispatch(logits_fn, padded, places):
@@ -402,6 +430,20 @@ def _per_request(result, owners, per_place: bool) -> list[tuple[int, tuple[float
     return [(int(q), (float(l), bool(k))) for q, l, k in zip(reqs, ll, greedy)]
 
 # %% ../../nbs/51_tasks.ipynb #b3d2ba67
+def _batches(rows: list[_Row], model: bool, batch_size: int, max_len: int) -> list[tuple[int, int, list]]:
+    """`(B, L, sequences)` per batch. A model's rows are packed (`_pack`) into sequences of one length, the bucket of
+    the longest row and at least 128: one shape for the task, its batches made as even as `batch_size` allows. A
+    plain logits function gets a row per sequence, longest first, each batch as long as its longest row's bucket."""
+    if model:
+        L = _bucket(max(128, *(len(r.tokens) for r in rows)), max_len)
+        seqs = _pack([len(r.tokens) for r in rows], L)
+        B = -(-len(seqs) // -(-len(seqs) // batch_size))  # ceil(n / number of batches): no batch left half empty
+        return [(B, L, seqs[b : b + B]) for b in range(0, len(seqs), B)]
+    order = sorted(range(len(rows)), key=lambda i: -len(rows[i].tokens))
+    batches = [order[b : b + batch_size] for b in range(0, len(order), batch_size)]
+    return [(batch_size, _bucket(len(rows[idx[0]].tokens), max_len), [[i] for i in idx]) for idx in batches]
+
+
 def score_requests(
     logits_fn: Callable,
     requests: Sequence[tuple[list[int], list[int]]],
@@ -413,12 +455,12 @@ def score_requests(
     stats: dict | None = None,
     share_context: bool = True,
 ) -> list[tuple[float, bool]]:
-    """(log P(continuation | context), greedy) per request, in padded batches of `batch_size` rows of similar lengths
-    (longest first). A model (`model_logits_fn`) projects onto the vocabulary only at the scored places and, with
-    `share_context`, runs each context once for all its continuations (`_shared_row`); any other logits function is
-    scored from its full logits, a request per row. Every batch is dispatched before any result is fetched. `stats`
-    (a dict), when given, is filled with counts (requests, rows, batches, shapes compiled, padding) and a split of the
-    time; the scorer then waits for each batch, to time it."""
+    """(log P(continuation | context), greedy) per request, in batches of at most `batch_size` sequences. A model
+    (`model_logits_fn`) projects onto the vocabulary only at the scored places, runs each context once for all its
+    continuations (`share_context`, `_shared_row`) and packs rows into sequences of one length (`_batches`); any
+    other logits function is scored from its full logits, a request per sequence. Every batch is dispatched before
+    any result is fetched. `stats` (a dict), when given, is filled with counts (requests, rows, sequences, batches,
+    shapes compiled, padding) and a split of the time; the scorer then waits for each batch, to time it."""
     import jax
     from tqdm.auto import tqdm
 
@@ -427,19 +469,17 @@ def score_requests(
     rows = _rows(requests, max_len, bos_id, share_context and model)
     if not rows:
         return []
-    order = sorted(range(len(rows)), key=lambda i: -len(rows[i].tokens))
-    batches = [order[b : b + batch_size] for b in range(0, len(order), batch_size)]
-    N = -(-max(sum(len(rows[i].cols) for i in idx) for idx in batches) // 16) * 16  # one head shape per task
+    batches = _batches(rows, model, batch_size, max_len)
+    places = lambda seqs: sum(len(rows[i].cols) for s in seqs for i in s)
+    N = -(-max(places(seqs) for _, _, seqs in batches) // 16) * 16  # one head shape per task
     st, pending = _ScoreStats(stats, time.perf_counter() - t, len(requests), len(rows)), []
-    for idx in tqdm(batches, disable=not progress, desc="score", unit="batch"):
-        L = _bucket(max(len(rows[i].tokens) for i in idx), max_len)
+    for B, L, seqs in tqdm(batches, disable=not progress, desc="score", unit="batch"):
         t = time.perf_counter()
-        padded, places = _prepare(logits_fn, rows, idx, batch_size, L, N)
+        padded, where = _prepare(logits_fn, rows, seqs, B, L, N)
         t_pad = time.perf_counter()
-        res = _dispatch(logits_fn, padded, places)
-        scored = sum(len(rows[i].cols) for i in idx)
-        st.batch(t, t_pad, res, (batch_size, L, len(res[0])), sum(len(rows[i].tokens) for i in idx), scored)
-        pending.append((places[3] if model else [rows[i].owners[0] for i in idx], res))
+        res = _dispatch(logits_fn, padded, where)
+        st.batch(t, t_pad, res, (B, L, len(res[0])), sum(len(rows[i].tokens) for s in seqs for i in s), places(seqs))
+        pending.append((where[3] if model else [rows[s[0]].owners[0] for s in seqs], res))
     t = time.perf_counter()
     fetched = jax.device_get([res for _, res in pending])  # one transfer for the whole task
     out: list = [None] * len(requests)

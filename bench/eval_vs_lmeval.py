@@ -11,7 +11,7 @@ compile, device, transfer), with the padding share and the number of shapes comp
 context once for its four choices (`share_context`, the default); a third run scores a request per row, as lm-eval
 does, to show what that saves.
 
-    .venv/bin/python bench/eval_vs_lmeval.py [--items 50] [--layers 30] [--batch 16] [--marin-from DIR]
+    .venv/bin/python bench/eval_vs_lmeval.py [--items 50] [--layers 30] [--batch 16] [--lm-eval-batch N] [--marin-from DIR]
 
 `--marin-from DIR` imports `marin` from another tree (`git archive REV marin | tar -x -C DIR`): the "before"."""
 
@@ -101,6 +101,7 @@ def main():
     ap.add_argument("--items", type=int, default=50)
     ap.add_argument("--layers", type=int, default=30)
     ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--lm-eval-batch", type=int, default=0, help="lm-eval's batch size (default: --batch)")
     ap.add_argument("--loop", default="auto", help="layer_loop of our model: auto (unrolled on CPU) | scan")
     ap.add_argument("--marin-from", default="")
     ap.add_argument("--label", default="")
@@ -111,11 +112,11 @@ def main():
     model, tok = build(a.layers, a.loop)
     print(
         f"marin from {os.path.dirname(marin.__file__)}; {model.cfg.summary()}; {a.items} ARC-Easy items; batch "
-        f"{a.batch}; torch threads {torch.get_num_threads()}; load {os.getloadavg()}"
+        f"{a.batch} (lm-eval {a.lm_eval_batch or a.batch}); torch threads {torch.get_num_threads()}; load {os.getloadavg()}"
     )
     with tempfile.TemporaryDirectory() as tmp:
         ours_s, ours_ll, st = our_side(model, tok, a.items, a.batch)  # ours first, lm-eval second, ours again
-        lm_s, lm_ll = lm_eval_side(model, tok, a.items, a.batch, tmp)
+        lm_s, lm_ll = lm_eval_side(model, tok, a.items, a.lm_eval_batch or a.batch, tmp)
         ours2_s, _, _ = our_side(model, tok, a.items, a.batch)  # warm: every shape compiled
         one_s, one_ll, one_st = our_side(model, tok, a.items, a.batch, share=False)  # a request per row, compiles too
     same = sum(int(np.argmax(x)) == int(np.argmax(y)) for x, y in zip(ours_ll, lm_ll))

@@ -177,9 +177,10 @@ _LOGITS_JIT: dict = {}  # compute dtype -> one jitted forward, shared by every m
 _SCORED_JIT: dict = {}  # compute dtype -> one jitted `target_logprobs`, likewise
 
 
-def _target_logprobs(model, tokens, segment_ids, rows, cols, targets, positions, branch_ids, compute_dtype):
-    """log P(targets[j]) at places `(rows[j], cols[j])`, and whether it is the argmax: `[N]`, `[N]`; `positions` and
-    `branch_ids` (or None) lay continuations of a shared context in a row (`forward`)."""
+def _target_logprobs(model, tokens, segment_ids, rows, cols, targets, positions, branch_ids, place_ids, compute_dtype):
+    """log P(targets[j]) at place `(rows[p], cols[p])`, `p = place_ids[j]` (default `j`), and whether it is the
+    argmax: `[N]`, `[N]`. Several targets may share a place (each projected once); `positions` and `branch_ids` (or
+    None) lay continuations of a shared context in a row (`forward`)."""
     import jax, jax.numpy as jnp
     from marin.models.transformer import forward, output_logits
 
@@ -193,7 +194,10 @@ def _target_logprobs(model, tokens, segment_ids, rows, cols, targets, positions,
         branch_ids=branch_ids,
     )
     logp = jax.nn.log_softmax(output_logits(model, h[rows, cols], compute_dtype=compute_dtype), axis=-1)  # [N, V]
-    return jnp.take_along_axis(logp, targets[:, None], axis=-1)[:, 0], jnp.argmax(logp, axis=-1) == targets
+    best = jnp.argmax(logp, axis=-1)
+    if place_ids is not None:
+        logp, best = logp[place_ids], best[place_ids]
+    return jnp.take_along_axis(logp, targets[:, None], axis=-1)[:, 0], best == targets
 
 
 class ModelLogits:
@@ -209,17 +213,20 @@ class ModelLogits:
             _LOGITS_JIT[compute_dtype] = eqx.filter_jit(lambda m, t, s: forward(m, t, s, compute_dtype=dt))
         if compute_dtype not in _SCORED_JIT:
             _SCORED_JIT[compute_dtype] = eqx.filter_jit(
-                lambda m, t, s, r, c, y, p, b: _target_logprobs(m, t, s, r, c, y, p, b, dt)
+                lambda m, t, s, r, c, y, p, b, i: _target_logprobs(m, t, s, r, c, y, p, b, i, dt)
             )
         self.model, self._logits, self._scored = model, _LOGITS_JIT[compute_dtype], _SCORED_JIT[compute_dtype]
 
     def __call__(self, tokens, segment_ids):
         return self._logits(self.model, tokens, segment_ids)
 
-    def target_logprobs(self, tokens, segment_ids, rows, cols, targets, positions=None, branch_ids=None):
-        """`(log P(targets[j] | row rows[j] up to cols[j]), is it the argmax)` for each j, as device arrays `[N]`;
-        with `positions` and `branch_ids`, "up to" follows the tree they lay out (`attention_mask`)."""
-        return self._scored(self.model, tokens, segment_ids, rows, cols, targets, positions, branch_ids)
+    def target_logprobs(
+        self, tokens, segment_ids, rows, cols, targets, positions=None, branch_ids=None, place_ids=None
+    ):
+        """`(log P(targets[j] | row rows[p] up to cols[p]), is it the argmax)` for each j, `p = place_ids[j]` (default
+        `j`), as device arrays `[N]`; with `positions` and `branch_ids`, "up to" follows the tree they lay out
+        (`attention_mask`)."""
+        return self._scored(self.model, tokens, segment_ids, rows, cols, targets, positions, branch_ids, place_ids)
 
 
 def model_logits_fn(model, compute_dtype: str = "float32") -> ModelLogits:

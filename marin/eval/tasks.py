@@ -340,21 +340,24 @@ def _pad_rows(rows: list[_Row], batch: list[list[int]], B: int, L: int) -> tuple
     return toks, segs, pos, branch, tgts, mask
 
 
-def _scored_places(rows: list[_Row], batch: list[list[int]], N: int) -> tuple:
-    """Row, column and target of every scored place of a batch of sequences, padded with place (0, 0) to `N` (one
-    size for a whole task: one head shape); and the request each real place belongs to."""
-    r_, c_, y_, o_ = [], [], [], []
+def _scored_places(rows: list[_Row], batch: list[list[int]], N: int, P: int) -> tuple:
+    """Where a batch's sequences are scored: the distinct places (row, column), padded with (0, 0) to `P`; each
+    target's token and place, padded to `N` (both sizes one per task: one head shape); and the request each real
+    target belongs to. A shared row predicts every continuation's first token at one place, projected once."""
+    where: dict[tuple[int, int], int] = {}
+    place, y_, o_ = [], [], []
     for r, seq in enumerate(batch):
         at = 0
         for i in seq:
             row = rows[i]
-            r_ += [r] * len(row.cols)
-            c_ += [at + c for c in row.cols]
+            place += [where.setdefault((r, at + c), len(where)) for c in row.cols]
             y_ += row.targets
             o_ += row.owners
             at += len(row.tokens)
+    rc = np.zeros((2, P), np.int32)
+    rc[:, : len(where)] = np.asarray(list(where), np.int32).reshape(-1, 2).T
     pad = lambda v: np.asarray(v + [0] * (N - len(v)), np.int32)
-    return pad(r_), pad(c_), pad(y_), np.asarray(o_, np.int64)
+    return rc[0], rc[1], pad(y_), pad(place), np.asarray(o_, np.int64)
 
 # %% ../../nbs/51_tasks.ipynb #d7dcf236
 class _ScoreStats:
@@ -395,11 +398,11 @@ class _ScoreStats:
             self.d["transfer_s"] += transfer_s
 
 # %% ../../nbs/51_tasks.ipynb #94a6f8a8
-def _prepare(logits_fn, rows: list[_Row], batch: list[list[int]], B: int, L: int, N: int) -> tuple:
-    """Host arrays of one batch of sequences: `_pad_rows`, and for a model (it has `target_logprobs`) its `N` scored
-    places (`_scored_places`)."""
+def _prepare(logits_fn, rows: list[_Row], batch: list[list[int]], B: int, L: int, N: int, P: int) -> tuple:
+    """Host arrays of one batch of sequences: `_pad_rows`, and for a model (it has `target_logprobs`) its `N`
+    targets at `P` places (`_scored_places`)."""
     padded = _pad_rows(rows, batch, B, L)
-    return padded, (_scored_places(rows, batch, N) if hasattr(logits_fn, "target_logprobs") else None)
+    return padded, (_scored_places(rows, batch, N, P) if hasattr(logits_fn, "target_logprobs") else None)
 
 
 def _dispatch(logits_fn, padded, places):
@@ -408,9 +411,9 @@ def _dispatch(logits_fn, padded, places):
 
     toks, segs, pos, branch, tgts, mask = padded
     if places is not None:  # a model: the vocabulary projection at the scored places only
-        r, c, y, _ = places
+        r, c, y, i, _ = places
         t, s, p, b = (jnp.asarray(a) for a in (toks, segs, pos, branch))
-        return logits_fn.target_logprobs(t, s, r, c, y, p, b)
+        return logits_fn.target_logprobs(t, s, r, c, y, p, b, i)
     if "g" not in _GATHER:
         _GATHER["g"] = jax.jit(_gather_impl)
     logits = logits_fn(jnp.asarray(toks), jnp.asarray(segs))
@@ -471,15 +474,18 @@ def score_requests(
         return []
     batches = _batches(rows, model, batch_size, max_len)
     places = lambda seqs: sum(len(rows[i].cols) for s in seqs for i in s)
-    N = -(-max(places(seqs) for _, _, seqs in batches) // 16) * 16  # one head shape per task
+    distinct = lambda seqs: sum(len(set(rows[i].cols)) for s in seqs for i in s)
+    N, P = (-(-max(f(seqs) for _, _, seqs in batches) // 16) * 16 for f in (places, distinct))  # one head shape
     st, pending = _ScoreStats(stats, time.perf_counter() - t, len(requests), len(rows)), []
     for B, L, seqs in tqdm(batches, disable=not progress, desc="score", unit="batch"):
         t = time.perf_counter()
-        padded, where = _prepare(logits_fn, rows, seqs, B, L, N)
+        padded, where = _prepare(logits_fn, rows, seqs, B, L, N, P)
         t_pad = time.perf_counter()
         res = _dispatch(logits_fn, padded, where)
-        st.batch(t, t_pad, res, (B, L, len(res[0])), sum(len(rows[i].tokens) for s in seqs for i in s), places(seqs))
-        pending.append((where[3] if model else [rows[s[0]].owners[0] for s in seqs], res))
+        st.batch(
+            t, t_pad, res, (B, L, P if model else B), sum(len(rows[i].tokens) for s in seqs for i in s), places(seqs)
+        )
+        pending.append((where[4] if model else [rows[s[0]].owners[0] for s in seqs], res))
     t = time.perf_counter()
     fetched = jax.device_get([res for _, res in pending])  # one transfer for the whole task
     out: list = [None] * len(requests)

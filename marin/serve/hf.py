@@ -59,9 +59,10 @@ from marin.models.hf import (  # the mapping and the reader live in models/; re-
 )
 
 # %% auto #0
-__all__ = ['ADAPTER_CONFIG_FILE', 'ADAPTER_WEIGHTS_FILE', 'char_level_tokenizer_json', 'tokenizer_json_of', 'tokenizer_config',
-           'training_provenance', 'model_card', 'export_hf', 'export_checkpoint', 'export_lora_adapter', 'ExportConfig',
-           'run_export', 'export_step']
+__all__ = ['END_OF_TEXT_TOKENS', 'PADDING_TOKENS', 'ADAPTER_CONFIG_FILE', 'ADAPTER_WEIGHTS_FILE', 'char_level_tokenizer_json',
+           'tokenizer_json_of', 'tokenizer_config', 'training_provenance', 'model_card', 'render_chat_template',
+           'turn_end_ids', 'export_hf', 'export_checkpoint', 'export_lora_adapter', 'ExportConfig', 'run_export',
+           'export_step']
 
 # %% ../../nbs/60_hf.ipynb #462d06b6
 def char_level_tokenizer_json(vocab: list[str], unk: str | None = None) -> str:
@@ -73,6 +74,10 @@ def char_level_tokenizer_json(vocab: list[str], unk: str | None = None) -> str:
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     tok.decoder = decoders.Fuse()
     return tok.to_str()
+
+
+END_OF_TEXT_TOKENS = ("<|endoftext|>", "<eos>", "</s>", "<|end_of_text|>")  # the first a vocabulary has is its eos
+PADDING_TOKENS = ("<|pad|>", "<pad>")
 
 
 def tokenizer_json_of(tokenizer) -> tuple[str, dict]:
@@ -99,9 +104,10 @@ def tokenizer_json_of(tokenizer) -> tuple[str, dict]:
         from marin.data.tokenizers import leading_special_id
 
         vocab, bos = tokenizer.get_vocab(with_added_tokens=True), leading_special_id(tokenizer)
+        first = lambda names: next((t for t in names if t in vocab), None)
         return tokenizer.to_str(), {
-            "eos_token": EOS if EOS in vocab else None,
-            "pad_token": PAD if PAD in vocab else None,
+            "eos_token": first(END_OF_TEXT_TOKENS),  # the lab's, Gemma's, Llama 2's or Mistral's, Llama 3's
+            "pad_token": first(PADDING_TOKENS),
             "bos_token": tokenizer.id_to_token(bos) if bos is not None else None,  # a pretrained model's <bos>
         }
     raise TypeError(
@@ -324,16 +330,60 @@ def _write_weights(tensors: dict[str, np.ndarray], output_dir: str, max_shard_by
     storage.write_text(index_file, json.dumps(index, indent=2, sort_keys=True))
     return files + ["model.safetensors.index.json"]
 
+# %% ../../nbs/60_hf.ipynb #81200cc1
+def render_chat_template(template: str, messages: list[dict], special: dict, add_generation_prompt: bool = True) -> str:
+    "A chat template rendered as `transformers` renders it: a sandboxed Jinja environment with `raise_exception`."
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+
+    def raise_exception(msg):
+        raise ValueError(f"messages: {msg}")
+
+    env.globals["raise_exception"] = raise_exception
+    try:
+        return env.from_string(template).render(
+            messages=messages,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=special.get("bos_token") or "",
+            eos_token=special.get("eos_token") or "",
+        )
+    except jinja2.TemplateError as e:  # the template refuses these messages
+        raise ValueError(f"messages: the chat template cannot render them ({type(e).__name__}: {e})") from None
+
+
+_REPLY = "MARIN-REPLY-7f3a"  # a reply no template changes
+
+
+def turn_end_ids(template: str, tok_json: str, special: dict) -> list[int]:
+    """The id of the special token `template` writes right after an assistant's reply, as a list (empty when plain
+    text or nothing follows the reply, or the template cannot render a user-assistant exchange)."""
+    from tokenizers import Tokenizer
+
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _REPLY}]
+    try:
+        after = render_chat_template(template, chat, special, add_generation_prompt=False).split(_REPLY, 1)[1].lstrip()
+    except (ValueError, IndexError):
+        return []
+    added = Tokenizer.from_str(tok_json).get_added_tokens_decoder()
+    ends = sorted(((t.content, i) for i, t in added.items() if t.special and after.startswith(t.content)), key=len)
+    return [ends[-1][1]] if ends else []
+
 # %% ../../nbs/60_hf.ipynb #a268a3a2
 def _write_json(output_dir: str, name: str, d: dict) -> None:
     storage.write_text(storage.join(output_dir, name), json.dumps(d, indent=2, sort_keys=True))
 
 
-def _write_configs(model, arch_name: str, output_dir: str, ids: dict, card: str, dtype: str) -> list[str]:
-    "Write generation_config.json, README.md and, last, config.json; returns their names."
+def _write_configs(
+    model, arch_name: str, output_dir: str, ids: dict, card: str, dtype: str, turn_ends: list[int] = ()
+) -> list[str]:
+    """Write generation_config.json (generation stops at end-of-text and at the chat template's `turn_ends`),
+    README.md and, last, config.json; returns their names."""
+    stops = [i for i in dict.fromkeys([ids.get("eos_id"), *turn_ends]) if i is not None]
     gen = {
         "bos_token_id": ids.get("bos_id"),
-        "eos_token_id": ids.get("eos_id"),
+        "eos_token_id": stops[0] if len(stops) == 1 else (stops or None),
         "pad_token_id": ids.get("pad_id"),
         "max_length": model.cfg.seq_len,
     }
@@ -361,16 +411,17 @@ def export_hf(
     arch_name = architecture_for(model)
     check(max_shard_bytes > 0, "max_shard_bytes", "must be positive")
     tensors = ARCHITECTURES[arch_name].to_tensors(model, dtype)
-    special, ids = {}, {}
+    special, ids, turn_ends = {}, {}, []
     if tokenizer is not None:
         tok_json, special, ids = _tokenizer_files(tokenizer, model.cfg.vocab_size)
+        turn_ends = turn_end_ids(chat_template, tok_json, special) if chat_template else []
     files = _write_weights(tensors, output_dir, max_shard_bytes)
     if tokenizer is not None:
         storage.write_text(storage.join(output_dir, "tokenizer.json"), tok_json)
         _write_json(output_dir, "tokenizer_config.json", tokenizer_config(special, model.cfg.seq_len, chat_template))
         files += ["tokenizer.json", "tokenizer_config.json"]
     card = model_card(model.cfg, arch_name, provenance, name=name)
-    files += _write_configs(model, arch_name, output_dir, ids, card, dtype)
+    files += _write_configs(model, arch_name, output_dir, ids, card, dtype, turn_ends)
     return {
         "architecture": arch_name,
         "files": files,

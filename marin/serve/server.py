@@ -20,6 +20,7 @@ from ..core.config import Config, check
 from ..models.download import looks_like_repo_id
 from ..models.pretrained import resolve_checkpoint
 from .engine import Engine, SamplingParams, TOP_N
+from .hf import render_chat_template, turn_end_ids
 from .quantize import int4_group_for
 
 # %% auto #0
@@ -60,6 +61,8 @@ def folder_tokenizer(path: str) -> tuple:
     special = {
         k: (v.get("content") if isinstance(v, dict) else v) for k, v in tc.items() if k in ("bos_token", "eos_token")
     }
+    if template and tok is not None:  # a chat model stops at its turn's end too (a folder that does not list it)
+        eos += [i for i in turn_end_ids(template, tok.to_str(), special) if i not in eos]
     return eos, tok, template, special
 
 
@@ -175,24 +178,7 @@ def token_str(self: ServedModel, i: int) -> str:
 
 @patch
 def render_chat(self: ServedModel, messages: list[dict]) -> str:
-    import jinja2
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-
-    def raise_exception(msg):
-        raise ValueError(f"messages: {msg}")
-
-    env.globals["raise_exception"] = raise_exception
-    try:
-        return env.from_string(self.chat_template).render(
-            messages=messages,
-            add_generation_prompt=True,
-            bos_token=self.special.get("bos_token") or "",
-            eos_token=self.special.get("eos_token") or "",
-        )
-    except jinja2.TemplateError as e:  # the template refuses these messages
-        raise ValueError(f"messages: the chat template cannot render them ({type(e).__name__}: {e})") from None
+    return render_chat_template(self.chat_template, messages, self.special)
 
 # %% ../../nbs/64_server.ipynb #3fa6bdfa
 class ApiError(Exception):

@@ -462,8 +462,8 @@ def score_requests(
     (`model_logits_fn`) projects onto the vocabulary only at the scored places, runs each context once for all its
     continuations (`share_context`, `_shared_row`) and packs rows into sequences of one length (`_batches`); any
     other logits function is scored from its full logits, a request per sequence. Every batch is dispatched before
-    any result is fetched. `stats` (a dict), when given, is filled with counts (requests, rows, sequences, batches,
-    shapes compiled, padding) and a split of the time; the scorer then waits for each batch, to time it."""
+    any result is fetched. `stats` (a dict), when given, is filled with counts (requests, rows, batches, shapes
+    compiled, padding) and a split of the time; the scorer then waits for each batch, to time it."""
     import jax
     from tqdm.auto import tqdm
 

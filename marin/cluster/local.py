@@ -225,13 +225,13 @@ def _env(self: LocalRayCluster, extra: dict | None = None) -> dict:
     # a busy 2-core machine starts a node's Python agents slowly: give the raylet minutes, not seconds, to see them
     env.setdefault("RAY_agent_register_timeout_ms", "300000")
     env.setdefault("RAY_raylet_start_wait_time_s", "300")
-    if (
-        self.fast_failure_detection
-    ):  # notice a dead node in ~10 s instead of ~30 s (lenient enough for a loaded machine)
+    # notice a dead node in ~10 s instead of ~30 s: a killed raylet refuses the check at once, 4 checks 2 s apart;
+    # a live one starved of CPU (a loaded 2-core machine) has 10 s to answer each, as in Ray's defaults
+    if self.fast_failure_detection:
         env.update(
             RAY_health_check_period_ms="2000",
             RAY_health_check_failure_threshold="4",
-            RAY_health_check_timeout_ms="4000",
+            RAY_health_check_timeout_ms="10000",
         )
     return env
 

@@ -356,17 +356,16 @@ def render_chat_template(template: str, messages: list[dict], special: dict, add
 _REPLY = "MARIN-REPLY-7f3a"  # a reply no template changes
 
 
-def turn_end_ids(template: str, tok_json: str, special: dict) -> list[int]:
-    """The id of the special token `template` writes right after an assistant's reply, as a list (empty when plain
-    text or nothing follows the reply, or the template cannot render a user-assistant exchange)."""
-    from tokenizers import Tokenizer
-
+def turn_end_ids(template: str, tokenizer, special: dict) -> list[int]:
+    """The id of the special token `template` writes right after an assistant's reply (`tokenizer`: a
+    `tokenizers.Tokenizer`), as a list (empty when plain text or nothing follows the reply, or the template cannot
+    render a user-assistant exchange)."""
     chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _REPLY}]
     try:
         after = render_chat_template(template, chat, special, add_generation_prompt=False).split(_REPLY, 1)[1].lstrip()
     except (ValueError, IndexError):
         return []
-    added = Tokenizer.from_str(tok_json).get_added_tokens_decoder()
+    added = tokenizer.get_added_tokens_decoder()
     ends = sorted(((t.content, i) for i, t in added.items() if t.special and after.startswith(t.content)), key=len)
     return [ends[-1][1]] if ends else []
 
@@ -414,7 +413,10 @@ def export_hf(
     special, ids, turn_ends = {}, {}, []
     if tokenizer is not None:
         tok_json, special, ids = _tokenizer_files(tokenizer, model.cfg.vocab_size)
-        turn_ends = turn_end_ids(chat_template, tok_json, special) if chat_template else []
+        if chat_template:
+            from tokenizers import Tokenizer
+
+            turn_ends = turn_end_ids(chat_template, Tokenizer.from_str(tok_json), special)
     files = _write_weights(tensors, output_dir, max_shard_bytes)
     if tokenizer is not None:
         storage.write_text(storage.join(output_dir, "tokenizer.json"), tok_json)

@@ -62,7 +62,7 @@ def folder_tokenizer(path: str) -> tuple:
         k: (v.get("content") if isinstance(v, dict) else v) for k, v in tc.items() if k in ("bos_token", "eos_token")
     }
     if template and tok is not None:  # a chat model stops at its turn's end too (a folder that does not list it)
-        eos += [i for i in turn_end_ids(template, tok.to_str(), special) if i not in eos]
+        eos += [i for i in turn_end_ids(template, tok, special) if i not in eos]
     return eos, tok, template, special
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from ..core import storage
 from ..core.config import Config, added, check, versioned
 from ..core.executor import Step, StepOrPath
+from ..data.tokenizers import EOS, PAD
 from marin.models.hf import (  # the mapping and the reader live in models/; re-exported for existing importers
     ARCHITECTURES,
     BLOCK_TENSORS,
@@ -76,13 +77,13 @@ def char_level_tokenizer_json(vocab: list[str], unk: str | None = None) -> str:
     return tok.to_str()
 
 
-END_OF_TEXT_TOKENS = ("<|endoftext|>", "<eos>", "</s>", "<|end_of_text|>")  # the first a vocabulary has is its eos
-PADDING_TOKENS = ("<|pad|>", "<pad>")
+END_OF_TEXT_TOKENS = (EOS, "<eos>", "</s>", "<|end_of_text|>")  # the first a vocabulary has is its eos
+PADDING_TOKENS = (PAD, "<pad>")
 
 
 def tokenizer_json_of(tokenizer) -> tuple[str, dict]:
     "(tokenizer.json text, special tokens) for a marin tokenizer, a `tokenizers.Tokenizer`, or a list of characters."
-    from marin.data.tokenizers import EOS, PAD, UNK, BPETokenizer, CharTokenizer
+    from marin.data.tokenizers import UNK, BPETokenizer, CharTokenizer
 
     if isinstance(tokenizer, (list, tuple)):
         return char_level_tokenizer_json(list(tokenizer)), {}

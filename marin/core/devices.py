@@ -8,8 +8,8 @@ import math, os, resource, time
 
 # %% auto #0
 __all__ = ['DEVICE_PEAK_FLOPS', 'DEVICE_MEMORY_GB', 'BF16_CPU_FLAGS', 'device_kind', 'device_count', 'device_memory_bytes',
-           'measure_matmul_flops', 'peak_flops_per_device', 'device_spec', 'native_bf16_products', 'memory_in_use_gb',
-           'use_compilation_cache']
+           'matmul_program', 'measure_matmul_flops', 'peak_flops_per_device', 'device_spec', 'native_bf16_products',
+           'memory_in_use_gb', 'use_compilation_cache']
 
 # %% ../../nbs/08_devices.ipynb #327bfbfb
 DEVICE_PEAK_FLOPS = {  # dense bf16 FLOP/s per device
@@ -71,20 +71,28 @@ def device_memory_bytes() -> tuple[float, str, int]:
 _MEASURED_PEAK: dict = {}
 
 
-def measure_matmul_flops(n: int = 1024, repeats: int = 5, dtype=None) -> float:
-    """FLOP/s of a jitted n×n matmul on the default device (best of `repeats`; `dtype` defaults to float32), with
+def matmul_program(n: int = 1024, dtype=None):
+    """(jitted product, a, b): the n×n matmul `measure_matmul_flops` times, operands in `dtype` (default float32),
     float32 accumulation and output, as the model's products run (a bfloat16-output product is another, slower,
     program on XLA:CPU)."""
     import jax
     import jax.numpy as jnp
 
     dtype = jnp.float32 if dtype is None else dtype
-    key = (n, jnp.dtype(dtype).name, jax.default_backend())
-    if key in _MEASURED_PEAK:
-        return _MEASURED_PEAK[key]
     a = jax.random.normal(jax.random.PRNGKey(0), (n, n), dtype)
     b = jax.random.normal(jax.random.PRNGKey(1), (n, n), dtype)
-    f = jax.jit(lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32))
+    return jax.jit(lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32)), a, b
+
+
+def measure_matmul_flops(n: int = 1024, repeats: int = 5, dtype=None) -> float:
+    "FLOP/s of `matmul_program(n, dtype)` on the default device (best of `repeats`), cached per (n, dtype, backend)."
+    import jax
+    import jax.numpy as jnp
+
+    key = (n, jnp.dtype(jnp.float32 if dtype is None else dtype).name, jax.default_backend())
+    if key in _MEASURED_PEAK:
+        return _MEASURED_PEAK[key]
+    f, a, b = matmul_program(n, dtype)
     f(a, b).block_until_ready()
     best = math.inf
     for _ in range(repeats):

@@ -137,3 +137,23 @@ def tiny_transformers_model(arch: str = "Llama", seed: int = 0, **config):
         for p in hf.parameters():
             p.add_(torch.randn_like(p) * 0.3)
     return hf
+
+
+@pytest.fixture(scope="module")
+def replayed(request, tmp_path_factory):
+    """The module's `CASES` (tests/replay.py) replayed once in a child process; `.check(case)` asserts one of them.
+    The child's whole run is bounded too: the sum of its cases' `seconds`, plus its start."""
+    import json
+    from replay import Replayed
+
+    cases = request.module.CASES
+    workdir = tmp_path_factory.mktemp("replay")
+    results = workdir / "results.jsonl"
+    cmd = [sys.executable, str(REPO / "tests" / "replay.py"), str(request.module.__file__), str(workdir), str(results)]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=sum(c.seconds for c in cases) + 120)
+        child_output = r.stdout + r.stderr + f"\n(exit {r.returncode})"
+    except subprocess.TimeoutExpired as e:
+        child_output = f"the replay child ran past its bound: {e}"
+    lines = results.read_text().splitlines() if results.exists() else []
+    return Replayed({(d := json.loads(line))["name"]: d for line in lines}, workdir, cases, child_output)

@@ -14,7 +14,8 @@ from ..core.config import canonical, check
 # %% auto #0
 __all__ = ['BLOCK_TENSORS', 'MLP_TENSORS', 'LAYER_TENSORS', 'QKV_BIAS_TENSORS', 'QK_NORM_TENSORS', 'EXPORT_DTYPES',
            'MIXTRAL_WEIGHT_NAMES', 'MIXTRAL_FUSED_NAMES', 'QWEN3_MOE_WEIGHT_NAMES', 'GEMMA3_LAYER_TENSORS',
-           'GEMMA3_FIELDS', 'GEMMA_ONLY_FIELDS', 'GEMMA3_DEFAULTS', 'ARCHITECTURES', 'safetensors_bytes',
+           'GEMMA3_FIELDS', 'GEMMA_ONLY_FIELDS', 'GEMMA3_DEFAULTS', 'HF_WHOLE_FIELDS', 'HF_REQUIRED', 'HF_FLOAT_FIELDS',
+           'HF_BOOL_FIELDS', 'ARCHITECTURES', 'INDEX_FILE', 'FLOAT_DTYPES', 'MAX_HEADER_BYTES', 'safetensors_bytes',
            'parse_safetensors', 'read_safetensors', 'optional_tensors', 'block_tensor', 'dense_hf_tensors',
            'dense_from_hf_tensors', 'dense_hf_shapes', 'dense_hf_config', 'dense_config_from_hf', 'mixtral_problems',
            'mixtral_config', 'mixtral_refusal', 'router_bias_refusal', 'mixtral_unfused', 'moe_hf_tensors',
@@ -22,8 +23,9 @@ __all__ = ['BLOCK_TENSORS', 'MLP_TENSORS', 'LAYER_TENSORS', 'QKV_BIAS_TENSORS', 
            'mixtral_config_from_hf', 'moe_hf_shapes', 'mixtral_hf_shapes', 'moe_layer_pattern', 'qwen3_moe_refusal',
            'qwen3_moe_hf_tensors', 'qwen3_moe_from_hf_tensors', 'qwen3_moe_hf_shapes', 'qwen3_moe_unfused',
            'qwen3_moe_hf_config', 'qwen3_moe_config_from_hf', 'gemma_fields', 'gemma3_refusal', 'gemma3_hf_tensors',
-           'gemma3_from_hf_tensors', 'gemma3_hf_shapes', 'gemma3_hf_config', 'gemma3_config_from_hf', 'HFArchitecture',
-           'register_architecture', 'architecture_for', 'config_from_hf', 'hf_weight_files', 'read_hf_config',
+           'gemma3_from_hf_tensors', 'gemma3_hf_shapes', 'gemma3_hf_config', 'gemma3_config_from_hf', 'check_hf_config',
+           'HFArchitecture', 'register_architecture', 'architecture_for', 'config_from_hf', 'hf_weight_files',
+           'safetensors_header', 'hf_weight_headers', 'check_config_weights', 'read_hf_config', 'check_tokenizer_json',
            'HFTensors', 'read_hf_tensors', 'model_from_hf', 'import_hf']
 
 # %% ../../nbs/25_hf_models.ipynb #62af4393
@@ -1012,6 +1014,84 @@ def gemma3_config_from_hf(d: dict):
         rope_local_theta=float(local_rope["rope_theta"]) if local else 0.0,
     )
 
+# %% ../../nbs/25_hf_models.ipynb #3476481c
+HF_WHOLE_FIELDS = {  # config.json field -> (smallest, largest) whole number marin reads; larger is no real model
+    "vocab_size": (1, 1 << 24),
+    "hidden_size": (1, 1 << 17),
+    "intermediate_size": (1, 1 << 20),
+    "moe_intermediate_size": (1, 1 << 20),
+    "num_hidden_layers": (1, 1 << 12),
+    "num_attention_heads": (1, 1 << 12),
+    "num_key_value_heads": (1, 1 << 12),
+    "head_dim": (1, 1 << 14),
+    "max_position_embeddings": (1, 1 << 24),  # 16M tokens: the longest published context is 10M
+    "sliding_window": (0, 1 << 24),
+    "num_local_experts": (1, 1 << 14),
+    "num_experts": (1, 1 << 14),
+    "num_experts_per_tok": (1, 1 << 14),
+    "decoder_sparse_step": (1, 1 << 12),
+    "sliding_window_pattern": (1, 1 << 12),
+    "max_window_layers": (0, 1 << 12),
+}
+HF_REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+HF_FLOAT_FIELDS = {  # field -> (exclusive lower bound, inclusive upper bound); finite always
+    "rms_norm_eps": (0.0, 1.0),
+    "rope_theta": (0.0, 1e12),
+    "rope_local_base_freq": (0.0, 1e12),
+    "initializer_range": (-1e-300, 10.0),
+    "query_pre_attn_scalar": (0.0, 1e9),
+    "final_logit_softcapping": (0.0, 1e9),
+    "attn_logit_softcapping": (0.0, 1e9),
+    "router_aux_loss_coef": (-1e-300, 1e9),
+}
+HF_BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window", "norm_topk_prob")
+
+
+def check_hf_config(d, where: str = "config.json") -> dict:
+    "`d` (a parsed `config.json`) if every field marin reads has a sane type and size; else a `ConfigError` naming it."
+    import math
+    from marin.core.config import ConfigError
+
+    def bad(field, value, why):
+        raise ConfigError(f"{where}: {field}={value!r} {why}")
+
+    if not isinstance(d, dict):
+        raise ConfigError(f"{where}: not a JSON object (a {type(d).__name__}); is it a Hugging Face config.json?")
+    for k in HF_REQUIRED:
+        if d.get(k) is None:
+            raise ConfigError(f"{where}: lacks {k}; a Hugging Face model's config.json has it (download it again)")
+    for k, (lo, hi) in HF_WHOLE_FIELDS.items():
+        v = d.get(k)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int):
+            bad(k, v, "must be a whole number (an integer in the JSON)")
+        if not lo <= v <= hi:
+            bad(k, v, f"is outside [{lo}, {hi:,}]: no model marin can read has that; fix config.json")
+    for k, (lo, hi) in HF_FLOAT_FIELDS.items():
+        v = d.get(k)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo < v <= hi:
+            bad(k, v, f"must be a finite number in ({max(lo, 0)}, {hi:g}]; fix config.json")
+    for k in HF_BOOL_FIELDS:
+        if d.get(k) is not None and not isinstance(d[k], bool):
+            bad(k, d[k], "must be true or false")
+    for k in ("rope_parameters", "rope_scaling"):
+        rope = d.get(k)
+        if rope is not None and not isinstance(rope, dict):
+            bad(k, rope, "must be an object (or null)")
+        for sub in [rope or {}] + [v for v in (rope or {}).values() if isinstance(v, dict)]:
+            for f, v in sub.items():
+                if f in ("rope_type", "type") or v is None or isinstance(v, (dict, str, list)):
+                    continue
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 < v <= 1e12:
+                    bad(f"{k}.{f}", v, "must be a finite positive number")
+    arch = d.get("architectures")
+    if arch is not None and (not isinstance(arch, list) or not all(isinstance(a, str) for a in arch)):
+        bad("architectures", arch, 'must be a list of names, e.g. ["LlamaForCausalLM"]')
+    return d
+
 # %% ../../nbs/25_hf_models.ipynb #de6ab1f9
 @dataclasses.dataclass(frozen=True)
 class HFArchitecture:
@@ -1132,6 +1212,7 @@ def _architecture(d: dict) -> HFArchitecture:
 def config_from_hf(d: dict):
     """The marin config of a `config.json`: exactly the one it records when marin wrote it (`marin_config`), else
     what its architecture's reader makes of the published fields."""
+    check_hf_config(d)  # absurd or mistyped fields are refused by name before anything is sized from them
     if "marin_config" in d:
         from marin.models.io import model_config_from_dict
 
@@ -1139,30 +1220,175 @@ def config_from_hf(d: dict):
     return _architecture(d).from_config(d)
 
 # %% ../../nbs/25_hf_models.ipynb #005cc3a7
+INDEX_FILE = "model.safetensors.index.json"
+
+
+def _index_files(path: str) -> list[str]:
+    "The shard names a folder's index lists; refused when it is not JSON, or names a file outside the folder."
+    index = storage.join(path, INDEX_FILE)
+    try:
+        wm = json.loads(storage.read_text(index)).get("weight_map")
+    except (ValueError, AttributeError) as e:
+        raise ValueError(f"{index}: not a JSON object with a weight_map ({e}); download it again") from None
+    if not isinstance(wm, dict) or not wm or not all(isinstance(v, str) for v in wm.values()):
+        raise ValueError(f"{index}: weight_map must map each tensor name to a shard file name; download it again")
+    files = sorted(set(wm.values()))
+    for f in files:
+        parts = f.replace("\\", "/").split("/")
+        if f.startswith(("/", "\\")) or ".." in parts or ":" in f or not f.endswith(".safetensors"):
+            raise ValueError(
+                f"{index}: weight_map names {f!r}, not a .safetensors file inside the folder;"
+                " a shard index may only name the folder's own shards (download the model again)"
+            )
+    return files
+
+
 def hf_weight_files(path: str) -> list[str]:
     "The safetensors files of an HF checkpoint folder: the shards its index names, or `model.safetensors`."
-    index = storage.join(path, "model.safetensors.index.json")
+    index, single = storage.join(path, INDEX_FILE), storage.join(path, "model.safetensors")
     if storage.exists(index):
-        return sorted(set(storage.read_json(index)["weight_map"].values()))
-    if storage.exists(storage.join(path, "model.safetensors")):
+        if storage.exists(single):
+            raise ValueError(
+                f"{path}: holds both model.safetensors and {INDEX_FILE} (two checkpoints, loaders disagree on which"
+                " is read); delete the stale one, or export again with --overwrite"
+            )
+        return _index_files(path)
+    if storage.exists(single):
         return ["model.safetensors"]
     if storage.exists(storage.join(path, "pytorch_model.bin")):
         raise ValueError(
             f"{path}: only pytorch_model.bin (pickle) weights;"
             " convert them to safetensors first (marin reads safetensors only)"
         )
-    raise FileNotFoundError(
-        f"{path}: no model.safetensors or model.safetensors.index.json; is this a Hugging Face model folder?"
-    )
+    raise FileNotFoundError(f"{path}: no model.safetensors or {INDEX_FILE}; is this a Hugging Face model folder?")
+
+# %% ../../nbs/25_hf_models.ipynb #432a20b1
+FLOAT_DTYPES = ("F64", "F32", "F16", "BF16")  # what a weight may be stored as
+MAX_HEADER_BYTES = 100 << 20  # the safetensors library's own limit on a header
 
 
-def read_hf_config(path: str) -> dict:
+def safetensors_header(url: str) -> dict[str, dict]:
+    """The tensors a safetensors file declares (`{name: {dtype, shape, data_offsets}}`), read from its header alone
+    and checked against the file's size: each a float dtype, a whole shape, bytes inside the file."""
+    fs, p = storage.fs_path(url)
+    size = fs.size(p)
+    bad = lambda why: ValueError(f"{url}: {why}; download the file again (or export it again)")
+    with fs.open(p, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise bad(f"{size} bytes, too short to be a safetensors file")
+        (n,) = struct.unpack("<Q", head)
+        if n > min(MAX_HEADER_BYTES, size - 8):
+            raise bad(f"its header claims {n:,} bytes, the file has {size:,}: not a safetensors file, or truncated")
+        try:
+            h = json.loads(f.read(n))
+        except ValueError as e:
+            raise bad(f"its header is not JSON ({e})") from None
+    if not isinstance(h, dict):
+        raise bad("its header is not a JSON object")
+    h.pop("__metadata__", None)
+    sizes, data = _st_dtypes(), size - 8 - n
+    for name, t in h.items():
+        if not isinstance(t, dict) or not {"dtype", "shape", "data_offsets"} <= set(t):
+            raise bad(f"tensor {name!r} lacks dtype, shape or data_offsets")
+        dt, shape, (start, end) = t["dtype"], t["shape"], (list(t["data_offsets"]) + [None, None])[:2]
+        if dt not in FLOAT_DTYPES:
+            what = "not a safetensors dtype" if dt not in sizes else "not a floating-point type (weights are floats)"
+            raise bad(f"tensor {name!r} has dtype {dt!r}: {what}; marin reads {list(FLOAT_DTYPES)}")
+        ints = lambda xs: all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in xs)
+        if not isinstance(shape, list) or not ints(shape) or len(shape) > 8 or not ints([start, end]):
+            raise bad(f"tensor {name!r}: shape {shape} / data_offsets {t['data_offsets']} are not whole numbers")
+        nbytes = int(np.prod(shape, dtype=object)) * sizes[dt].itemsize
+        if end - start != nbytes or end > data:
+            raise bad(
+                f"tensor {name!r} ({dt} {shape}, {nbytes:,} bytes) has data_offsets [{start}, {end}] but the file"
+                f" holds {data:,} bytes of data"
+            )
+    return h
+
+
+def hf_weight_headers(path: str) -> dict[str, dict]:
+    "Every tensor the folder's weight files declare (their headers, checked; no weights read), by name."
+    out = {}
+    for f in hf_weight_files(path):
+        if not storage.exists(storage.join(path, f)):
+            raise FileNotFoundError(f"{storage.join(path, f)}: missing weight file; re-run `marin download`")
+        out.update(safetensors_header(storage.join(path, f)))
+    return out
+
+# %% ../../nbs/25_hf_models.ipynb #1ad62406
+_LAYER = re.compile(r"model\.layers\.(\d+)\.")
+
+
+def check_config_weights(d: dict, shapes: Mapping[str, list[int]], where: str, weights: str) -> None:
+    """Refuse a `config.json` (`where`) whose sizes the weights (`weights`: `{HF name: shape}`) contradict: the
+    number of layers, the vocabulary and width of the embedding, then every tensor's shape. Costs what the weights
+    hold, never what the config claims (a 10^9-layer config is refused without listing 10^9 names)."""
+    from marin.core.config import ConfigError
+
+    layers = {int(m.group(1)) for k in shapes if (m := _LAYER.match(k))}
+    L = d["num_hidden_layers"]
+    if layers != set(range(L)):
+        held = f"layers 0..{max(layers)} ({len(layers)} layers)" if layers else "no layers"
+        raise ConfigError(
+            f"{where}: num_hidden_layers={L}, but {weights} hold {held}; the config and weights disagree"
+            " (fix num_hidden_layers or get the matching weights)"
+        )
+    embed = shapes.get("model.embed_tokens.weight")
+    if embed is not None:
+        for k, v in (("vocab_size", embed[0]), ("hidden_size", embed[-1])):
+            if d[k] != v:
+                raise ConfigError(
+                    f"{where}: {k}={d[k]}, but {weights} hold model.embed_tokens.weight of shape {list(embed)};"
+                    f" the config and weights disagree (fix {k})"
+                )
+    arch = _architecture(d)
+    if arch.shapes is None:
+        return
+    need = arch.shapes(config_from_hf(d))
+    wrong = [
+        f"{k}: shape {list(shapes[k])}, config.json implies {v}"
+        for k, v in need.items()
+        if k in shapes and list(shapes[k]) != v
+    ]
+    if wrong:
+        raise ConfigError(
+            f"{where}: {weights} do not match it: " + "; ".join(wrong[:3]) + ("..." if len(wrong) > 3 else "")
+        )
+
+
+def read_hf_config(path: str, weights: bool = True) -> dict:
+    """The `config.json` of an HF folder, refused (file, field, fix) when malformed, absurd, or contradicted by the
+    headers of the folder's weight files (with `weights`; read before any tensor is)."""
     f = storage.join(path, "config.json")
     if not storage.exists(f):
         raise FileNotFoundError(
             f"{path}: no config.json; point --model at a Hugging Face model folder (or run `marin download`)"
         )
-    return storage.read_json(f)
+    try:
+        d = json.loads(storage.read_text(f))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"{f}: not valid JSON ({e}); download it again") from None
+    check_hf_config(d, f)
+    check_tokenizer_json(path)
+    if weights:
+        headers = hf_weight_headers(path)
+        check_config_weights(d, {k: h["shape"] for k, h in headers.items()}, f, f"the weights of {path}")
+    return d
+
+
+def check_tokenizer_json(path: str) -> None:
+    "Refuse a folder whose `tokenizer.json` or `tokenizer_config.json` is not a JSON object (truncated, damaged)."
+    for name, key in (("tokenizer.json", "model"), ("tokenizer_config.json", None)):
+        f = storage.join(path, name)
+        if not storage.exists(f):
+            continue
+        try:
+            t = json.loads(storage.read_text(f))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ValueError(f"{f}: not valid JSON ({e}); download it again, or delete it to serve token ids") from None
+        if not isinstance(t, dict) or (key and not isinstance(t.get(key), dict)):
+            raise ValueError(f"{f}: not a tokenizer file (no {key or 'JSON object'}); download it again")
 
 # %% ../../nbs/25_hf_models.ipynb #9a5f4bea
 class HFTensors(Mapping):

@@ -4,10 +4,11 @@
 
 # %% ../../nbs/22_moe_kernels.ipynb #f7b41b84
 from __future__ import annotations
-import functools
+import functools, math
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 from jaxtyping import Array, Float, Int
 
 # %% auto #0
@@ -27,27 +28,84 @@ def combine_reference(
     back = ys[inverse].reshape(T, k, ys.shape[-1])
     return jnp.einsum("tkd,tk->td", back, weights.astype(ys.dtype))
 
+# %% ../../nbs/22_moe_kernels.ipynb #417cef3a
+def _block_rows(n_rows: int, row_bytes: int, budget: int = 4 << 20) -> int:
+    "Rows per grid step: a power of two in [8, 256] whose VMEM rows fit `budget`, dividing `n_rows` if one does."
+    cap = int(min(256, max(8, 2 ** math.floor(math.log2(max(budget // max(row_bytes, 1), 1))))))
+    cap = min(cap, max(8, pl.next_power_of_2(n_rows)))  # a small input: one block of it, not 256 padded rows
+    return next((b for b in (cap, cap // 2, cap // 4) if b >= 8 and n_rows % b == 0), cap)
+
+
+def _word_view(a: Array, interpret) -> tuple[Array, bool, bool]:
+    "(array, packed, viewed outside): a bfloat16 array as DMA-able words (an odd row count padded by one row)."
+    packed = a.dtype == jnp.bfloat16
+    if packed and a.shape[0] % 2:
+        a = jnp.pad(a, ((0, 1), (0, 0)))
+    outside = packed and not isinstance(interpret, bool)  # TPU interpret mode: no DMA through a bitcast ref
+    return (pltpu.bitcast(a, jnp.uint32) if outside else a), packed, outside
+
+
+def _row_copy(src_hbm, row, dst, sem, packed: bool, outside: bool):
+    "The DMA of source row `row` (its word row when `packed`) into the one-row slice `dst`."
+    if packed:
+        src_hbm = src_hbm if outside else src_hbm.bitcast(jnp.uint32)
+        row = jax.lax.shift_right_logical(row, 1)
+    return pltpu.make_async_copy(src_hbm.at[pl.ds(row, 1)], dst, sem)
+
+
+def _unpack(words, odd, dtype) -> Array:
+    "float32 values of rows copied as words: the bfloat16 in the high half (`odd`) or the low half."
+    if dtype != jnp.bfloat16:
+        return words.astype(jnp.float32)
+    bits = jnp.where(odd != 0, words & jnp.uint32(0xFFFF0000), words << 16)
+    return jax.lax.bitcast_convert_type(bits, jnp.float32)
+
 # %% ../../nbs/22_moe_kernels.ipynb #7c472945
-def _gather_prefetch(x: Float[Array, "N D"], src: Int[Array, "M"], *, interpret: bool) -> Float[Array, "M D"]:
-    "out[i] = x[src[i]]: one row per grid step, the source row chosen by the prefetched index (TPU shape)."
-    from jax.experimental.pallas import tpu as pltpu
+def _gather_prefetch(
+    x: Float[Array, "N D"], src: Int[Array, "M"], *, interpret=False, block_rows: int = 0
+) -> Float[Array, "M D"]:
+    "out[i] = x[src[i]]: `block_rows` rows per grid step, each DMA'd from HBM at its scalar-prefetched index (TPU)."
+    M, D, dt = src.shape[0], x.shape[1], x.dtype
+    if dt not in (jnp.float32, jnp.bfloat16):
+        return _gather_prefetch(x.astype(jnp.float32), src, interpret=interpret, block_rows=block_rows).astype(dt)
+    words, packed, outside = _word_view(x, interpret)
+    tm = block_rows or _block_rows(M, 4 * D)
+    Mp = pl.cdiv(M, tm) * tm
+    src = jnp.pad(src.astype(jnp.int32), (0, Mp - M))
 
-    M, D = src.shape[0], x.shape[1]
+    def kernel(src_ref, *refs):
+        if packed:
+            odd_ref, x_hbm, o_ref, rows, sem = refs
+        else:  # float32 rows are copied straight into the output block
+            (x_hbm, o_ref, sem), odd_ref = refs, None
+            rows = o_ref
+        base = pl.program_id(0) * tm
+        copy = lambda r: _row_copy(x_hbm, src_ref[base + r], rows.at[pl.ds(r, 1)], sem, packed, outside)
+        pl.loop(0, tm)(lambda r: copy(r).start())
+        pl.loop(0, tm)(lambda r: copy(r).wait())
+        if packed:
+            o_ref[...] = _unpack(rows[...], odd_ref[...], dt).astype(dt)
 
-    def kernel(src_ref, x_ref, o_ref):
-        o_ref[...] = x_ref[...]
-
+    block = pl.BlockSpec((tm, 1), lambda i, s: (i, 0))
     spec = pltpu.PrefetchScalarGridSpec(
         num_scalar_prefetch=1,
-        grid=(M,),
-        in_specs=[pl.BlockSpec((1, D), lambda i, s: (s[i], 0))],
-        out_specs=pl.BlockSpec((1, D), lambda i, s: (i, 0)),
+        grid=(Mp // tm,),
+        in_specs=([block] if packed else []) + [pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec((tm, D), lambda i, s: (i, 0)),
+        scratch_shapes=([pltpu.VMEM((tm, D), jnp.uint32)] if packed else []) + [pltpu.SemaphoreType.DMA(())],
     )
-    return pl.pallas_call(kernel, grid_spec=spec, out_shape=jax.ShapeDtypeStruct((M, D), x.dtype), interpret=interpret)(
-        src, x
-    )
+    read = Mp * D * (4 if packed else dt.itemsize)  # a bfloat16 row costs its word row: two rows
+    out = pl.pallas_call(
+        kernel,
+        grid_spec=spec,
+        out_shape=jax.ShapeDtypeStruct((Mp, D), dt),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
+        cost_estimate=pl.CostEstimate(flops=0, transcendentals=0, bytes_accessed=read + Mp * (D * dt.itemsize + 8)),
+        interpret=interpret,
+    )(*((src, (src % 2)[:, None], words) if packed else (src, words)))
+    return out if Mp == M else out[:M]
 
-
+# %% ../../nbs/22_moe_kernels.ipynb #6e6c351d
 def _gather_blocked(
     x: Float[Array, "N D"], src: Int[Array, "M"], *, interpret: bool, block_rows: int = 8
 ) -> Float[Array, "M D"]:
@@ -74,34 +132,58 @@ def _gather_blocked(
 
 # %% ../../nbs/22_moe_kernels.ipynb #d4ea8f08
 def _combine_prefetch(
-    ys: Float[Array, "Tk D"], inverse: Int[Array, "Tk"], weights: Float[Array, "T k"], *, interpret: bool
+    ys: Float[Array, "Tk D"],
+    inverse: Int[Array, "Tk"],
+    weights: Float[Array, "T k"],
+    *,
+    interpret=False,
+    block_rows: int = 0,
 ) -> Float[Array, "T D"]:
-    "out[t] = Σ_j w[t, j] ys[inverse[t k + j]]: grid (T, k), the output block accumulates over j (TPU shape)."
-    from jax.experimental.pallas import tpu as pltpu
-
+    "out[t] = Σ_j w[t, j] ys[inverse[t k + j]]: `block_rows` tokens per grid step, their k rows DMA'd into VMEM (TPU)."
     T, k = weights.shape
-    D = ys.shape[1]
-    wflat = weights.reshape(-1).astype(jnp.float32)
+    D, dt = ys.shape[1], ys.dtype
+    if dt not in (jnp.float32, jnp.bfloat16):
+        return _combine_prefetch(
+            ys.astype(jnp.float32), inverse, weights, interpret=interpret, block_rows=block_rows
+        ).astype(dt)
+    words, packed, outside = _word_view(ys, interpret)
+    tm = block_rows or _block_rows(T, 4 * D * k)
+    Tp = pl.cdiv(T, tm) * tm
+    inv = jnp.pad(inverse.astype(jnp.int32).reshape(T, k), ((0, Tp - T), (0, 0)))
+    w = jnp.pad(weights.astype(jnp.float32), ((0, Tp - T), (0, 0)))
 
-    def kernel(inv_ref, w_ref, y_ref, o_ref):
-        t, j = pl.program_id(0), pl.program_id(1)
+    def kernel(inv_ref, w_ref, odd_ref, y_hbm, o_ref, rows, sem):
+        base = pl.program_id(0) * tm
+        copy = lambda j, r: _row_copy(y_hbm, inv_ref[(base + r) * k + j], rows.at[j, pl.ds(r, 1)], sem, packed, outside)
+        for j in range(k):
+            pl.loop(0, tm)(lambda r: copy(j, r).start())
+        for j in range(k):
+            pl.loop(0, tm)(lambda r: copy(j, r).wait())
+        acc = jnp.zeros((tm, D), jnp.float32)
+        for j in range(k):
+            acc += w_ref[:, j : j + 1] * _unpack(rows[j], odd_ref[:, j : j + 1], dt)
+        o_ref[...] = acc.astype(dt)
 
-        @pl.when(j == 0)
-        def _():
-            o_ref[...] = jnp.zeros_like(o_ref)
-
-        o_ref[...] += (w_ref[t * k + j] * y_ref[...].astype(jnp.float32)).astype(o_ref.dtype)
-
+    block = pl.BlockSpec((tm, k), lambda i, s: (i, 0))
     spec = pltpu.PrefetchScalarGridSpec(
-        num_scalar_prefetch=2,
-        grid=(T, k),
-        in_specs=[pl.BlockSpec((1, D), lambda t, j, inv, w: (inv[t * k + j], 0))],
-        out_specs=pl.BlockSpec((1, D), lambda t, j, inv, w: (t, 0)),
+        num_scalar_prefetch=1,
+        grid=(Tp // tm,),
+        in_specs=[block, block, pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec((tm, D), lambda i, s: (i, 0)),
+        scratch_shapes=[pltpu.VMEM((k, tm, D), jnp.uint32 if packed else dt), pltpu.SemaphoreType.DMA(())],
     )
+    read = Tp * k * D * (4 if packed else dt.itemsize)
     out = pl.pallas_call(
-        kernel, grid_spec=spec, out_shape=jax.ShapeDtypeStruct((T, D), jnp.float32), interpret=interpret
-    )(inverse, wflat, ys)
-    return out.astype(ys.dtype)
+        kernel,
+        grid_spec=spec,
+        out_shape=jax.ShapeDtypeStruct((Tp, D), dt),
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
+        cost_estimate=pl.CostEstimate(
+            flops=2 * Tp * k * D, transcendentals=0, bytes_accessed=read + Tp * (D * dt.itemsize + 12 * k)
+        ),
+        interpret=interpret,
+    )(inv.reshape(-1), w, inv % 2, words)
+    return out if Tp == T else out[:T]
 
 # %% ../../nbs/22_moe_kernels.ipynb #b9b0805b
 def _combine_blocked(
@@ -147,8 +229,12 @@ def _inverse_of(perm: Int[Array, "N"]) -> Int[Array, "N"]:
     return jnp.zeros_like(perm).at[perm].set(jnp.arange(perm.shape[0], dtype=perm.dtype))
 
 
-def make_dispatch_combine(shape: str = "prefetch", interpret: bool = True):
-    "(dispatch, combine) built from the `prefetch` (TPU) or `blocked` (GPU) kernels, with custom VJPs."
+def make_dispatch_combine(shape: str = "prefetch", interpret: bool | pltpu.InterpretParams = True):
+    """(dispatch, combine) built from the `prefetch` (TPU) or `blocked` (GPU) kernels, with custom VJPs.
+    `interpret`: False compiles them (Mosaic / Triton), True runs them in interpret mode, a `pltpu.InterpretParams`
+    in JAX's TPU interpret mode (the `prefetch` kernels only)."""
+    if shape not in ("prefetch", "blocked"):
+        raise ValueError(f"make_dispatch_combine: shape={shape!r} is not 'prefetch' (TPU) or 'blocked' (GPU)")
     gather = functools.partial(_gather_prefetch if shape == "prefetch" else _gather_blocked, interpret=interpret)
     comb = functools.partial(_combine_prefetch if shape == "prefetch" else _combine_blocked, interpret=interpret)
 

@@ -1,5 +1,6 @@
 # Two commands do everything on a fresh machine with Python 3.11+ and the package registries:
 #   make quickstart   set up .venv from uv.lock (the lab alone), run the quickstart experiment end to end, build the report site
+#                     (outside the checkout, under the reports_dir setting: `marin report build` prints where)
 #   make test         set up .venv from uv.lock (the lab + the dev and compare groups), check the export, run the notebooks' tests and pytest
 # Every target syncs with --inexact: it installs what it needs and removes nothing another target installed, and with
 # --compile-bytecode: the .pyc files are written once at install, so that a process started on a machine with

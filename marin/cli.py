@@ -38,13 +38,14 @@ USER_ERRORS = (UserError, ExperimentError, ConfigError, FileNotFoundError, KeyEr
 # %% ../nbs/90_cli.ipynb #0cb1f6bd
 @app.command("settings")
 def settings_cmd():
-    "Print the effective lab settings and where each value came from."
+    "Print the effective lab settings, where each value came from, and what each means."
     from marin.core.settings import SETTINGS_BY_KEY, effective_settings
 
     rows = effective_settings()
     w = max(len(r.key) for r in rows)
     for r in rows:
         typer.echo(f"{r.key:{w}}  {r.value}    [{r.source}; env {SETTINGS_BY_KEY[r.key].env_var}]")
+        typer.echo(f"{'':{w}}  # {SETTINGS_BY_KEY[r.key].help}")
 
 # %% ../nbs/90_cli.ipynb #e521bb22
 def parse_param_args(args: list[str]) -> dict[str, str]:
@@ -112,6 +113,13 @@ def run_cmd(
         Optional[str], typer.Option(help="run only steps whose name matches this regex (and what they need)")
     ] = None,
     render: Annotated[bool, typer.Option(help="render the executed notebook to HTML")] = True,
+    publish: Annotated[
+        bool,
+        typer.Option(
+            help="keep the executed notebook in the repository's published record (the publish_dir setting, reports/: "
+            "tracked by git) instead of the reports_dir setting (default PREFIX/reports, outside the checkout)"
+        ),
+    ] = False,
     log_output: Annotated[bool, typer.Option(help="stream the notebook's output to the terminal")] = False,
     cluster: Annotated[
         Optional[str],
@@ -120,7 +128,8 @@ def run_cmd(
         ),
     ] = None,
 ):
-    """Execute an experiment notebook with papermill, record the run in the ledger and keep the report.
+    """Execute an experiment notebook with papermill, record the run in the ledger and keep the report (under the
+    reports_dir setting, outside the checkout; with --publish, in the repository's reports/).
 
     Parameters: `-p NAME VALUE` (repeatable), checked against the notebook's `parameters` cell before anything runs."""
     from marin.core.experiments import run_experiment
@@ -131,9 +140,17 @@ def run_cmd(
         _check_cluster(cluster)
         os.environ["MARIN_CLUSTER"] = cluster
     r = run_experiment(
-        notebook, params, force=force, dry_run=dry_run, run_only=run_only, render=render, log_output=log_output
+        notebook,
+        params,
+        force=force,
+        dry_run=dry_run,
+        run_only=run_only,
+        render=render,
+        log_output=log_output,
+        publish=publish,
     )
     if r.status == "DRY_RUN":
+        typer.echo(r.plan or f"{notebook.name} ran to its end without planning an executor step")
         typer.echo("dry run complete: nothing was executed")
         return
     _echo_result(r)
@@ -251,15 +268,18 @@ def runs_compact(
 @report_app.command("build")
 def report_build(
     quarto: Annotated[Optional[bool], typer.Option(help="force Quarto on/off (default: use it when on PATH)")] = None,
+    published: Annotated[
+        bool, typer.Option(help="render the repository's published record (publish_dir) instead of reports_dir")
+    ] = False,
 ):
-    "Render every executed experiment and the index of runs into reports/_site/."
-    from marin.core.reports import build_site
+    "Render every executed experiment and the index of runs into REPORTS/_site/ (REPORTS: the reports_dir setting)."
+    from marin.core.reports import build_site, reports_dir
 
     if quarto and not shutil.which("quarto"):
         raise UserError(
             "--quarto: the Quarto CLI is not on PATH; install it or drop --quarto to use the built-in renderer"
         )
-    idx = build_site(use_quarto=quarto)
+    idx = build_site(reports_dir(published), use_quarto=quarto)
     typer.echo(f"site: {idx}")
 
 # %% ../nbs/90_cli.ipynb #1412d08c

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/04_executor.ipynb #677d7ee2
 from __future__ import annotations
-import copy, dataclasses, functools, importlib, os, re, socket, sys, threading, time, traceback, uuid
+import copy, dataclasses, functools, importlib, os, re, socket, sys, tempfile, threading, time, traceback, uuid
 from typing import Any, Callable, Iterable, Protocol, runtime_checkable
 from fastcore.basics import patch, patch_to
 from . import storage
@@ -15,8 +15,8 @@ from .settings import settings
 # %% auto #0
 __all__ = ['StepOrPath', 'STATUS_FILE', 'LEASE_FILE', 'INFO_FILE', 'MANIFEST_FILE', 'REPLACED_DIR', 'RUNNING', 'SUCCESS',
            'FAILED', 'BackendFactory', 'BACKENDS', 'BACKEND_PLUGINS', 'Step', 'StepRef', 'resolve_paths', 'toposort',
-           'read_status', 'Lease', 'StepFailed', 'DryRunComplete', 'PlannedStep', 'ExecutorResult', 'ExecutorBackend',
-           'register_backend', 'backend_for', 'Executor', 'executor_main']
+           'read_status', 'Lease', 'StepFailed', 'DryRunComplete', 'PlannedStep', 'ExecutorResult', 'NotWritable',
+           'check_writable', 'ExecutorBackend', 'register_backend', 'backend_for', 'Executor', 'executor_main']
 
 # %% ../../nbs/04_executor.ipynb #2f7053ff
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -266,7 +266,7 @@ class StepFailed(RuntimeError):
 
 
 class DryRunComplete(Exception):
-    "Raised after a dry run when the caller asked to stop there (used by `marin run --dry-run`)."
+    "Raised after a dry run when the caller asked to stop there (`marin run --dry-run`); its message is the plan."
 
 
 @dataclasses.dataclass
@@ -297,13 +297,14 @@ class ExecutorResult:
         return [k for k, v in self.statuses.items() if v == "cached"]
 
 # %% ../../nbs/04_executor.ipynb #ed411aab
-def _step_failed(failed: list[tuple[str, str]]) -> StepFailed:
-    "The `StepFailed` for the `(step name, output path)` of each failed step, read from their status files."
+def _step_failed(failed: list[tuple[str, str]], unrecorded: dict[str, str] | None = None) -> StepFailed:
+    """The `StepFailed` for the `(step name, output path)` of each failed step, read from their status files (or from
+    `unrecorded`, output path -> error, for a failure its status file could not take: a full disk)."""
     failures, lines = [], []
     for name, out in failed:
         st = read_status(out) or {}
         err, run_id, path = (
-            st.get("error") or "(no error recorded)",
+            st.get("error") or (unrecorded or {}).get(out) or "(no error recorded)",
             st.get("run_id", ""),
             storage.join(out, STATUS_FILE),
         )
@@ -311,6 +312,27 @@ def _step_failed(failed: list[tuple[str, str]]) -> StepFailed:
         lines.append(f"step {name} failed: {err}")
         lines.append(f"  traceback: {path}" + (f" (or `marin runs show {run_id}`)" if run_id else ""))
     return StepFailed("\n".join(lines), failures)
+
+# %% ../../nbs/04_executor.ipynb #b3fd0e0b
+class NotWritable(ValueError):
+    "A folder the lab must write to (the storage prefix, the reports folder) cannot be written."
+
+
+def check_writable(path: str, what: str = "storage prefix", fix: str = "") -> None:
+    "Create the local folder `path` if needed and write a file in it; `NotWritable` naming it, why and the fix if not."
+    if "://" in path and not path.startswith("file://"):  # a bucket: left to its first write
+        return
+    p = storage.fs_path(path)[1]
+    try:
+        os.makedirs(p, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=p, prefix=".marin-write-check.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        fix = (
+            fix or "set MARIN_PREFIX (or `prefix` in settings.ini) to a folder you can write, or make this one writable"
+        )
+        raise NotWritable(f"{what} {p} is not writable ({e.strerror or e}): {fix}") from None
 
 # %% ../../nbs/04_executor.ipynb #861b12b7
 @runtime_checkable
@@ -382,6 +404,7 @@ class Executor:
         self.record_fields = dict(
             record_fields or {}
         )  # added to each ledger record (a backend's attempt, retries, node)
+        self._unrecorded: dict[str, str] = {}  # output path -> error of a failure its status file could not take
 
     def output_path(self, step: Step) -> str:
         return storage.join(self.prefix, step.output_name)
@@ -551,42 +574,54 @@ def _record_failure(self: Executor, step: Step, out: str, base: dict, e: BaseExc
     run_id = base["run_id"]
     tb = traceback.format_exc()
     ended = utcnow()
-    err = f"{type(e).__name__}: {e}"
-    storage.write_json(
-        storage.join(out, STATUS_FILE),
-        {
-            "status": FAILED,
-            "run_id": run_id,
-            "updated_at": ended.isoformat(),
-            "error": err,
-            "traceback": tb,
-        },
+    err = _error_text(e)
+    status = {"status": FAILED, "run_id": run_id, "updated_at": ended.isoformat(), "error": err, "traceback": tb}
+    rec = RunRecord(
+        status=FAILED,
+        ended_at=ended,
+        error=err,
+        traceback=tb,
+        metrics=ann["metrics"] or None,
+        tracker_url=ann.get("tracker_url", ""),
+        notes=ann.get("notes", ""),
+        **base,
     )
-    self.ledger.append(
-        RunRecord(
-            status=FAILED,
-            ended_at=ended,
-            error=err,
-            traceback=tb,
-            metrics=ann["metrics"] or None,
-            tracker_url=ann.get("tracker_url", ""),
-            notes=ann.get("notes", ""),
-            **base,
-        )
-    )
+    lost = []
+    for what, write in (
+        (
+            f"status file {storage.join(out, STATUS_FILE)}",
+            lambda: storage.write_json(storage.join(out, STATUS_FILE), status),
+        ),
+        (f"ledger {self.ledger.root}", lambda: self.ledger.append(rec)),
+    ):
+        try:
+            write()
+        except Exception as w:  # the storage itself failed (full, read-only): say so, keep the step's own error
+            lost.append(f"{what} ({type(w).__name__}: {w})")
+    if lost:
+        self._unrecorded[out] = err
+        print(f"warning: could not record {step.name}'s failure in its {'; '.join(lost)}", file=sys.stderr)
     self._log(f"✗ {step.name} failed: {err}")
+
+
+def _error_text(e: BaseException) -> str:
+    "How a step's exception reads in its status and the ledger."
+    if isinstance(e, MemoryError):
+        return f"MemoryError: the step ran out of memory{f' ({e})' if str(e) else ''}; give it smaller inputs or batches, or more memory"
+    return f"{type(e).__name__}: {e}"
 
 # %% ../../nbs/04_executor.ipynb #8582a25f
 @patch
 def _execute(self: Executor, step: Step, out: str, outputs: dict[str, str]) -> str:
     run_id = new_run_id(step.name.replace("/", "-"))
     path_of = lambda s: outputs.get(s.output_name) or self.output_path(s)
-    cfg = resolve_paths(step.config, path_of)
-    started, input_hashes = self._write_running(step, out, run_id, path_of)
-    base = self._base_record(step, out, run_id, started, input_hashes)
-    self.ledger.append(RunRecord(status=RUNNING, **base))
+    base = self._base_record(step, out, run_id, utcnow(), {})
     with run_annotations() as ann:
         try:
+            cfg = resolve_paths(step.config, path_of)
+            started, input_hashes = self._write_running(step, out, run_id, path_of)
+            base.update(started_at=started, input_hashes=input_hashes)
+            self.ledger.append(RunRecord(status=RUNNING, **base))
             result = step.fn(cfg, out)
             return self._record_success(step, out, base, result, ann)
         except BaseException as e:
@@ -701,6 +736,8 @@ def run(
     if dry_run:
         self._log(self.format_plan(plan))
         return ExecutorResult(outputs, {p.step.output_name: f"dry-run: {p.action}" for p in plan}, plan)
+    if any(p.action == "run" for p in plan):
+        check_writable(self.prefix)
     if self.backend is not None:  # a cluster backend schedules the runnable steps itself (each one through `run_step`)
         statuses = self.backend.run_plan(self, plan, outputs)
         failures = [p.step.name for p in plan if statuses.get(p.step.output_name) == FAILED]
@@ -712,7 +749,7 @@ def run(
     )
     result = ExecutorResult(outputs, statuses, self._last_plan)
     if failures:
-        raise _step_failed([(p.step.name, p.output_path) for p in plan if p.step.name in failures])
+        raise _step_failed([(p.step.name, p.output_path) for p in plan if p.step.name in failures], self._unrecorded)
     return result
 
 # %% ../../nbs/04_executor.ipynb #2ebe8b03
@@ -744,5 +781,5 @@ def executor_main(
     )
     result = ex.run(steps, force=force, dry_run=dry_run, run_only=run_only)
     if dry_run and _env_flag("MARIN_STOP_AFTER_DRY_RUN"):
-        raise DryRunComplete("dry run: nothing was executed")
+        raise DryRunComplete(Executor.format_plan(result.plan))
     return result

@@ -4,18 +4,19 @@
 
 # %% ../../nbs/07_experiments.ipynb #6fd762b8
 from __future__ import annotations
-import ast, contextlib, dataclasses, json, os, re, sys
+import ast, contextlib, dataclasses, json, os, re, sys, tempfile
 from pathlib import Path
 from typing import Any
 from . import storage
 from .config import config_hash
+from .executor import check_writable
 from .ledger import Ledger, RunRecord, new_run_id, provenance, utcnow
 from .reports import render_notebook, reports_dir, write_run_card
 from .settings import settings
 
 # %% auto #0
 __all__ = ['ExperimentError', 'ExperimentParam', 'experiment_parameters', 'check_parameters', 'record_metrics', 'ExperimentRun',
-           'run_experiment']
+           'record_target', 'run_experiment']
 
 # %% ../../nbs/07_experiments.ipynb #55c7096e
 class ExperimentError(ValueError):
@@ -159,6 +160,7 @@ class ExperimentRun:
     html: Path | None
     error: str = ""
     metrics: dict = dataclasses.field(default_factory=dict)
+    plan: str = ""  # a dry run's step plan
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -177,6 +179,15 @@ def _env(**kv):
             else:
                 os.environ[k] = v
 
+# %% ../../nbs/07_experiments.ipynb #c0ba339b
+def record_target(name: str, met: Any, detail: str = "") -> bool:
+    """Record whether a result met its target (`target/NAME`: true or false, in the ledger and the report) and print
+    the verdict; a miss never fails the run. Returns the verdict."""
+    met = bool(met)
+    print(f"target {name}: {'met' if met else 'MISSED'}" + (f" ({detail})" if detail else ""))
+    record_metrics(**{f"target/{name}": met})
+    return met
+
 # %% ../../nbs/07_experiments.ipynb #31479d87
 def _run_env(
     run_id: str, name: str, issue: str, metrics_file: str, *, force: bool, dry_run: bool, run_only: str | None
@@ -194,8 +205,9 @@ def _run_env(
     )
 
 # %% ../../nbs/07_experiments.ipynb #29892a8c
-def _dry_run(notebook: Path, out_nb: Path, values: dict, env: dict[str, str], name: str) -> None:
-    "Execute the notebook up to its executor's plan; an error other than `DryRunComplete` is an `ExperimentError`."
+def _dry_run(notebook: Path, out_nb: Path, values: dict, env: dict[str, str], name: str) -> str:
+    """Execute the notebook up to its executor's plan and return the plan ('' if it planned no step); an error other
+    than `DryRunComplete` is an `ExperimentError`."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
@@ -214,8 +226,10 @@ def _dry_run(notebook: Path, out_nb: Path, values: dict, env: dict[str, str], na
                 raise ExperimentError(
                     f"dry run of {name} failed in cell {e.exec_count}: {e.ename}: {_ANSI.sub('', str(e.evalue))}"
                 ) from None
+            return _ANSI.sub("", str(e.evalue))
         finally:
             out_nb.unlink(missing_ok=True)
+    return ""
 
 # %% ../../nbs/07_experiments.ipynb #a7911607
 def _start_records(run_id: str, name: str, issue: str, all_params: dict, out_nb: Path) -> tuple[dict, dict]:
@@ -318,22 +332,37 @@ def run_experiment(
     render: bool = True,
     log_output: bool = False,
     progress: bool = True,
+    publish: bool = False,
 ) -> ExperimentRun:
-    "Execute an experiment notebook with papermill, record the run and keep the executed notebook as a report."
+    """Execute an experiment notebook with papermill, record the run and keep the executed notebook as a report
+    under `reports_root` (default: the `reports_dir` setting; `publish`: the repository's `publish_dir`)."""
     notebook = Path(notebook).resolve()
     declared = experiment_parameters(notebook)
     values = check_parameters(notebook, params or {}, declared)
     name = notebook.stem
     issue = str(values.get("issue", declared["issue"].default))
-    root = Path(reports_root or reports_dir()).resolve()
+    root = Path(reports_root or reports_dir(publish)).resolve()
     run_id = new_run_id(name)
+    if dry_run:  # writes nothing: the executed notebook goes to a temporary folder
+        with tempfile.TemporaryDirectory() as tmp:
+            out_nb = Path(tmp) / f"{run_id}.ipynb"
+            env = _run_env(
+                run_id,
+                name,
+                issue,
+                str(out_nb.with_suffix(".metrics.json")),
+                force=force,
+                dry_run=True,
+                run_only=run_only,
+            )
+            plan = _dry_run(notebook, out_nb, values, env, name)
+        return ExperimentRun(run_id, "DRY_RUN", notebook, None, plan=plan)
+    check_writable(settings().prefix)  # the ledger lives there
+    fix = "set MARIN_REPORTS_DIR (reports_dir in settings.ini) to a folder you can write, or make this one writable"
+    check_writable(str(root / name), "reports folder", fix)
     out_nb = root / name / f"{run_id}.ipynb"
-    out_nb.parent.mkdir(parents=True, exist_ok=True)
     metrics_file = str(out_nb.with_suffix(".metrics.json"))
     env = _run_env(run_id, name, issue, metrics_file, force=force, dry_run=dry_run, run_only=run_only)
-    if dry_run:
-        _dry_run(notebook, out_nb, values, env, name)
-        return ExperimentRun(run_id, "DRY_RUN", notebook, None)
     ledger = Ledger()
     all_params = {k: p.default for k, p in declared.items()} | values
     base, card = _start_records(run_id, name, issue, all_params, out_nb)

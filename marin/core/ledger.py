@@ -131,15 +131,19 @@ TRACKED_PACKAGES = (
 
 
 @functools.lru_cache(None)
-def git_state(cwd: str | None = None) -> tuple[str, bool | None]:
-    "(commit, dirty) of the git tree at `cwd`; ('', None) outside a repository."
+def git_state(cwd: str | None = None, lab_written: tuple[str, ...] = ()) -> tuple[str, bool | None]:
+    """(commit, dirty) of the git tree at `cwd`; ('', None) outside a repository. Changes under the `lab_written`
+    folders (absolute paths; those outside the tree are ignored) do not count as dirty."""
     try:
         run = lambda *a: subprocess.run(["git", *a], cwd=cwd, capture_output=True, text=True, timeout=10)
-        c = run("rev-parse", "HEAD")
+        c = run("rev-parse", "HEAD", "--show-toplevel")
         if c.returncode != 0:
             return "", None
-        dirty = run("status", "--porcelain", "--untracked-files=no")
-        return c.stdout.strip(), bool(dirty.stdout.strip())
+        commit, top = c.stdout.split()
+        rel = [os.path.relpath(p, top) for p in lab_written]
+        skip = [f":(exclude,top){r}" for r in rel if r != "." and not r.startswith("..")]
+        dirty = run("status", "--porcelain", "--untracked-files=no", "--", ":/", *skip)
+        return commit, bool(dirty.stdout.strip())
     except (OSError, subprocess.TimeoutExpired):
         return "", None
 
@@ -176,7 +180,11 @@ def hardware() -> dict:
 
 def provenance() -> dict:
     "The fields of a record that describe where and with what code it ran."
-    commit, dirty = git_state(os.getcwd())
+    s = settings()
+    lab_written = tuple(
+        sorted({os.path.abspath(p) for p in (s.reports_dir, s.publish_dir, s.prefix) if "://" not in p})
+    )
+    commit, dirty = git_state(os.getcwd(), lab_written)
     return dict(git_commit=commit, git_dirty=dirty, packages=package_versions(), hardware=hardware())
 
 # %% ../../nbs/03_ledger.ipynb #a73a575a

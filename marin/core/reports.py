@@ -15,8 +15,10 @@ __all__ = ['reports_dir', 'run_card_path', 'write_run_card', 'read_run_cards', '
            'index_markdown', 'build_site']
 
 # %% ../../nbs/06_reports.ipynb #2d0a9bd5
-def reports_dir() -> Path:
-    return Path(settings().reports_dir)
+def reports_dir(publish: bool = False) -> Path:
+    "Where executed notebooks go: the `reports_dir` setting (outside the checkout), or `publish_dir` when `publish`."
+    s = settings()
+    return Path(s.publish_dir if publish else s.reports_dir)
 
 
 def run_card_path(notebook: str | Path) -> Path:
@@ -130,7 +132,8 @@ def build_site(root: str | Path | None = None, *, use_quarto: bool | None = None
     site = root / "_site"
     site.mkdir(parents=True, exist_ok=True)
     cards = read_run_cards(root)
-    use_quarto = bool(shutil.which("quarto")) if use_quarto is None else use_quarto
+    if use_quarto is None:  # Quarto renders through the repository's _quarto.yml: the published folder only
+        use_quarto = bool(shutil.which("quarto")) and (root.resolve().parent / "_quarto.yml").exists()
     from tqdm.auto import tqdm
 
     for c in tqdm(cards, desc="render reports", disable=not verbose or not cards):

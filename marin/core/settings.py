@@ -40,7 +40,18 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("wandb_project", "marin", "wandb project that runs are logged to"),
     Setting("seed", "0", "default random seed for experiments that do not set one"),
-    Setting("reports_dir", "reports", "where executed experiment notebooks and the rendered site go"),
+    Setting(
+        "reports_dir",
+        "",
+        "where `marin run` keeps executed experiment notebooks and the rendered site; empty: PREFIX/reports for a local"
+        " prefix, else ~/.cache/marin/reports (outside the checkout, so a run never dirties it)",
+    ),
+    Setting(
+        "publish_dir",
+        "reports",
+        "the published record in the repository (tracked): `marin run --publish` executes into it and"
+        " `marin report build --published` renders it",
+    ),
     Setting("cluster", "local", "where steps run: local, or ray[://ADDRESS]"),
     Setting(
         "lease_seconds",
@@ -117,8 +128,11 @@ def effective_settings(start: str | Path | None = None) -> list[EffectiveSetting
         if s.key == "prefix" and "://" not in v and not os.path.isabs(v):
             base = f.parent if src.startswith("settings.ini") else Path.cwd()
             v = str((base / v).resolve())
-        if s.key == "reports_dir" and not os.path.isabs(v):
-            base = f.parent if src.startswith("settings.ini") else Path.cwd()
+        if s.key == "reports_dir" and not v:  # beside the step outputs, outside the checkout
+            prefix = next(e.value for e in out if e.key == "prefix")
+            v = os.path.join(prefix, "reports") if "://" not in prefix else os.path.expanduser("~/.cache/marin/reports")
+        if s.key in ("reports_dir", "publish_dir") and not os.path.isabs(v := os.path.expanduser(v)):
+            base = f.parent if f is not None and not src.startswith("env") else Path.cwd()  # the repository's
             v = str((base / v).resolve())
         if s.choices and v not in s.choices:
             raise ValueError(f"setting {s.key}={v!r} (from {src}) must be one of {list(s.choices)}")
@@ -140,6 +154,7 @@ class Settings:
     cluster_placement: str = "ray"
     data_workers: int = 0
     compilation_cache: str = "~/.cache/marin/jax"  # a directory, or "off"
+    publish_dir: str = "reports"
 
 
 def settings(start: str | Path | None = None) -> Settings:
@@ -157,6 +172,7 @@ def settings(start: str | Path | None = None) -> Settings:
             cluster_placement=d["cluster_placement"],
             data_workers=int(d["data_workers"]),
             compilation_cache=d["compilation_cache"],
+            publish_dir=d["publish_dir"],
         )
     except ValueError as e:
         raise ValueError(

@@ -344,12 +344,28 @@ def dry_run(cfg: TrainConfig, *, n_devices: int | None = None, output_path: str 
 app = typer.Typer(help="Train dense language models and sample from them.", no_args_is_help=True, add_completion=False)
 
 
+def _fit_warmup(cfg: TrainConfig, planned_steps: int) -> TrainConfig:
+    """`cfg` (its steps set by `--steps`) with a warmup in steps (>= 1) that would take more than half of the run
+    scaled by num_train_steps / `planned_steps` (the config's own length), said on stderr."""
+    w, n = cfg.optimizer.warmup, cfg.num_train_steps
+    if w < 1 or w <= n / 2 or planned_steps <= 0:
+        return cfg
+    new = max(1, min(math.ceil(w * n / planned_steps), n // 2))
+    typer.echo(
+        f"--steps {n}: the config's warmup of {w:g} steps (of {planned_steps}) would take "
+        f"{'the whole' if w >= n else 'most of the'} run; warmup scaled with the run to {new} steps",
+        err=True,
+    )
+    return cfg.replace(optimizer=cfg.optimizer.replace(warmup=new))
+
+
 def _cli_config(config: str, steps: int, devices: int) -> TrainConfig:
-    "The config `--config` names with `--steps` and `--devices` applied; exits with code 2 when it cannot be built."
+    """The config `--config` names with `--steps` (its warmup scaled to fit, `_fit_warmup`) and `--devices` applied;
+    exits with code 2 when it cannot be built."""
     try:
         cfg = load_train_config(config)
         with fields_as_flags(TrainConfig, {"num_train_steps": "--steps"}):
-            cfg = cfg.replace(num_train_steps=steps) if steps else cfg
+            cfg = _fit_warmup(cfg.replace(num_train_steps=steps), cfg.num_train_steps) if steps else cfg
         with fields_as_flags(MeshConfig, {"devices": "--devices"}):
             cfg = cfg.replace(mesh=cfg.mesh.replace(devices=devices)) if devices else cfg
     except (ValueError, FileNotFoundError, TypeError) as e:

@@ -28,6 +28,8 @@ _IMPORT_FLAGS = {
     "max_chars": "--max-chars",
     "text_field": "--text-field",
     "limit": "--limit",
+    "max_line_mb": "--max-line-mb",
+    "max_doc_mb": "--max-doc-mb",
 }
 
 
@@ -35,41 +37,56 @@ _IMPORT_FLAGS = {
 def import_cmd(
     name: str = typer.Argument(..., help="source name"),
     paths: list[str] = typer.Argument(..., help="files, folders, globs or URLs"),
-    format: str = typer.Option("auto", help="auto|text|jsonl|parquet|fasta|html|hf"),
+    format: str = typer.Option("auto", help="auto|text|jsonl|parquet|fasta|html|warc|hf"),
     split: str = "file",
     max_chars: int = 0,
     text_field: str = "text",
     limit: int = 0,
+    max_line_mb: float = typer.Option(None, help="longest line read (a JSONL record, a text line); default 64"),
+    max_doc_mb: float = typer.Option(None, help="longest document (a file read whole, a page, a record); default 256"),
     prefix: str = typer.Option(None, help="output prefix (default: settings)"),
 ):
     "Import a source into a Parquet document set."
     from marin.core.config import fields_as_flags
     from marin.data.sources import SourceConfig, import_step
 
+    limits = {k: v for k, v in dict(max_line_mb=max_line_mb, max_doc_mb=max_doc_mb).items() if v is not None}
     with fields_as_flags(SourceConfig, _IMPORT_FLAGS):
-        s = import_step(
-            SourceConfig(
-                name, tuple(paths), format=format, split=split, max_chars=max_chars, text_field=text_field, limit=limit
-            )
+        cfg = SourceConfig(
+            name, tuple(paths), format=format, split=split, max_chars=max_chars, text_field=text_field, limit=limit
         )
+        s = import_step(cfg.replace(**limits) if limits else cfg)
         r = _run([s], prefix)
     typer.echo(r[s])
 
 # %% ../../nbs/19b_cli.ipynb #4d059068
+def _document_set(path: str) -> str:
+    "`path` if it is a document set folder; an error naming it (before any step starts) when it is not."
+    from marin.data.sources import document_files
+
+    if not document_files(path):
+        raise FileNotFoundError(f"{path}: holds no documents-*.parquet; give the folder `marin data import` printed")
+    return path
+
+
 @app.command("tokenize")
 def tokenize_cmd(
     documents: str = typer.Argument(..., help="a document set folder"),
-    tokenizer: str = typer.Option(..., help="dna|protein|tokenizer.json folder|hub name"),
+    tokenizer: str = typer.Option(..., help="dna|dna:k=N|protein|tokenizer.json folder|hub name"),
     name: str = "tokens/cli",
     workers: int = 1,
     docs_per_shard: int = 4096,
     prefix: str = typer.Option(None),
 ):
     "Tokenize a document set into token shards."
+    from marin.core.config import fields_as_flags
     from marin.data.shards import TokenizeConfig, tokenize_step
 
-    s = tokenize_step(TokenizeConfig(documents, tokenizer, workers=workers, docs_per_shard=docs_per_shard), name)
-    r = _run([s], prefix)
+    flags = {"documents": "DOCUMENTS", "tokenizer": "--tokenizer", "workers": "--workers"}
+    with fields_as_flags(TokenizeConfig, flags | {"docs_per_shard": "--docs-per-shard"}):
+        cfg = TokenizeConfig(_document_set(documents), tokenizer, workers=workers, docs_per_shard=docs_per_shard)
+        s = tokenize_step(cfg, name)
+        r = _run([s], prefix)
     typer.echo(r[s])
 
 
@@ -82,10 +99,13 @@ def train_tokenizer_cmd(
     prefix: str = typer.Option(None),
 ):
     "Train a byte-level BPE tokenizer on a document set (writes tokenizer.json)."
+    from marin.core.config import fields_as_flags
     from marin.data.tokenizers import BPETrainConfig, train_bpe_step
 
-    s = train_bpe_step(BPETrainConfig(documents, vocab_size=vocab_size, max_documents=max_documents), name)
-    typer.echo(_run([s], prefix)[s])
+    with fields_as_flags(BPETrainConfig, {"vocab_size": "--vocab-size", "max_documents": "--max-documents"}):
+        cfg = BPETrainConfig(documents, vocab_size=vocab_size, max_documents=max_documents)
+        s = train_bpe_step(cfg.replace(documents=_document_set(documents)), name)
+        typer.echo(_run([s], prefix)[s])
 
 # %% ../../nbs/19b_cli.ipynb #91bbbb58
 @app.command("verify")
@@ -109,9 +129,9 @@ def _mixture_on_disk(st: dict, ex, steps: int):
 @app.command("mixture")
 def mixture_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="print the mixture; do not write it"),
-    limit: int = typer.Option(0, help="documents per source (0 = all)"),
-    steps: int = typer.Option(1000, help="planned training steps"),
-    workers: int = 1,
+    limit: int = typer.Option(0, min=0, help="documents per source (0 = all)"),
+    steps: int = typer.Option(1000, min=1, help="planned training steps"),
+    workers: int = typer.Option(1, min=0),
     prefix: str = typer.Option(None),
 ):
     "Build the local three-source recipe (web/code/math) and print its sources, weights, realised tokens and hashes."
@@ -155,7 +175,7 @@ def extract_cmd(
     documents: str = typer.Argument(..., help="a document set of raw HTML (import with --format html)"),
     extractor: str = "trafilatura",
     name: str = "extract/cli",
-    min_chars: int = 200,
+    min_chars: int = typer.Option(200, min=0),
     prefix: str = typer.Option(None),
 ):
     "Extract the main text of HTML documents."
@@ -180,17 +200,23 @@ def extract_eval_cmd(html_dir: str = typer.Option(None, help="folder with expect
 def dedup_cmd(
     documents: str,
     name: str = "dedup/cli",
-    num_perm: int = 128,
-    bands: int = 16,
+    num_perm: int = typer.Option(128, min=1, max=8192, help="MinHash permutations (hashes per document)"),
+    bands: int = typer.Option(16, min=1, max=8192),
     shingle: int = 5,
     threshold: float = 0.5,
     prefix: str = typer.Option(None),
 ):
     "Exact, paragraph and MinHash-LSH near-duplicate dedup of a document set."
+    from marin.core.config import fields_as_flags
     from marin.data.dedup import DedupConfig, dedup_step
 
-    s = dedup_step(DedupConfig(documents, num_perm=num_perm, bands=bands, shingle=shingle, threshold=threshold), name)
-    typer.echo(_run([s], prefix)[s])
+    flags = {"num_perm": "--num-perm", "bands": "--bands", "shingle": "--shingle", "threshold": "--threshold"}
+    with fields_as_flags(DedupConfig, flags):
+        cfg = DedupConfig(
+            _document_set(documents), num_perm=num_perm, bands=bands, shingle=shingle, threshold=threshold
+        )
+        s = dedup_step(cfg, name)
+        typer.echo(_run([s], prefix)[s])
 
 
 @app.command("filter")
@@ -203,9 +229,13 @@ def filter_cmd(
     prefix: str = typer.Option(None),
 ):
     "Gopher/C4 quality rules (and optionally a classifier) over a document set."
+    from marin.core.config import fields_as_flags
     from marin.data.filters import QualityConfig, quality_step
 
-    s = quality_step(
-        QualityConfig(documents, classifier=classifier, min_score=min_score, keep_top_fraction=keep_top_fraction), name
-    )
-    typer.echo(_run([s], prefix)[s])
+    flags = {"min_score": "--min-score", "keep_top_fraction": "--keep-top-fraction", "classifier": "--classifier"}
+    with fields_as_flags(QualityConfig, flags):
+        cfg = QualityConfig(
+            _document_set(documents), classifier=classifier, min_score=min_score, keep_top_fraction=keep_top_fraction
+        )
+        s = quality_step(cfg, name)
+        typer.echo(_run([s], prefix)[s])

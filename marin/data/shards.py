@@ -35,6 +35,11 @@ class TokenizeConfig(Config):
     def validate(self):
         check(self.docs_per_shard > 0, "docs_per_shard", "must be > 0")
         check(self.workers >= 0, "workers", "0 (the data_workers setting) or a number of processes")
+        check(self.batch_size > 0, "batch_size", "documents per encode call: must be > 0")
+        if isinstance(self.tokenizer, str) and self.tokenizer.split(":")[0] in ("dna", "protein"):
+            from marin.data.tokenizers import load_tokenizer
+
+            load_tokenizer(self.tokenizer)  # a character tokenizer costs nothing to build: a bad `dna:k=` fails now
 
 # %% ../../nbs/15_shards.ipynb #5f0ac854
 def _shard_bytes(ids: list[str], token_arrays: list[np.ndarray]) -> bytes:

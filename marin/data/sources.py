@@ -4,8 +4,8 @@
 
 # %% ../../nbs/10_sources.ipynb #4cfebea0
 from __future__ import annotations
-import contextlib, dataclasses, glob as globmod, io, json, os, re, sys
-from typing import Any, Iterable, Iterator
+import collections, contextlib, dataclasses, glob as globmod, io, json, os, re, stat, sys, warnings
+from typing import Any, Callable, Iterable, Iterator
 import pyarrow as pa, pyarrow.parquet as pq
 from ..core import storage
 from ..core.config import Config, added, check, versioned
@@ -13,12 +13,14 @@ from ..core.executor import Step, StepOrPath
 from ..core.tasks import run_tasks
 
 # %% auto #0
-__all__ = ['FORMATS', 'COMPRESSIONS', 'SPLITS', 'DOC_SCHEMA', 'DOCS_PER_FILE', 'ATTRIBUTE_COLUMNS', 'SourceConfig',
-           'expand_paths', 'file_format', 'open_stream', 'text_lines', 'split_paragraphs', 'read_fasta', 'read_warc',
-           'source_units', 'unit_documents', 'iter_documents', 'write_documents', 'document_files', 'read_documents',
-           'read_document_table', 'document_summary', 'map_document_shard', 'finish_document_stage', 'map_documents',
-           'read_attributes', 'EmptySourceError', 'check_source', 'pack_files', 'import_tasks', 'shard_name',
-           'import_task', 'import_documents', 'import_step', 'MergeConfig', 'merge_documents', 'merge_step']
+__all__ = ['FORMATS', 'COMPRESSIONS', 'SPLITS', 'MB', 'MAX_LIMIT_MB', 'DOC_SCHEMA', 'DOCS_PER_FILE', 'ATTRIBUTE_COLUMNS',
+           'SourceConfig', 'expand_paths', 'file_format', 'SourceReadError', 'reading', 'open_stream', 'capped_lines',
+           'decode_text', 'read_whole', 'text_lines', 'split_paragraphs', 'stream_paragraphs', 'read_fasta', 'Dropped',
+           'read_warc', 'source_units', 'unit_documents', 'iter_documents', 'write_documents', 'document_files',
+           'read_documents', 'read_document_table', 'document_summary', 'map_document_shard', 'finish_document_stage',
+           'map_documents', 'read_attributes', 'EmptySourceError', 'SourceWarning', 'check_source', 'pack_files',
+           'import_tasks', 'shard_name', 'import_task', 'import_documents', 'import_step', 'MergeConfig',
+           'merge_documents', 'merge_step']
 
 # %% ../../nbs/10_sources.ipynb #f2364457
 FORMATS = ("auto", "text", "jsonl", "parquet", "fasta", "html", "warc", "hf")
@@ -41,6 +43,8 @@ _EXT_FORMAT = {
 }
 COMPRESSIONS = (".gz", ".zst", ".zstd")  # decompressed while streaming; a WARC reader decompresses by itself
 SPLITS = ("file", "paragraphs", "lines")
+MB = 1 << 20
+MAX_LIMIT_MB = 2048  # the largest line or document limit: Arrow and the tokenizer hold a document several times over
 
 # %% ../../nbs/10_sources.ipynb #f079daaa
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +65,11 @@ class SourceConfig(Config):
     shard_docs: int = added(20_000, versioned=True)  # documents per output shard (a later stage's unit of work)
     task_bytes: int = added(64 << 20, versioned=True)  # small files are packed into import tasks of about this size
     workers: int = added(0)  # processes for the import tasks (0: the data_workers setting); output does not change
+    # a longer line (a JSONL record, a text or FASTA line) or document (a file read whole, a paragraph group, a FASTA
+    # record, a web page, a record's text) is an error, found after reading at most the limit; not versioned: a
+    # finished import's output does not depend on them
+    max_line_mb: float = added(64.0)
+    max_doc_mb: float = added(256.0)
 
     def validate(self):
         check(
@@ -78,16 +87,51 @@ class SourceConfig(Config):
         check(self.max_chars >= 0 and self.limit >= 0, "max_chars/limit", "must be >= 0")
         check(self.shard_docs >= 1 and self.task_bytes >= 1, "shard_docs/task_bytes", "must be >= 1")
         check(self.workers >= 0, "workers", f"{self.workers}: use 0 (the data_workers setting) or a positive number")
+        for f in ("max_line_mb", "max_doc_mb"):
+            v = getattr(self, f)
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= MAX_LIMIT_MB
+            check(ok, f, f"{v!r}: use a size in MB above 0 and at most {MAX_LIMIT_MB}")
+
+    @property
+    def max_line_bytes(self) -> int:
+        return max(1, int(self.max_line_mb * MB))
+
+    @property
+    def max_doc_bytes(self) -> int:
+        return max(1, int(self.max_doc_mb * MB))
 
 # %% ../../nbs/10_sources.ipynb #b7223d2a
 def _has_magic(p: str) -> bool:
     return any(c in p for c in "*?[")
 
 
+def _special_file(fs, path: str) -> str | None:
+    "What a local path is when it is a FIFO, a device or a socket (reading one can block forever), else None."
+    from fsspec.implementations.local import LocalFileSystem
+
+    try:
+        mode = os.stat(path).st_mode if isinstance(fs, LocalFileSystem) else None
+    except OSError:
+        return None
+    kinds = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"))
+    kinds += ((stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((what for test, what in kinds if mode is not None and test(mode)), None)
+
+
+def _refuse_special(fs, path: str, shown: str, source: str) -> None:
+    if what := _special_file(fs, path):
+        raise ValueError(
+            f"source {source!r}: {shown!r} is {what}, not a regular file; an import sizes and reads its files, "
+            "so write the data to a file and import that"
+        )
+
+
 def _glob_files(fs, fp: str, p: str, source: str) -> list[tuple[str, str]]:
     "The files a glob matches, as `(path, name relative to the glob's fixed prefix)`."
     root = fp[: min(fp.index(c) for c in "*?[" if c in fp)].rsplit("/", 1)[0]
     hits = sorted(fs.glob(fp))
+    for h in hits:
+        _refuse_special(fs, h, h, source)
     hits = [h for h in hits if fs.isfile(h)]
     if not hits:
         raise FileNotFoundError(f"source {source!r}: the glob {p!r} matches no file; check the pattern")
@@ -99,6 +143,8 @@ def _folder_files(fs, fp: str, p: str, source: str) -> list[tuple[str, str]]:
     hits = sorted(h for h in fs.find(fp) if not any(part.startswith(".") for part in os.path.relpath(h, fp).split("/")))
     if not hits:
         raise FileNotFoundError(f"source {source!r}: the folder {p!r} holds no files")
+    for h in hits:
+        _refuse_special(fs, h, h, source)
     return [(h, os.path.relpath(h, fp)) for h in hits]
 
 # %% ../../nbs/10_sources.ipynb #1d51a532
@@ -117,6 +163,7 @@ def expand_paths(paths: Iterable[str], *, source: str = "source") -> list[tuple[
             hits = None
             out[p] = os.path.basename(fp)
         else:
+            _refuse_special(fs, fp, p, source)
             raise FileNotFoundError(f"source {source!r}: {p!r} does not exist; fix the path in SourceConfig.paths")
         for h, rel in hits or ():
             out[proto + h if proto else h] = rel
@@ -142,6 +189,104 @@ def file_format(url: str, declared: str = "auto") -> str:
     return _EXT_FORMAT[ext]
 
 # %% ../../nbs/10_sources.ipynb #bf282feb
+class SourceReadError(ValueError):
+    "A source file that cannot be read as its format says: the message names the file, where in it, and the fix."
+
+
+class _BadZstd(Exception):
+    "Bytes that break the zstandard frame format (a truncated frame, or not zstandard at all)."
+
+
+def _read_problem(e: Exception) -> str | None:
+    "What a read or decompression error means to the user; None when it is not one (a bug keeps its traceback)."
+    import gzip, zlib
+
+    if isinstance(e, EOFError):
+        return "the compressed data ends early (a truncated file); download or compress it again"
+    if isinstance(e, gzip.BadGzipFile):
+        return f"not gzip data, although the name ends in .gz ({e}); rename the file or compress it again"
+    if isinstance(e, zlib.error):
+        return f"damaged gzip data ({e}); download or compress it again"
+    if isinstance(e, _BadZstd) or type(e).__name__ == "ZstdError":
+        return f"damaged zstandard data ({e}); download or compress it again"
+    if isinstance(e, OSError):
+        return f"cannot be read ({e.strerror or e})"
+    return None
+
+
+@contextlib.contextmanager
+def reading(url: str, where: Callable[[], str] = lambda: ""):
+    "Inside, a read or decompression error becomes a `SourceReadError` naming `url` and `where()` (e.g. 'line 7')."
+    try:
+        yield
+    except SourceReadError:
+        raise
+    except Exception as e:
+        problem = _read_problem(e)
+        if problem is None:
+            raise
+        at = where()
+        raise SourceReadError(f"{url}{' ' + at if at else ''}: {problem}") from None
+
+# %% ../../nbs/10_sources.ipynb #8629ad5b
+class _ZstdFrames(io.RawIOBase):
+    """A .zst file's bytes, passed through unchanged while its frames' headers are walked: the end of the file inside a
+    frame, or bytes that are no frame, raise `_BadZstd` (zstandard's stream reader would end there quietly)."""
+
+    def __init__(self, raw):
+        self.raw, self.state, self.head, self.need, self.skip, self.checksum = raw, "magic", b"", 4, 0, False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        data = self.raw.read(len(b))
+        if not data:
+            if self.skip or self.head or self.state != "magic":
+                raise _BadZstd("the file ends inside a frame (a truncated file)")
+            return 0
+        self._walk(data)
+        b[: len(data)] = data
+        return len(data)
+
+    def _walk(self, data: bytes) -> None:
+        i = 0
+        while i < len(data):
+            if self.skip:  # inside a block, a skippable frame or a checksum
+                k = min(self.skip, len(data) - i)
+                self.skip, i = self.skip - k, i + k
+                continue
+            k = min(self.need - len(self.head), len(data) - i)
+            self.head, i = self.head + data[i : i + k], i + k
+            if len(self.head) == self.need:
+                self._header(int.from_bytes(self.head, "little"))
+
+    def _header(self, v: int) -> None:
+        "Act on a complete header field `v` (little-endian) of the current state; set the next state."
+        self.head, st = b"", self.state
+        if st == "magic" and v == 0xFD2FB528:
+            self.state, self.need = "descriptor", 1
+        elif st == "magic" and v & 0xFFFFFFF0 == 0x184D2A50:  # a skippable frame: its size, then that many bytes
+            self.state, self.need = "skippable", 4
+        elif st == "magic":
+            raise _BadZstd(f"no zstandard frame starts here (magic {v:#010x})")
+        elif st == "skippable":
+            self.state, self.need, self.skip = "magic", 4, v
+        elif st == "descriptor":  # window, dictionary id and content size fields follow; then blocks
+            single = bool(v & 0x20)
+            fcs = {0: int(single), 1: 2, 2: 4, 3: 8}[v >> 6]
+            self.checksum, self.state, self.need = bool(v & 4), "block", 3
+            self.skip = (0 if single else 1) + (0, 1, 2, 4)[v & 3] + fcs
+        else:  # a block header: last-block flag, type, size
+            last, kind, size = v & 1, (v >> 1) & 3, v >> 3
+            if kind == 3:
+                raise _BadZstd("a block of the reserved type")
+            self.skip = 1 if kind == 1 else size
+            if last:
+                self.state, self.need = "magic", 4
+                self.skip += 4 if self.checksum else 0
+
+# %% ../../nbs/10_sources.ipynb #c0f149b6
 @contextlib.contextmanager
 def open_stream(url: str) -> Iterator[Any]:
     "A binary stream of `url`'s bytes, decompressed on the fly when its name ends in .gz or .zst (never read whole)."
@@ -156,132 +301,290 @@ def open_stream(url: str) -> Iterator[Any]:
         elif comp:
             import zstandard
 
-            with zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=False) as f:
+            frames = _ZstdFrames(raw)
+            with zstandard.ZstdDecompressor().stream_reader(frames, read_across_frames=True, closefd=False) as f:
                 yield io.BufferedReader(f)
         else:
             yield raw
 
 
-def _open_text(url: str) -> str:
-    with open_stream(url) as f:
-        return f.read().decode("utf-8", errors="replace")
+def capped_lines(f, url: str, max_bytes: int) -> Iterator[bytes]:
+    """The lines of a binary stream (each with its b"\\n"), each read holding at most `max_bytes` + 1 bytes: a longer
+    line is an error naming `url` and the line, raised before the rest of it is read; so is damaged compression."""
+    n = 0
+    with reading(url, lambda: f"line {n + 1}"):
+        while line := f.readline(max_bytes + 1):
+            n += 1
+            if len(line) > max_bytes and line[-1:] != b"\n":
+                raise SourceReadError(
+                    f"{url} line {n}: longer than {max_bytes / MB:g} MB, the line limit (SourceConfig.max_line_mb); "
+                    "raise it if such lines are real (one huge line is more often a binary or damaged file)"
+                )
+            yield line
 
 
-def text_lines(f) -> Iterator[str]:
+def decode_text(b: bytes) -> tuple[str, bool]:
+    "`b` as UTF-8, and whether bad bytes had to be replaced (by U+FFFD) to make it text."
+    try:
+        return b.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return b.decode("utf-8", errors="replace"), True
+
+
+def read_whole(url: str, max_bytes: int) -> tuple[str, bool]:
+    "A file (decompressed) as one text, reading at most `max_bytes` + 1 bytes: a longer one is an error naming it."
+    with open_stream(url) as f, reading(url):
+        b = f.read(max_bytes + 1)
+    if len(b) > max_bytes:
+        raise SourceReadError(
+            f"{url}: longer than {max_bytes / MB:g} MB, the document limit (SourceConfig.max_doc_mb), and read as one "
+            "document; raise the limit, or split a text file by lines or paragraphs"
+        )
+    return decode_text(b)
+
+# %% ../../nbs/10_sources.ipynb #95c66049
+def _decoded_lines(raw_lines: Iterable[bytes]) -> Iterator[tuple[str, bool]]:
+    "`(line, replaced)`: each raw line decoded and cut where `str.splitlines` cuts."
+    for line in raw_lines:
+        s, bad = decode_text(line)
+        for piece in s.splitlines():
+            yield piece, bad
+
+
+def text_lines(f, url: str = "<stream>", max_bytes: int = 64 * MB) -> Iterator[str]:
     "The lines of a binary stream, one at a time, cut where `str.splitlines` cuts its decoded text (bad UTF-8 replaced)."
-    for line in io.TextIOWrapper(f, encoding="utf-8", errors="replace", newline=""):
-        yield from line.splitlines()
+    return (s for s, _ in _decoded_lines(capped_lines(f, url, max_bytes)))
+
+
+def _open_text(url: str, max_bytes: int = 256 * MB) -> str:
+    return read_whole(url, max_bytes)[0]
+
+
+def _group_paragraphs(paras: Iterable[tuple[str, bool]], max_chars: int) -> Iterator[tuple[str, bool]]:
+    "Paragraphs greedily grouped into pieces of at most `max_chars` (0: one each), with whether any had bytes replaced."
+    cur, bad = "", False
+    for p, b in paras:
+        if not max_chars:
+            yield p, b
+        elif cur and len(cur) + 2 + len(p) > max_chars:
+            yield cur, bad
+            cur, bad = p, b
+        else:
+            cur, bad = (f"{cur}\n\n{p}" if cur else p), bad or b
+    if cur:
+        yield cur, bad
 
 
 def split_paragraphs(text: str, max_chars: int = 0) -> list[str]:
     "Paragraphs (separated by blank lines), greedily grouped into pieces of at most `max_chars` (0: one each)."
     paras = [p.strip("\n") for p in re.split(r"\n\s*\n", text) if p.strip()]
-    if not max_chars:
-        return paras
-    out, cur = [], ""
-    for p in paras:
-        if cur and len(cur) + 2 + len(p) > max_chars:
-            out.append(cur)
-            cur = p
-        else:
-            cur = f"{cur}\n\n{p}" if cur else p
+    return [p for p, _ in _group_paragraphs(((p, False) for p in paras), max_chars)]
+
+
+def stream_paragraphs(raw_lines: Iterable[bytes], url: str, max_bytes: int) -> Iterator[tuple[str, bool]]:
+    """`split_paragraphs`' paragraphs (before grouping), from streamed lines: runs of lines that are not all whitespace
+    (as its regex cuts them, a white first line, or a white last line with no newline, joins its neighbour). A
+    paragraph longer than `max_bytes` is an error naming the file and line."""
+    cur, bad, size, head = [], False, 0, None
+    for n, line in enumerate(raw_lines, 1):
+        s, b = decode_text(line[:-1] if line.endswith(b"\n") else line)
+        white = not s.strip()
+        if white and n == 1:
+            head = s  # the text's first line joins the first paragraph when the next line is not white
+            continue
+        if white and (line.endswith(b"\n") or not cur):
+            if cur:  # (a white first line that joined is "" when the text starts with a newline)
+                yield "\n".join(cur).strip("\n"), bad
+            cur, bad, size = [], False, 0
+            continue
+        if head is not None and n == 2:
+            cur.append(head)
+        cur.append(s)
+        bad, size = bad or b, size + len(line)
+        if size > max_bytes:
+            raise SourceReadError(
+                f"{url} line {n}: a paragraph longer than {max_bytes / MB:g} MB, the document limit "
+                "(SourceConfig.max_doc_mb); raise it, or split by lines"
+            )
     if cur:
-        out.append(cur)
-    return out
+        yield "\n".join(cur).strip("\n"), bad
 
 # %% ../../nbs/10_sources.ipynb #cb7aaa20
-def read_fasta(text: str | Iterable[str]) -> Iterator[tuple[str, str]]:
-    "(header, sequence) for each record of a FASTA text (or of its lines, streamed)."
-    header, seq = None, []
+def read_fasta(
+    text: str | Iterable[str], max_bytes: int = 0, url: str = "<fasta>", strict: bool = True
+) -> Iterator[tuple[str, str]]:
+    """(header, sequence) for each record of a FASTA text (or of its lines, streamed). A sequence longer than
+    `max_bytes` (0: no limit) is an error; so are lines with no header line anywhere (not FASTA), when `strict`."""
+    header, seq, size, orphans = None, [], 0, 0
     for line in text.splitlines() if isinstance(text, str) else text:
         if line.startswith(">"):
             if header is not None:
                 yield header, "".join(seq).upper()
-            header, seq = line[1:].strip(), []
+            header, seq, size = line[1:].strip(), [], 0
         elif line.strip() and header is not None:
             seq.append(line.strip())
+            size += len(seq[-1])
+            if max_bytes and size > max_bytes:
+                raise SourceReadError(
+                    f"{url} record {header[:80]!r}: a sequence longer than {max_bytes / MB:g} MB, the document "
+                    "limit (SourceConfig.max_doc_mb); raise it for longer sequences"
+                )
+        elif line.strip():
+            orphans += 1
     if header is not None:
         yield header, "".join(seq).upper()
+    elif orphans and strict:
+        raise SourceReadError(
+            f"{url}: {orphans} lines and no FASTA header ('>name'): not a FASTA file; "
+            "check the file, or set SourceConfig.format"
+        )
 
 # %% ../../nbs/10_sources.ipynb #faa01df5
-def _record(rec: dict, i: int, url: str, cfg: SourceConfig) -> tuple[str, str, dict]:
+class Dropped(str):
+    "A reader's stand-in for a piece it could not make a document of; the string is the reason (counted)."
+
+
+def _record(rec: dict, i: int, url: str, cfg: SourceConfig) -> tuple[str, Any, dict]:
+    "A record's `(key, text, meta)`; the text as the record holds it (a non-string is dropped later, and counted)."
     if cfg.text_field not in rec:
         raise KeyError(
             f"{url} record {i}: no field {cfg.text_field!r} (fields: {sorted(rec)}); set SourceConfig.text_field"
         )
     meta = {k: v for k, v in rec.items() if k not in (cfg.text_field, "id") and isinstance(v, (str, int, float, bool))}
-    return str(rec.get("id", i)), str(rec[cfg.text_field]), meta
+    return str(rec.get("id", i)), rec[cfg.text_field], meta
 
 
-def _iter_hf(cfg: SourceConfig, path: str) -> Iterator[tuple[str, str, dict]]:
+def _iter_hf(cfg: SourceConfig, path: str) -> Iterator[tuple[str, Any, dict, str]]:
     "The records of one Hugging Face dataset (a name or a local folder), streamed."
     import datasets
 
     ds = datasets.load_dataset(path, cfg.hf_config, split=cfg.hf_split, streaming=True)
     for i, rec in enumerate(ds):
         k, t, m = _record(rec, i, path, cfg)
-        yield f"{os.path.basename(path.rstrip('/'))}:{k}", t, m
+        yield f"{os.path.basename(path.rstrip('/'))}:{k}", t, m, ""
 
 # %% ../../nbs/10_sources.ipynb #cf7155f9
-def _text_pieces(url: str, cfg: SourceConfig) -> Iterator[tuple[str, str, dict]]:
-    if cfg.split == "lines":
-        with open_stream(url) as f:
-            for i, line in enumerate(text_lines(f)):
+def _replaced(bad: bool) -> str:
+    return "invalid_utf8" if bad else ""
+
+
+def _text_pieces(url: str, cfg: SourceConfig) -> Iterator[tuple[str, str, dict, str]]:
+    if cfg.split == "file":
+        text, bad = read_whole(url, cfg.max_doc_bytes)
+        yield "0", text, {"format": "text"}, _replaced(bad)
+        return
+    with open_stream(url) as f:
+        lines = capped_lines(f, url, cfg.max_line_bytes)
+        if cfg.split == "lines":
+            for i, (line, bad) in enumerate(_decoded_lines(lines)):
                 if line.strip():
-                    yield str(i), line, {"format": "text"}
-    elif cfg.split == "file":
-        yield "0", _open_text(url), {"format": "text"}
-    else:
-        for i, p in enumerate(split_paragraphs(_open_text(url), cfg.max_chars)):
-            yield str(i), p, {"format": "text"}
+                    yield str(i), line, {"format": "text"}, _replaced(bad)
+        else:
+            paras = stream_paragraphs(lines, url, cfg.max_doc_bytes)
+            for i, (p, bad) in enumerate(_group_paragraphs(paras, cfg.max_chars)):
+                yield str(i), p, {"format": "text"}, _replaced(bad)
+
+
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _json_line(line: str, i: int, url: str) -> dict:
     "Line `i` of a JSON Lines file as a record; an error naming the file and line when it is not a JSON object."
     try:
         rec = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise ValueError(
-            f"{url} line {i + 1}: not JSON ({e.msg}); a .jsonl file holds one JSON object per line "
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, a too-long integer, nesting too deep
+        msg = e.msg if isinstance(e, json.JSONDecodeError) else str(e) or type(e).__name__
+        raise SourceReadError(
+            f"{url} line {i + 1}: not JSON ({msg}); a .jsonl file holds one JSON object per line "
             "(a binary or other file needs SourceConfig.format)"
         ) from None
     if not isinstance(rec, dict):
-        raise ValueError(f"{url} line {i + 1}: a JSON {type(rec).__name__}, not an object with a text field")
+        raise SourceReadError(f"{url} line {i + 1}: a JSON {type(rec).__name__}, not an object with a text field")
     return rec
 
 
-def _read_parquet(url: str, cfg: SourceConfig) -> Iterator[tuple[str, str, dict]]:
+def _jsonl_records(url: str, cfg: SourceConfig) -> Iterator[tuple[str, Any, dict, str]]:
+    with open_stream(url) as f:
+        for i, line in enumerate(capped_lines(f, url, cfg.max_line_bytes)):
+            if not line.strip():
+                continue
+            text, bad = decode_text(line)
+            rec, replaced = _json_line(text, i, url), _replaced(bad)
+            if _ESCAPED_SURROGATE.search(line):  # a lone `\ud800` decodes to a str no UTF-8 (or Arrow) can hold
+                fixed = {k: _SURROGATE.sub("\ufffd", v) if isinstance(v, str) else v for k, v in rec.items()}
+                replaced = replaced or ("lone_surrogate" if fixed != rec else "")
+                rec = fixed
+            yield *_record(rec, i, url, cfg), replaced
+
+# %% ../../nbs/10_sources.ipynb #90af34cd
+_FASTA_EXTS = {e for e, f in _EXT_FORMAT.items() if f == "fasta"}
+
+
+def _is_arrow_text(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t) or str(t) == "string_view"
+
+
+def _read_parquet(url: str, cfg: SourceConfig) -> Iterator[tuple[str, Any, dict, str]]:
     fs, p = storage.fs_path(url)
     with fs.open(p, "rb") as f:
         try:
             pf = pq.ParquetFile(f)
-        except pa.ArrowException as e:
-            raise ValueError(f"{url}: not a readable Parquet file ({e}); check the file, or set SourceConfig.format")
-        i = 0
-        for batch in pf.iter_batches(batch_size=2048):
-            for rec in batch.to_pylist():
-                yield _record(rec, i, url, cfg)
-                i += 1
+        except (pa.ArrowException, OSError) as e:
+            raise SourceReadError(
+                f"{url}: not a readable Parquet file ({e}); check the file, or set SourceConfig.format"
+            )
+        schema, md, field = pf.schema_arrow, pf.metadata, cfg.text_field
+        if field not in schema.names:
+            raise SourceReadError(f"{url}: no column {field!r} (columns: {schema.names}); set SourceConfig.text_field")
+        if not _is_arrow_text(schema.field(field).type):
+            raise SourceReadError(
+                f"{url}: column {field!r} holds {schema.field(field).type}, not text (strings); "
+                "set SourceConfig.text_field to a string column, or convert this one"
+            )
+        cols = [md.schema.column(j).path for j in range(md.num_columns)]
+        i, g = 0, 0
+        with reading(url, lambda: f"row group {g}"):
+            for g in range(pf.num_row_groups):
+                rg = md.row_group(g)
+                size = rg.column(cols.index(field)).total_uncompressed_size if field in cols else 0
+                if size > cfg.max_doc_bytes * max(rg.num_rows, 1):
+                    raise SourceReadError(
+                        f"{url} row group {g}: {rg.num_rows} texts of {size / MB:.1f} MB uncompressed, so one is over "
+                        f"{cfg.max_doc_bytes / MB:g} MB, the document limit (SourceConfig.max_doc_mb); raise it if real"
+                    )
+                batch_rows = int(min(2048, max(1, 64 * MB * max(rg.num_rows, 1) // max(size, 1))))
+                for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[g]):
+                    for rec in batch.to_pylist():
+                        yield *_record(rec, i, url, cfg), ""
+                        i += 1
 
-# %% ../../nbs/10_sources.ipynb #90af34cd
-def _read_file(url: str, fmt: str, cfg: SourceConfig) -> Iterator[tuple[str, str, dict]]:
+
+def _read_file(url: str, fmt: str, cfg: SourceConfig) -> Iterator[tuple[str, Any, dict, str]]:
+    "`(key, text, meta, replaced)` for each piece of one file: `replaced` names why bytes were replaced ('' if none)."
     if fmt == "text":
         yield from _text_pieces(url, cfg)
     elif fmt == "html":
-        yield "0", _open_text(url), {"format": "html"}
+        text, bad = read_whole(url, cfg.max_doc_bytes)
+        yield "0", text, {"format": "html"}, _replaced(bad)
     elif fmt == "fasta":
         with open_stream(url) as f:
-            for i, (h, s) in enumerate(read_fasta(text_lines(f))):
-                yield str(i), s, {"format": "fasta", "header": h}
+            lines = (s for s, _ in _decoded_lines(capped_lines(f, url, cfg.max_line_bytes)))
+            # a file named as FASTA must be FASTA; another one (a README in a folder read as fasta) is counted
+            named = os.path.splitext(_strip_compression(url)[0])[1].lower() in _FASTA_EXTS
+            n = 0
+            for n, (h, s) in enumerate(read_fasta(lines, cfg.max_doc_bytes, url, strict=named), 1):
+                yield str(n - 1), s, {"format": "fasta", "header": h}, _replaced("\ufffd" in h or "\ufffd" in s)
+            if not n and not named:
+                yield "0", Dropped("not_fasta"), {}, ""
     elif fmt == "jsonl":
-        with open_stream(url) as f:
-            for i, line in enumerate(f):
-                if line.strip():
-                    yield _record(_json_line(line.decode("utf-8", errors="replace"), i, url), i, url, cfg)
+        yield from _jsonl_records(url, cfg)
     elif fmt == "parquet":
         yield from _read_parquet(url, cfg)
     elif fmt == "warc":
-        yield from read_warc(url)
+        yield from read_warc(url, cfg.max_doc_bytes)
     else:
         raise ValueError(f"{url}: format {fmt!r} cannot be read from a file")
 
@@ -290,23 +593,41 @@ def _is_text_type(ctype: str) -> bool:
     return not ctype or ctype.startswith("text/") or "html" in ctype
 
 
-def _decode(body: bytes, charset: str | None) -> str:
+def _decode(body: bytes, charset: str | None) -> tuple[str, bool]:
+    "A web page's text in its declared charset (UTF-8 when unknown), and whether bad bytes were replaced."
     import codecs
 
     try:
         enc = codecs.lookup(charset).name if charset else "utf-8"
     except LookupError:
         enc = "utf-8"
-    return body.decode(enc, errors="replace")
+    try:
+        return body.decode(enc), False
+    except UnicodeDecodeError:
+        return body.decode(enc, errors="replace"), True
 
 
-def read_warc(url: str) -> Iterator[tuple[str, str, dict]]:
-    "(key, page, meta) for each 2xx text/HTML response and each conversion record of a WARC (.gz/.zst) file, streamed."
+def read_warc(url: str, max_bytes: int = 256 * MB) -> Iterator[tuple[str, str, dict, str]]:
+    """(key, page, meta, replaced) for each 2xx text/HTML response and each conversion record of a WARC (.gz/.zst)
+    file, streamed; a body declared longer than `max_bytes` is an error, as is a damaged or truncated record."""
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
     fs, p = storage.fs_path(url)
+    at, i = None, 0
     with fs.open(p, "rb") as f:
-        for i, rec in enumerate(ArchiveIterator(f, record_types=WarcRecordType.response | WarcRecordType.conversion)):
+        records = ArchiveIterator(f, record_types=WarcRecordType.response | WarcRecordType.conversion)
+        while True:
+            try:
+                rec = next(records, None)
+            except OSError as e:
+                where = f"a record after byte {at}" if at is not None else "a record before the first page"
+                raise SourceReadError(
+                    f"{url}: {where} is not a WARC record ({e}); the file is damaged, or the "
+                    "record before it declares a wrong Content-Length"
+                ) from None
+            if rec is None:
+                return
+            at, i = rec.stream_pos, i + 1
             uri = rec.headers.get("WARC-Target-URI") or ""
             meta = {"url": uri, "date": rec.headers.get("WARC-Date") or ""}
             if rec.record_type == WarcRecordType.response:
@@ -319,8 +640,21 @@ def read_warc(url: str) -> Iterator[tuple[str, str, dict]]:
             else:  # a WET conversion record: extracted text, no HTTP envelope
                 ctype, charset = (rec.headers.get("Content-Type") or "text/plain").lower(), "utf-8"
                 meta["format"] = "text"
-            key = (rec.record_id or "").strip("<>") or uri or str(i)
-            yield key, _decode(rec.reader.read(), charset), meta | {"content_type": ctype}
+            key = (rec.record_id or "").strip("<>") or uri or str(i - 1)
+            if rec.content_length > max_bytes:
+                raise SourceReadError(
+                    f"{url} record {key} (byte {at}): a body of {rec.content_length / MB:.1f} MB, over "
+                    f"{max_bytes / MB:g} MB, the document limit (SourceConfig.max_doc_mb); raise it if real"
+                )
+            with reading(url, lambda: f"record {key} (byte {at})"):
+                body = rec.reader.read()
+            if len(body) < rec.content_length:
+                raise SourceReadError(
+                    f"{url} record {key} (byte {at}): the body ends after {len(body)} of its {rec.content_length} "
+                    "declared bytes (a truncated file)"
+                )
+            text, bad = _decode(body, charset)
+            yield key, text, meta | {"content_type": ctype}, _replaced(bad)
 
 # %% ../../nbs/10_sources.ipynb #de33024b
 def source_units(cfg: SourceConfig) -> list[tuple[str, str | None]]:
@@ -330,15 +664,38 @@ def source_units(cfg: SourceConfig) -> list[tuple[str, str | None]]:
     return expand_paths(cfg.paths, source=cfg.name)
 
 
-def unit_documents(cfg: SourceConfig, url: str, rel: str | None) -> Iterator[dict]:
-    "The non-empty documents `{id, text, source, meta}` of one file (or Hugging Face dataset) of a source, in order."
+def _drop_reason(text: Any) -> str | None:
+    if isinstance(text, Dropped):
+        return str(text)
+    if text is None:
+        return "text_null"
+    if not isinstance(text, str):
+        return "text_not_string"
+    return None if text else "empty"
+
+
+def unit_documents(
+    cfg: SourceConfig, url: str, rel: str | None, counts: collections.Counter | None = None
+) -> Iterator[dict]:
+    "The documents `{id, text, source, meta}` of one file (or Hugging Face dataset) of a source, in order."
+    counts = collections.Counter() if counts is None else counts
     if rel is None:
         pieces = _iter_hf(cfg, url)
     else:
-        pieces = ((f"{rel}:{k}", t, m) for k, t, m in _read_file(url, file_format(url, cfg.format), cfg))
-    for k, t, m in pieces:
-        if t:
-            yield {"id": f"{cfg.name}/{k}", "text": t, "source": cfg.name, "meta": m}
+        pieces = ((f"{rel}:{k}", t, m, r) for k, t, m, r in _read_file(url, file_format(url, cfg.format), cfg))
+    cap = cfg.max_doc_bytes
+    for k, t, m, replaced in pieces:
+        if why := _drop_reason(t):
+            counts[f"dropped/{why}"] += 1
+            continue
+        if len(t) * 4 > cap and (n := len(t.encode("utf-8", "surrogatepass"))) > cap:
+            raise SourceReadError(
+                f"{url}: document {k!r} holds {n / MB:.1f} MB of text, over {cap / MB:g} MB, the document limit "
+                "(SourceConfig.max_doc_mb); raise it if real"
+            )
+        if replaced:
+            counts[f"replaced/{replaced}"] += 1
+        yield {"id": f"{cfg.name}/{k}", "text": t, "source": cfg.name, "meta": m}
 
 
 def iter_documents(cfg: SourceConfig, *, progress: bool = False) -> Iterator[dict]:
@@ -552,6 +909,10 @@ class EmptySourceError(ValueError):
     "A source yielded no documents."
 
 
+class SourceWarning(UserWarning):
+    "A source's records were dropped, or its bytes replaced (the counts by reason)."
+
+
 def check_source(cfg: SourceConfig) -> None:
     "Fail fast (before any work) when a source's paths are missing; hf sources are checked when read."
     if cfg.format != "hf":
@@ -596,7 +957,8 @@ def import_task(task: tuple) -> dict:
         parts.append({"file": name, "documents": len(buf), "bytes": sum(len(d["text"].encode()) for d in buf)})
         buf.clear()
 
-    docs = (d for url, rel in units for d in unit_documents(cfg, url, rel))
+    counts = collections.Counter()
+    docs = (d for url, rel in units for d in unit_documents(cfg, url, rel, counts))
     for d in docs:
         buf.append(d)
         n += 1
@@ -607,7 +969,7 @@ def import_task(task: tuple) -> dict:
     docs.close()
     if buf:
         flush()
-    return {"documents_in": n, "bytes_in": sum(p["bytes"] for p in parts), "parts": parts}
+    return {"documents_in": n, "bytes_in": sum(p["bytes"] for p in parts), "parts": parts, "counts": dict(counts)}
 
 
 def _keep_first(parts: list[dict], limit: int, output_path: str) -> list[dict]:
@@ -632,24 +994,50 @@ def _keep_first(parts: list[dict], limit: int, output_path: str) -> list[dict]:
     return kept
 
 # %% ../../nbs/10_sources.ipynb #557ed13e
+def _by_reason(counts: dict, kind: str) -> dict[str, int]:
+    return {k.split("/", 1)[1]: v for k, v in sorted(counts.items()) if k.startswith(f"{kind}/")}
+
+
+def _say_counts(counts: dict) -> str:
+    "'2 dropped (text_null: 1, text_not_string: 1)' and the like, for each kind of count."
+    out = []
+    for kind in ("dropped", "replaced"):
+        if c := _by_reason(counts, kind):
+            n, s = sum(c.values()), "s" if sum(c.values()) != 1 else ""
+            what = f"record{s} dropped" if kind == "dropped" else f"document{s} with bad bytes replaced"
+            out.append(f"{n} {what} ({', '.join(f'{k}: {v}' for k, v in c.items())})")
+    return "; ".join(out)
+
+
 def import_documents(cfg: SourceConfig, output_path: str) -> dict:
     "Executor step: read a source into a document set (tasks over its files; see above)."
     check_source(cfg)
     tasks = import_tasks(cfg, output_path)
     results = run_tasks(import_task, tasks, output_path, stage="import", workers=cfg.workers, desc=f"import {cfg.name}")
     parts = [p for r in results for p in r["parts"]]
+    counts = sum((collections.Counter(r.get("counts", {})) for r in results), collections.Counter())
     if cfg.limit:
         parts = _keep_first(parts, cfg.limit, output_path)
     n, nbytes = sum(p["documents"] for p in parts), sum(p["bytes"] for p in parts)
     if n == 0:
         raise EmptySourceError(
-            f"source {cfg.name!r} yielded no documents from {list(cfg.paths)}; "
-            "check SourceConfig.paths, SourceConfig.format and SourceConfig.text_field"
+            f"source {cfg.name!r} yielded no documents from {list(cfg.paths)}"
+            + (f" ({_say_counts(counts)})" if counts else "")
+            + "; check SourceConfig.paths, SourceConfig.format and SourceConfig.text_field"
         )
+    if counts:
+        warnings.warn(f"source {cfg.name!r}: {_say_counts(counts)}; counts in summary.json", SourceWarning)
     by_source = {cfg.name: {"documents": n, "bytes": nbytes}}
+    dropped, replaced = _by_reason(counts, "dropped"), _by_reason(counts, "replaced")
     summary = {"documents": n, "bytes": nbytes, "by_source": by_source, "files": len(parts), "source": cfg.name}
+    summary |= {"dropped": dropped, "replaced": replaced}
     storage.write_json(storage.join(output_path, "summary.json"), summary)
-    return {"data/documents": n, "data/bytes": nbytes}
+    return {
+        "data/documents": n,
+        "data/bytes": nbytes,
+        **{f"data/dropped/{k}": v for k, v in dropped.items()},
+        **{f"data/replaced/{k}": v for k, v in replaced.items()},
+    }
 
 
 def import_step(cfg: SourceConfig) -> Step:

@@ -5,7 +5,7 @@
 # %% ../../nbs/14_tokenizers.ipynb #467b7804
 from __future__ import annotations
 import dataclasses, json, os
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 import numpy as np, xxhash
 from fastcore.basics import patch
 from ..core import storage
@@ -13,9 +13,10 @@ from ..core.config import Config, check, versioned
 from ..core.executor import Step, StepOrPath
 
 # %% auto #0
-__all__ = ['EOS', 'PAD', 'UNK', 'DNA_ALPHABET', 'PROTEIN_ALPHABET', 'Tokenizer', 'leading_special_id', 'BPETokenizer',
-           'train_bpe', 'CharTokenizer', 'dna_tokenizer', 'protein_tokenizer', 'tokenizer_from_json', 'load_tokenizer',
-           'VocabTokenizer', 'checkpoint_tokenizer', 'BPETrainConfig', 'train_bpe_from_documents', 'train_bpe_step']
+__all__ = ['EOS', 'PAD', 'UNK', 'MAX_VOCAB_SIZE', 'DNA_ALPHABET', 'PROTEIN_ALPHABET', 'MAX_DNA_K', 'Tokenizer',
+           'leading_special_id', 'BPETokenizer', 'vocab_size_problem', 'train_bpe', 'CharTokenizer', 'dna_tokenizer',
+           'protein_tokenizer', 'tokenizer_from_json', 'load_tokenizer', 'VocabTokenizer', 'checkpoint_tokenizer',
+           'BPETrainConfig', 'train_bpe_from_documents', 'train_bpe_step']
 
 # %% ../../nbs/14_tokenizers.ipynb #d8a77b39
 EOS, PAD, UNK = "<|endoftext|>", "<|pad|>", "<unk>"
@@ -79,11 +80,27 @@ class BPETokenizer(Tokenizer):
         return self.tok.to_str()
 
 
+MAX_VOCAB_SIZE = 1 << 21  # 2,097,152: eight times the largest vocabularies in use (~262k); token ids are int32
+
+
+def vocab_size_problem(vocab_size: Any, n_special: int = 2) -> str | None:
+    "Why `vocab_size` cannot be a BPE vocabulary (None when it can): checked before `tokenizers` sees it."
+    lo = 256 + n_special
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+        return f"{vocab_size!r}: use a whole number of tokens"
+    if not lo <= vocab_size <= MAX_VOCAB_SIZE:
+        return f"{vocab_size}: use {lo} (the 256 byte symbols and {n_special} special tokens) to {MAX_VOCAB_SIZE:,}"
+    return None
+
+
 def train_bpe(
     texts: Iterable[str], vocab_size: int, special_tokens: Sequence[str] = (EOS, PAD), min_frequency: int = 2
 ) -> BPETokenizer:
     "Train a byte-level BPE tokenizer on `texts`."
     from tokenizers import Tokenizer as HFTok, decoders, models, pre_tokenizers, trainers
+
+    if problem := vocab_size_problem(vocab_size, len(special_tokens)):  # tokenizers aborts the process on 10**9
+        raise ValueError(f"vocab_size {problem}")
 
     tok = HFTok(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -168,7 +185,12 @@ def to_json(self: CharTokenizer) -> str:
     )
 
 # %% ../../nbs/14_tokenizers.ipynb #85943d5c
+MAX_DNA_K = 10  # 4**10 k-mers: a vocabulary of about a million
+
+
 def dna_tokenizer(k: int = 1) -> CharTokenizer:
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_DNA_K:
+        raise ValueError(f"dna:k={k}: use k from 1 to {MAX_DNA_K} (4**k k-mers become the vocabulary)")
     return CharTokenizer(DNA_ALPHABET, k=k, name="dna")
 
 
@@ -191,7 +213,10 @@ def load_tokenizer(spec: str) -> Tokenizer:
     if spec == "protein":
         return protein_tokenizer()
     if spec == "dna" or spec.startswith("dna:k="):
-        return dna_tokenizer(int(spec.split("=")[1]) if "=" in spec else 1)
+        k = spec.split("=", 1)[1] if "=" in spec else "1"
+        if not k.strip().isdigit():
+            raise ValueError(f"tokenizer {spec!r}: k must be a whole number from 1 to {MAX_DNA_K}, as in 'dna:k=3'")
+        return dna_tokenizer(int(k))
     for cand in (spec, storage.join(spec, "tokenizer.json")):
         try:
             fs, p = storage.fs_path(cand)
@@ -258,12 +283,11 @@ class BPETrainConfig(Config):
     max_documents: int = versioned(0)  # train on the first N documents only (0 = all)
 
     def validate(self):
-        check(
-            self.vocab_size >= 256 + len(self.special_tokens),
-            "vocab_size",
-            "must cover the 256 byte symbols and the special tokens",
-        )
+        problem = vocab_size_problem(self.vocab_size, len(self.special_tokens))
+        check(problem is None, "vocab_size", f"{problem}: it must cover the byte symbols and the special tokens")
         check(EOS in self.special_tokens, "special_tokens", f"must include {EOS!r} (documents end with it)")
+        check(0 <= self.max_documents, "max_documents", f"{self.max_documents}: use 0 (all) or a number of documents")
+        check(0 <= self.min_frequency <= 2**31, "min_frequency", f"{self.min_frequency}: use a count from 0")
 
 
 def train_bpe_from_documents(cfg: BPETrainConfig, output_path: str) -> dict:

@@ -10,9 +10,10 @@ import numpy as np
 from ..core import storage
 
 # %% auto #0
-__all__ = ['TOKENIZER_ARRAYS', 'TOP_NAMES', 'BLOCK_NAMES', 'LLAMA_NORMS', 'GEMMA3_NORMS', 'GGUF_FAMILIES', 'MISTRAL',
-           'GEMMA3_GLOBAL_EVERY', 'GEMMA3_LOCAL_ROPE_BASE', 'SUPPORTED_TYPES', 'DTYPES', 'PRE_TOKENIZER_SPLITS',
-           'CONTROL', 'USER_DEFINED', 'WRITE_TYPES', 'assemble_parts', 'package_parts', 'open_gguf', 'read_metadata',
+__all__ = ['TOKENIZER_ARRAYS', 'GGUF_VERSIONS', 'TOP_NAMES', 'BLOCK_NAMES', 'LLAMA_NORMS', 'GEMMA3_NORMS', 'GGUF_FAMILIES',
+           'MISTRAL', 'GEMMA3_GLOBAL_EVERY', 'GEMMA3_LOCAL_ROPE_BASE', 'SUPPORTED_TYPES', 'DTYPES',
+           'PRE_TOKENIZER_SPLITS', 'CONTROL', 'USER_DEFINED', 'WRITE_TYPES', 'assemble_parts', 'package_parts',
+           'open_gguf', 'read_metadata', 'GGUFLayout', 'scan_gguf', 'check_gguf_layout', 'check_gguf_shapes',
            'GGUFFamily', 'gguf_family', 'family_of_architecture', 'hf_tensor_name', 'llama3_rope_factors',
            'llama3_rope', 'gguf_config', 'check_tensor_types', 'tensor_values', 'permute_qk', 'unpermute_qk',
            'hf_tensor', 'byte_level_pre_tokenizer', 'spm_merges', 'byte_level_tokenizer', 'sentencepiece_tokenizer',
@@ -60,17 +61,20 @@ TOKENIZER_ARRAYS = (
 )
 
 
-def open_gguf(path: str):
-    "A `gguf.GGUFReader` over the local file `path` (memory-mapped: tensors are read when used)."
+def open_gguf(path: str, checked: bool = False):
+    """A `gguf.GGUFReader` over the local file `path` (memory-mapped: tensors are read when used), once `scan_gguf`
+    has checked its header against its size (`checked`: the caller has)."""
     import gguf
 
     path = path.removeprefix("file://")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such file; read_gguf takes a local .gguf file (copy a remote one first)")
-    with open(path, "rb") as f:
-        if f.read(4) != b"GGUF":
-            raise ValueError(f"{path}: not a GGUF file (it does not start with the GGUF magic); is it complete?")
-    return gguf.GGUFReader(path)
+    if not checked:
+        scan_gguf(path)
+    try:
+        return gguf.GGUFReader(path)
+    except Exception as e:  # what the scan did not foresee is still the file's fault, named as such
+        raise ValueError(f"{path}: gguf cannot read it ({type(e).__name__}: {e}); the file is damaged") from None
 
 
 def read_metadata(reader) -> dict:
@@ -78,6 +82,188 @@ def read_metadata(reader) -> dict:
     return {
         k: f.contents() for k, f in reader.fields.items() if not k.startswith("GGUF.") and k not in TOKENIZER_ARRAYS
     }
+
+# %% ../../nbs/27_gguf.ipynb #e49b4f00
+_GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_STRING, _ARRAY = 8, 9
+GGUF_VERSIONS = (2, 3)  # version 1 (32-bit counts, 2023) is not read
+
+
+@dataclasses.dataclass
+class GGUFLayout:
+    "What a GGUF file's header declares, checked against the file: its keys' scalar values and its tensors."
+
+    version: int
+    values: dict  # key -> value (strings and numbers; arrays as (element type, count))
+    tensors: list  # (name, ggml dims [ne0, ne1, ...], GGML type name, byte offset in the file, byte size)
+
+
+def scan_gguf(path: str) -> GGUFLayout:
+    """Walk a GGUF file's header without trusting it: every count, length and offset is checked against the bytes
+    the file has before anything is sized from it, so a damaged or hostile file is refused in milliseconds, naming
+    the key or tensor, instead of being allocated (`gguf.GGUFReader` trusts the counts)."""
+    import mmap, struct
+    import gguf
+
+    size = os.path.getsize(path)
+    if size < 24:
+        raise ValueError(f"{path}: {size} bytes, too short for a GGUF header (24 bytes); is it complete?")
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        pos = 0
+
+        def bad(why):
+            return ValueError(f"{path}: {why} (at byte {pos:,} of {size:,}); the file is damaged or truncated")
+
+        def take(fmt: str, what: str):
+            nonlocal pos
+            n = struct.calcsize("<" + fmt)
+            if pos + n > size:
+                raise bad(f"{what} runs past the end of the file")
+            v = struct.unpack_from("<" + fmt, m, pos)
+            pos += n
+            return v[0] if len(v) == 1 else v
+
+        def string(what: str) -> str:
+            nonlocal pos
+            n = take("Q", what)
+            if n > size - pos:
+                raise bad(f"{what} claims {n:,} bytes, more than the file has left")
+            try:
+                s = bytes(m[pos : pos + n]).decode("utf-8")
+            except UnicodeDecodeError:
+                raise bad(f"{what} is not UTF-8") from None
+            pos += n
+            return s
+
+        if m[:4] != b"GGUF":
+            raise ValueError(f"{path}: not a GGUF file (it does not start with the GGUF magic); is it complete?")
+        pos = 4
+        version = take("I", "the version")
+        if version not in GGUF_VERSIONS:
+            raise bad(f"GGUF version {version}; marin reads versions {list(GGUF_VERSIONS)} (convert it again)")
+        n_tensors, n_kv = take("Q", "the tensor count"), take("Q", "the key count")
+        if n_kv > (size - pos) // 13 or n_tensors > (size - pos) // 24:  # the smallest key, the smallest tensor entry
+            raise bad(f"the header claims {n_kv:,} keys and {n_tensors:,} tensors, more than {size:,} bytes can hold")
+        values = {}
+        for i in range(n_kv):
+            key = string(f"key #{i}'s name")
+            kind = take("I", f"key {key!r}'s type")
+            if kind in _GGUF_SCALARS:
+                values[key] = take(_GGUF_SCALARS[kind], f"key {key!r}'s value")
+            elif kind == _STRING:
+                values[key] = string(f"key {key!r}'s value")
+            elif kind == _ARRAY:
+                et, count = take("I", f"key {key!r}'s element type"), take("Q", f"key {key!r}'s length")
+                if et == _STRING:
+                    if count > (size - pos) // 8:
+                        raise bad(f"key {key!r} claims {count:,} strings, more than the file can hold")
+                    for j in range(count):
+                        pos += 8 + take("Q", f"key {key!r}[{j}]'s length")
+                        if pos > size:
+                            raise bad(f"key {key!r}[{j}] runs past the end of the file")
+                elif et in _GGUF_SCALARS:
+                    n = count * struct.calcsize("<" + _GGUF_SCALARS[et])
+                    if n > size - pos:
+                        raise bad(f"key {key!r} claims {count:,} values, more than the file has left")
+                    pos += n
+                else:
+                    raise bad(f"key {key!r} is an array of unknown type {et}")
+                values[key] = (et, count)
+            else:
+                raise bad(f"key {key!r} has unknown value type {kind}")
+        tensors = []
+        for i in range(n_tensors):
+            name = string(f"tensor #{i}'s name")
+            n_dims = take("I", f"tensor {name!r}'s rank")
+            if not 1 <= n_dims <= 4:
+                raise bad(f"tensor {name!r} has {n_dims} dimensions; GGUF tensors have 1 to 4")
+            dims = [take("Q", f"tensor {name!r}'s shape") for _ in range(n_dims)]
+            kind, offset = take("I", f"tensor {name!r}'s type"), take("Q", f"tensor {name!r}'s offset")
+            try:
+                qt = gguf.GGMLQuantizationType(kind)
+            except ValueError:
+                raise bad(f"tensor {name!r} has unknown type {kind}") from None
+            block, nbytes = gguf.GGML_QUANT_SIZES[qt]
+            if dims[0] % block or any(d == 0 for d in dims):
+                raise bad(f"tensor {name!r}: shape {dims} does not fit {qt.name} blocks of {block}")
+            tensors.append((name, dims, qt.name, offset, int(np.prod(dims, dtype=object)) // block * nbytes))
+    align = values.get("general.alignment", 32)
+    if not isinstance(align, int) or not 1 <= align <= 1 << 16 or align & (align - 1):
+        raise ValueError(f"{path}: general.alignment={align!r} must be a power of two; the file is damaged")
+    data = pos + (-pos) % align
+    seen = set()
+    for name, dims, kind, offset, nbytes in tensors:
+        if name in seen:
+            raise ValueError(f"{path}: tensor {name!r} appears twice; the file is damaged")
+        seen.add(name)
+        if offset % align or data + offset + nbytes > size:
+            raise ValueError(
+                f"{path}: tensor {name!r} ({kind} {dims}, {nbytes:,} bytes at data offset {offset:,}) lies past the"
+                f" end of the file ({size:,} bytes) or off its alignment; the file is truncated or damaged"
+            )
+    return GGUFLayout(version, values, [(n, d, k, data + o, b) for n, d, k, o, b in tensors])
+
+# %% ../../nbs/27_gguf.ipynb #6d1ce6d2
+def check_gguf_layout(path: str, layout: GGUFLayout, family: GGUFFamily) -> None:
+    """Refuse a file whose metadata its own tensors contradict (the layer count, the vocabulary, the width), naming
+    the key: sizes come from what the file holds, so a claimed 10^9 blocks is refused, not allocated."""
+    v, arch = layout.values, family.gguf_name
+    dims = {name: d for name, d, *_ in layout.tensors}
+    blocks = {int(n.split(".")[1]) for n in dims if n.startswith("blk.") and n.split(".")[1].isdigit()}
+    want = v.get(f"{arch}.block_count")
+    if want != len(blocks) or blocks != set(range(len(blocks))):  # never sized from the claim
+        held = f"blocks 0..{max(blocks)} ({len(blocks)})" if blocks else "no blocks"
+        raise ValueError(f"{path}: {arch}.block_count={want!r}, but its tensors hold {held}; the file is damaged")
+    for key, lo, hi in (
+        ("context_length", 1, 1 << 24),
+        ("embedding_length", 1, 1 << 17),
+        ("feed_forward_length", 1, 1 << 20),
+        ("attention.head_count", 1, 1 << 12),
+        ("attention.head_count_kv", 1, 1 << 12),
+        ("attention.key_length", 1, 1 << 14),
+        ("vocab_size", 1, 1 << 24),
+    ):
+        x = v.get(f"{arch}.{key}")
+        if x is not None and not isinstance(x, tuple) and not (isinstance(x, int) and lo <= x <= hi):
+            raise ValueError(f"{path}: {arch}.{key}={x!r} is outside [{lo}, {hi:,}]; the file is damaged")
+    embed = dims.get("token_embd.weight")
+    tokens = v.get("tokenizer.ggml.tokens")
+    n_vocab = tokens[1] if isinstance(tokens, tuple) else v.get(f"{arch}.vocab_size")
+    for key, claimed, held in (
+        (f"{arch}.embedding_length", v.get(f"{arch}.embedding_length"), embed and embed[0]),
+        ("tokenizer.ggml.tokens (its length)", n_vocab, embed and embed[-1]),
+    ):
+        if embed is not None and claimed is not None and claimed != held:
+            raise ValueError(
+                f"{path}: {key}={claimed}, but tensor 'token_embd.weight' has shape {embed}; the file is damaged"
+            )
+    for key in ("bos_token_id", "eos_token_id", "unknown_token_id", "padding_token_id"):
+        i = v.get(f"tokenizer.ggml.{key}")
+        if i is not None and n_vocab is not None and not (isinstance(i, int) and 0 <= i < n_vocab):
+            raise ValueError(
+                f"{path}: tokenizer.ggml.{key}={i!r} is not one of its {n_vocab} tokens; the file is damaged"
+            )
+    for key in ("tokenizer.ggml.scores", "tokenizer.ggml.token_type"):
+        if isinstance(v.get(key), tuple) and isinstance(tokens, tuple) and v[key][1] != tokens[1]:
+            raise ValueError(f"{path}: {key} has {v[key][1]} entries for {tokens[1]} tokens; the file is damaged")
+
+
+def check_gguf_shapes(path: str, layout: GGUFLayout, family: GGUFFamily, config: dict) -> None:
+    "Refuse a tensor whose shape is not what the file's metadata implies, naming it (before any is dequantized)."
+    from marin.models.hf import ARCHITECTURES, check_hf_config, config_from_hf
+
+    where = f"{path} (its metadata as a config.json)"
+    check_hf_config(config, where)
+    shapes = {hf_tensor_name(n, family): list(reversed(d)) for n, d, *_ in layout.tensors if n != "rope_freqs.weight"}
+    arch = ARCHITECTURES.get(config["architectures"][0])
+    need = arch.shapes(config_from_hf(config)) if arch and arch.shapes else {}
+    gguf_name = {hf_tensor_name(n, family): n for n, *_ in layout.tensors if n != "rope_freqs.weight"}
+    for hf, shape in shapes.items():
+        if hf in need and shape != need[hf]:
+            raise ValueError(
+                f"{path}: tensor {gguf_name[hf]!r} has shape {shape[::-1]} (ggml order), but its metadata implies"
+                f" {need[hf][::-1]}; the file is damaged or mislabelled"
+            )
 
 # %% ../../nbs/27_gguf.ipynb #def890ef
 TOP_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
@@ -534,9 +720,14 @@ def read_gguf(path: str, dtype: str = "float32") -> GGUFCheckpoint:
     from tqdm.auto import tqdm
 
     dt = _np_dtype(dtype)
-    reader = open_gguf(path)
+    path = path.removeprefix("file://")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such file; read_gguf takes a local .gguf file (copy a remote one first)")
+    layout = scan_gguf(path)  # counts and offsets checked against the file, before the reader trusts them
+    family = gguf_family(layout.values)
+    check_gguf_layout(path, layout, family)
+    reader = open_gguf(path, checked=True)
     meta = read_metadata(reader)
-    family = gguf_family(meta)
     check_tensor_types(reader)
     names = {t.name: hf_tensor_name(t.name, family) for t in reader.tensors if t.name != "rope_freqs.weight"}
     freqs = [tensor_values(t, np.dtype(np.float32)) for t in reader.tensors if t.name == "rope_freqs.weight"]
@@ -544,7 +735,11 @@ def read_gguf(path: str, dtype: str = "float32") -> GGUFCheckpoint:
     reader.fields.clear()  # the parsed key-value table (~0.6 GB for a 262k vocabulary) is no longer needed
     tokens = fields.get("tokenizer.ggml.tokens")
     config = gguf_config(meta, list(names), len(tokens) if tokens else None, dtype, freqs[0] if freqs else None)
-    tokenizer_files = gguf_tokenizer_files(meta, fields)  # before the tensors: its temporaries are gone by then
+    check_gguf_shapes(path, layout, family, config)
+    try:
+        tokenizer_files = gguf_tokenizer_files(meta, fields)  # before the tensors: its temporaries are gone by then
+    except Exception as e:
+        raise ValueError(f"{path}: its tokenizer.ggml.* vocabulary cannot be built ({type(e).__name__}: {e})") from None
     del fields
     tensors = {}
     for t in tqdm(reader.tensors, desc=f"read {os.path.basename(path)}", disable=len(reader.tensors) < 64):

@@ -18,8 +18,8 @@ from .checkpoint import CheckpointConfig, check_compatible
 from .trainer import TrainConfig, CharDataConfig, SyntheticDataConfig, data_problems
 
 # %% auto #0
-__all__ = ['PRESETS', 'app', 'config_from_dict', 'load_train_config', 'MemoryEstimate', 'estimate_memory', 'DryRunReport',
-           'dry_run', 'train_cmd', 'sample_cmd']
+__all__ = ['PRESETS', 'app', 'MAX_TRAIN_STEPS', 'config_from_dict', 'load_train_config', 'MemoryEstimate', 'estimate_memory',
+           'DryRunReport', 'dry_run', 'train_cmd', 'sample_cmd']
 
 # %% ../../nbs/34_train_cli.ipynb #b8aebd4a
 def _nano() -> TrainConfig:
@@ -359,6 +359,9 @@ def _fit_warmup(cfg: TrainConfig, planned_steps: int) -> TrainConfig:
     return cfg.replace(optimizer=cfg.optimizer.replace(warmup=new))
 
 
+MAX_TRAIN_STEPS = 2**31 - 1  # the train state's step counter is an int32
+
+
 def _cli_config(config: str, steps: int, devices: int) -> TrainConfig:
     """The config `--config` names with `--steps` (its warmup scaled to fit, `_fit_warmup`) and `--devices` applied;
     exits with code 2 when it cannot be built."""
@@ -368,6 +371,11 @@ def _cli_config(config: str, steps: int, devices: int) -> TrainConfig:
             cfg = _fit_warmup(cfg.replace(num_train_steps=steps), cfg.num_train_steps) if steps else cfg
         with fields_as_flags(MeshConfig, {"devices": "--devices"}):
             cfg = cfg.replace(mesh=cfg.mesh.replace(devices=devices)) if devices else cfg
+        if cfg.num_train_steps > MAX_TRAIN_STEPS:
+            raise ValueError(
+                f"{'--steps' if steps else f'--config {config}: num_train_steps'}: {cfg.num_train_steps:,} steps is past "
+                f"the int32 step counter of a run ({MAX_TRAIN_STEPS:,}); ask for fewer steps"
+            )
     except (ValueError, FileNotFoundError, TypeError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2)

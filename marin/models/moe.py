@@ -18,11 +18,11 @@ from .layers import NO_SHARDING, ActivationSharding, MLPShape
 
 # %% auto #0
 __all__ = ['ROUTERS', 'BALANCERS', 'DISPATCH_MODES', 'KERNELS', 'PALLAS_BACKENDS', 'GROUPED_MATMULS', 'EP_DISPATCHES',
-           'COUNTING_SORT_MAX', 'MoEConfig', 'MoEMLP', 'Routing', 'route', 'node_limited', 'router_z_loss',
-           'expert_load', 'switch_aux_loss', 'aux_free_bias', 'quantile_bias', 'DispatchPlan', 'sort_by_expert',
-           'dispatch_impl', 'default_block_rows', 'grouped_matmul_impl', 'grouped_swiglu', 'capacity', 'expert_outputs',
-           'next_router_bias', 'routing_stats', 'moe_mlp', 'moe_mlp_reference', 'load_cv', 'max_violation',
-           'moe_loss_and_metrics', 'dead_experts', 'expert_load_history', 'plot_expert_load']
+           'COUNTING_SORT_MAX', 'GROUPED_MATMUL_AUTO', 'MoEConfig', 'MoEMLP', 'Routing', 'route', 'node_limited',
+           'router_z_loss', 'expert_load', 'switch_aux_loss', 'aux_free_bias', 'quantile_bias', 'DispatchPlan',
+           'sort_by_expert', 'dispatch_impl', 'default_block_rows', 'grouped_matmul_impl', 'grouped_swiglu', 'capacity',
+           'expert_outputs', 'next_router_bias', 'routing_stats', 'moe_mlp', 'moe_mlp_reference', 'load_cv',
+           'max_violation', 'moe_loss_and_metrics', 'dead_experts', 'expert_load_history', 'plot_expert_load']
 
 # %% ../../nbs/21_moe.ipynb #6363cb2d
 ROUTERS = ("softmax", "sigmoid")
@@ -30,7 +30,7 @@ BALANCERS = ("none", "switch", "aux_free", "quantile")
 DISPATCH_MODES = ("dropless", "capacity")
 KERNELS = ("xla", "pallas")
 PALLAS_BACKENDS = ("interpret", "tpu", "gpu")
-GROUPED_MATMULS = ("auto", "ragged", "blocked")
+GROUPED_MATMULS = ("auto", "ragged", "blocked", "gmm")
 EP_DISPATCHES = ("flat", "two_stage")  # expert parallelism's all-to-all: one hop, or node then device (DeepEP)
 
 # %% ../../nbs/21_moe.ipynb #ddb21acc
@@ -53,7 +53,7 @@ class MoEConfig(Config):
     capacity_factor: float = versioned(1.25)  # capacity mode: slots per expert = ceil(cf * T * k / E)
     every: int = versioned(1)  # an MoE MLP in the last layer of every group of `every` layers ...
     first_dense_layers: int = versioned(0)  # ... after this many dense layers (defaults: MoE in every layer)
-    grouped_matmul: str = "auto"  # auto | ragged (jax.lax.ragged_dot) | blocked (padded blocks, fast on CPU)
+    grouped_matmul: str = "auto"  # auto | ragged (ragged_dot) | blocked (padded blocks, CPU) | gmm (megablox, TPU)
     block_rows: int = 0  # blocked: rows per block (0 = chosen from the token count)
     kernel: str = "xla"  # xla (pure-JAX gather/scatter) | pallas (marin.kernels.moe_dispatch)
     pallas_backend: str = "interpret"  # interpret (CPU) | tpu (Mosaic) | gpu (Triton)
@@ -462,19 +462,53 @@ def _swiglu_blocked(xs, wg, wu, wd, sizes, block: int = 0):
     out = jnp.einsum("nbf,nfd->nbd", jax.nn.silu(g) * u, wd[block_group]).reshape(nb * b, D)
     return _take_rows(out, dst, src, r_valid) * i_valid[:, None].astype(out.dtype)
 
+# %% ../../nbs/21_moe.ipynb #036dd396
+def _gmm_tile(n: int) -> int:
+    "megablox tile of a matmul dim: the largest of 512, 256, 128 dividing it, else the whole dim (Mosaic's rule)."
+    return next((t for t in (512, 256, 128) if n % t == 0), n)
+
+
+def _swiglu_gmm(xs, wg, wu, wd, sizes, interpret: bool = False):
+    "The grouped SwiGLU through megablox `gmm` (TPU; `interpret` runs it on CPU). Rows past `sum(sizes)` give 0."
+    from jax.experimental.pallas.ops.tpu.megablox import gmm
+
+    dt = jnp.result_type(xs, wg)
+    if dt not in (jnp.float32, jnp.bfloat16):
+        return _swiglu_ragged(xs, wg, wu, wd, sizes)
+    N, D = xs.shape
+    tm = int(min(128, max(8, 1 << (N - 1).bit_length())))  # the row tile: a power of two, at most 128
+    Np = -(-N // tm) * tm
+    sizes = sizes.astype(jnp.int32)
+    valid = (jnp.arange(Np) < sizes.sum())[:, None]
+    mm = lambda a, w: gmm(
+        a, w.astype(dt), sizes, dt, (tm, _gmm_tile(a.shape[1]), _gmm_tile(w.shape[2])), interpret=interpret
+    )
+    xp = jnp.where(valid, jnp.pad(xs.astype(dt), ((0, Np - N), (0, 0))), 0)
+    g, u = jnp.split(mm(xp, jnp.concatenate([wg, wu], axis=-1)), 2, axis=-1)  # gate and up in one grouped matmul
+    return jnp.where(valid, mm(jax.nn.silu(g) * u, wd), 0)[:N]
+
 # %% ../../nbs/21_moe.ipynb #517fec8a
-def grouped_matmul_impl(m: MoEConfig) -> str:
-    "`ragged` or `blocked` for `m.grouped_matmul` (auto: ragged_dot on TPU/GPU, padded blocks on CPU)."
+GROUPED_MATMUL_AUTO = {"cpu": "blocked", "tpu": "gmm"}  # lowering platform -> implementation; others: ragged
+
+
+def grouped_matmul_impl(m: MoEConfig, platform: str | None = None) -> str:
+    "The implementation `m.grouped_matmul` names on `platform` (default: JAX's default backend)."
     if m.grouped_matmul != "auto":
         return m.grouped_matmul
-    return "blocked" if jax.default_backend() == "cpu" else "ragged"
+    return GROUPED_MATMUL_AUTO.get(platform or jax.default_backend(), "ragged")
 
 
 def grouped_swiglu(m: MoEConfig, xs: Float[Array, "N D"], sizes: Int[Array, "G"], wg, wu, wd) -> Float[Array, "N D"]:
     "SwiGLU of rows grouped by expert (`sizes[g]` consecutive rows use `wg[g], wu[g], wd[g]`; rows past the sum give 0)."
-    if grouped_matmul_impl(m) == "ragged":
-        return _swiglu_ragged(xs, wg, wu, wd, sizes)
-    return _swiglu_blocked(xs, wg, wu, wd, sizes, m.block_rows)
+    impls = {
+        "ragged": _swiglu_ragged,
+        "blocked": lambda *a: _swiglu_blocked(*a, m.block_rows),
+        "gmm": _swiglu_gmm,
+    }
+    if m.grouped_matmul != "auto":
+        return impls[m.grouped_matmul](xs, wg, wu, wd, sizes)
+    per_platform = {p: impls[i] for p, i in GROUPED_MATMUL_AUTO.items()}
+    return jax.lax.platform_dependent(xs, wg, wu, wd, sizes, **per_platform, default=impls["ragged"])
 
 
 def capacity(m: MoEConfig, n_tokens: int) -> int:

@@ -176,6 +176,9 @@ def _list_query(kind: str | None, status: str | None, limit: int) -> str:
         raise UserError(f"--kind {kind!r}: use experiment or step")
     if status and status.upper() not in ("RUNNING", "SUCCESS", "FAILED"):
         raise UserError(f"--status {status!r}: use RUNNING, SUCCESS or FAILED")
+    if limit < 1:
+        raise UserError(f"--limit {limit}: use a positive number of runs")
+    limit = min(limit, 2**63 - 1)  # SQL's LIMIT is a 64-bit integer: a larger one means all of them anyway
     where = " AND ".join(
         w for w in [f"kind = '{kind}'" if kind else "", f"status = '{status.upper()}'" if status else ""] if w
     )

@@ -1328,7 +1328,7 @@ def check_config_weights(d: dict, shapes: Mapping[str, list[int]], where: str, w
 
     layers = {int(m.group(1)) for k in shapes if (m := _LAYER.match(k))}
     L = d["num_hidden_layers"]
-    if layers != set(range(L)):
+    if L != len(layers) or layers != set(range(len(layers))):  # never sized from the claim
         held = f"layers 0..{max(layers)} ({len(layers)} layers)" if layers else "no layers"
         raise ConfigError(
             f"{where}: num_hidden_layers={L}, but {weights} hold {held}; the config and weights disagree"

@@ -52,7 +52,11 @@ def _parameters_source(nb_path: Path) -> str:
         raise ExperimentError(f"experiment notebook not found: {nb_path}")
     if nb_path.suffix != ".ipynb":
         raise ExperimentError(f"{nb_path}: an experiment is a .ipynb notebook")
-    nb = nbformat.read(str(nb_path), as_version=4)
+    try:
+        nb = nbformat.read(str(nb_path), as_version=4)
+    except Exception as e:  # not JSON, not a notebook (nbformat's own ValidationError is no ValueError), unreadable
+        why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise ExperimentError(f"{nb_path}: not a readable notebook ({why}); open and save it in Jupyter") from None
     cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
     if not cells:
         raise ExperimentError(f"{nb_path}: no cell tagged 'parameters'; tag the cell that defines the parameters")

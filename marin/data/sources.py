@@ -84,7 +84,8 @@ class SourceConfig(Config):
         )
         check(self.format in FORMATS, "format", f"{self.format!r} is not one of {FORMATS}")
         check(self.split in SPLITS, "split", f"{self.split!r} is not one of {SPLITS}")
-        check(self.max_chars >= 0 and self.limit >= 0, "max_chars/limit", "must be >= 0")
+        check(self.max_chars >= 0, "max_chars", f"{self.max_chars}: use 0 (one paragraph each) or a number of chars")
+        check(self.limit >= 0, "limit", f"{self.limit}: use 0 (all documents) or a number of documents")
         check(self.shard_docs >= 1 and self.task_bytes >= 1, "shard_docs/task_bytes", "must be >= 1")
         check(self.workers >= 0, "workers", f"{self.workers}: use 0 (the data_workers setting) or a positive number")
         for f in ("max_line_mb", "max_doc_mb"):
@@ -230,11 +231,13 @@ def reading(url: str, where: Callable[[], str] = lambda: ""):
 
 # %% ../../nbs/10_sources.ipynb #8629ad5b
 class _ZstdFrames(io.RawIOBase):
-    """A .zst file's bytes, passed through unchanged while its frames' headers are walked: the end of the file inside a
-    frame, or bytes that are no frame, raise `_BadZstd` (zstandard's stream reader would end there quietly)."""
+    """A .zst file's bytes, passed through unchanged while its frames' headers are walked: bytes that are no frame raise
+    `_BadZstd`; the file's end inside a frame sets `truncated` (zstandard's stream reader would end there quietly, so
+    `_ZstdEnd` raises it where the reader of the text reaches the end, naming the line it stopped at)."""
 
     def __init__(self, raw):
         self.raw, self.state, self.head, self.need, self.skip, self.checksum = raw, "magic", b"", 4, 0, False
+        self.truncated = False
 
     def readable(self) -> bool:
         return True
@@ -242,8 +245,7 @@ class _ZstdFrames(io.RawIOBase):
     def readinto(self, b) -> int:
         data = self.raw.read(len(b))
         if not data:
-            if self.skip or self.head or self.state != "magic":
-                raise _BadZstd("the file ends inside a frame (a truncated file)")
+            self.truncated = bool(self.skip or self.head or self.state != "magic")
             return 0
         self._walk(data)
         b[: len(data)] = data
@@ -286,6 +288,22 @@ class _ZstdFrames(io.RawIOBase):
                 self.state, self.need = "magic", 4
                 self.skip += 4 if self.checksum else 0
 
+
+class _ZstdEnd(io.RawIOBase):
+    "A zstandard stream reader whose end raises `_BadZstd` when the file ended inside a frame."
+
+    def __init__(self, f, frames: _ZstdFrames):
+        self.f, self.frames = f, frames
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        n = self.f.readinto(b)
+        if n == 0 and self.frames.truncated:
+            raise _BadZstd("the file ends inside a frame (a truncated file)")
+        return n
+
 # %% ../../nbs/10_sources.ipynb #c0f149b6
 @contextlib.contextmanager
 def open_stream(url: str) -> Iterator[Any]:
@@ -303,7 +321,7 @@ def open_stream(url: str) -> Iterator[Any]:
 
             frames = _ZstdFrames(raw)
             with zstandard.ZstdDecompressor().stream_reader(frames, read_across_frames=True, closefd=False) as f:
-                yield io.BufferedReader(f)
+                yield io.BufferedReader(_ZstdEnd(f, frames))
         else:
             yield raw
 
@@ -552,7 +570,7 @@ def _read_parquet(url: str, cfg: SourceConfig) -> Iterator[tuple[str, Any, dict,
                 size = rg.column(cols.index(field)).total_uncompressed_size if field in cols else 0
                 if size > cfg.max_doc_bytes * max(rg.num_rows, 1):
                     raise SourceReadError(
-                        f"{url} row group {g}: {rg.num_rows} texts of {size / MB:.1f} MB uncompressed, so one is over "
+                        f"{url} row group {g}: {rg.num_rows} rows of text take {size / MB:.1f} MB uncompressed, so one is over "
                         f"{cfg.max_doc_bytes / MB:g} MB, the document limit (SourceConfig.max_doc_mb); raise it if real"
                     )
                 batch_rows = int(min(2048, max(1, 64 * MB * max(rg.num_rows, 1) // max(size, 1))))

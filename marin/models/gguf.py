@@ -12,13 +12,13 @@ from ..core import storage
 # %% auto #0
 __all__ = ['TOKENIZER_ARRAYS', 'GGUF_VERSIONS', 'TOP_NAMES', 'BLOCK_NAMES', 'LLAMA_NORMS', 'GEMMA3_NORMS', 'GGUF_FAMILIES',
            'MISTRAL', 'GEMMA3_GLOBAL_EVERY', 'GEMMA3_LOCAL_ROPE_BASE', 'SUPPORTED_TYPES', 'DTYPES',
-           'PRE_TOKENIZER_SPLITS', 'CONTROL', 'USER_DEFINED', 'WRITE_TYPES', 'assemble_parts', 'package_parts',
-           'open_gguf', 'read_metadata', 'GGUFLayout', 'scan_gguf', 'check_gguf_layout', 'check_gguf_shapes',
-           'GGUFFamily', 'gguf_family', 'family_of_architecture', 'hf_tensor_name', 'llama3_rope_factors',
-           'llama3_rope', 'gguf_config', 'check_tensor_types', 'tensor_values', 'permute_qk', 'unpermute_qk',
-           'hf_tensor', 'byte_level_pre_tokenizer', 'spm_merges', 'byte_level_tokenizer', 'sentencepiece_tokenizer',
-           'gguf_tokenizer_files', 'GGUFCheckpoint', 'read_gguf', 'import_gguf', 'gguf_tensor_name', 'gguf_tensor',
-           'write_gguf']
+           'PRE_TOKENIZER_FAMILIES', 'PRE_TOKENIZER_NAMES', 'NOT_BYTE_LEVEL', 'CONTROL', 'USER_DEFINED', 'WRITE_TYPES',
+           'assemble_parts', 'package_parts', 'open_gguf', 'read_metadata', 'GGUFLayout', 'scan_gguf',
+           'check_gguf_layout', 'check_gguf_shapes', 'GGUFFamily', 'gguf_family', 'family_of_architecture',
+           'hf_tensor_name', 'llama3_rope_factors', 'llama3_rope', 'gguf_config', 'check_tensor_types', 'tensor_values',
+           'permute_qk', 'unpermute_qk', 'hf_tensor', 'byte_level_pre_tokenizer', 'spm_merges', 'byte_level_tokenizer',
+           'sentencepiece_tokenizer', 'gguf_tokenizer_files', 'GGUFCheckpoint', 'read_gguf', 'import_gguf',
+           'gguf_tensor_name', 'gguf_tensor', 'write_gguf']
 
 # %% ../../nbs/27_gguf.ipynb #3924d8ca
 def assemble_parts(paths: Iterable[str], out: str) -> str:
@@ -538,26 +538,195 @@ def hf_tensor(t, family: GGUFFamily, config: dict, dtype: np.dtype) -> np.ndarra
     return w
 
 # %% ../../nbs/27_gguf.ipynb #e1bb4e21
-_LLAMA3_SPLIT = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
-    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+_CONTRACTIONS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)"
+_GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"  # GPT-2's own split
+_TAIL = r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"  # punctuation runs, newlines, whitespace
+_UPPER, _LOWER = r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]", r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"
+_CASED_WORDS = (  # a word split at lower -> upper case changes, contractions kept on it (GPT-4o's o200k)
+    rf"[^\r\n\p{{L}}\p{{N}}]?{_UPPER}*{_LOWER}+{_CONTRACTIONS}?|[^\r\n\p{{L}}\p{{N}}]?{_UPPER}+{_LOWER}*{_CONTRACTIONS}?"
 )
-_QWEN2_SPLIT = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+_CJK = r"[一-龥぀-ゟ゠-ヿ]+"
+_HY_WORDS = (
+    r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
-_GPT4O_SPLIT = (
-    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
-    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
-    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
-PRE_TOKENIZER_SPLITS = {  # tokenizer.ggml.pre -> split regex (None: GPT-2's own, inside ByteLevel)
-    "default": None,
-    "gpt2": None,
-    **dict.fromkeys(("llama-bpe", "llama3", "llama-v3", "smaug-bpe", "dbrx", "falcon3", "pixtral"), _LLAMA3_SPLIT),
-    **dict.fromkeys(("qwen2", "deepseek-r1-qwen", "megrez"), _QWEN2_SPLIT),
-    **dict.fromkeys(("gpt-4o", "llama4"), _GPT4O_SPLIT),
+_WORDS = rf"{_CONTRACTIONS}|[^\r\n\p{{L}}\p{{N}}]?\p{{L}}+"
+PRE_TOKENIZER_FAMILIES: dict[str, tuple[str, ...] | None] = {  # family -> its splits, applied in turn (llama.cpp's)
+    "gpt2": None,  # GPT-2's own split, inside ByteLevel
+    "llama3": (rf"{_WORDS}|\p{{N}}{{1,3}}|{_TAIL}",),
+    "qwen2": (rf"{_WORDS}|\p{{N}}|{_TAIL}",),
+    "qwen35": (
+        rf"{_CONTRACTIONS}|[^\r\n\p{{L}}\p{{N}}]?[\p{{L}}\p{{M}}]+|\p{{N}}| ?[^\s\p{{L}}\p{{M}}\p{{N}}]+[\r\n]*"
+        r"|\s*[\r\n]+|\s+(?!\S)|\s+",
+    ),  # fmt: skip
+    "starcoder": (r"\p{N}", _GPT2),  # each digit alone, then GPT-2's split (SmolLM, StarCoder, Command R, ...)
+    "falcon": (r"[\p{P}\$\+<=>\^~\|`]+", _GPT2, r"[0-9][0-9][0-9]"),
+    "deepseek-llm": (
+        r"[\r\n]",
+        r"\s?\p{L}+",  # llama.cpp lists the Latin/Greek/Cyrillic... letter ranges; \p{L} outside CJK is the same split
+        r"\s?[!-/:-~！-／：-～‘-‟　-。]+",
+        r"\s+$",
+        r"[一-龥ࠀ-一가-퟿]+",
+        r"\p{N}+",
+    ),
+    "deepseek-coder": (r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", r"[一-龥ࠀ-一가-퟿]+", r"\p{N}"),
+    "deepseek-v3": (r"\p{N}{1,3}", _CJK, _HY_WORDS),
+    "spark2_5": (r"\p{N}{1,3}", _CJK, _HY_WORDS.replace(r"[\r\n]*|\s*[\r\n]+", r"|[\r\n]"), r"\p{N}"),
+    "youtu": (
+        r"[가-힣ㄱ-ㆎ]+|[！…“”‘’—：；，、-〿︰-﹏]+|[ㄅ-ㄯ]+|[一-龥぀-ゟ゠-ヿ]+",
+        rf"{_CASED_WORDS}|\p{{N}}| ?[^\s\p{{L}}\p{{N}}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    ),
+    "bloom": (r" ?[^(\s|.,!?…。，、।۔،)]+",),
+    "viking": (r" ?[^(\s|.,!?…。，、।۔،)]+", r"\p{N}"),
+    "tekken": (
+        rf"{_CASED_WORDS.replace(f'{_CONTRACTIONS}?', '')}|\p{{N}}| ?[^\s\p{{L}}\p{{N}}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    ),
+    "chameleon": (
+        r"<sentinel:[0-9]+>",
+        r"(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z",
+        r"([\t\n]|    |  )",
+        r"\p{N}",
+        r"[\p{P}!-/:-@\[-`{-~]",
+        _GPT2,
+    ),
+    "gpt-4o": (rf"{_CASED_WORDS}|\p{{N}}{{1,3}}| ?[^\s\p{{L}}\p{{N}}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",),
+    "tiny_aya": (
+        r"\d{1,3}(?=(?:\d{3})*\b)",
+        rf"{_CASED_WORDS}|\p{{N}}{{1,3}}| ?[^\s\p{{L}}\p{{N}}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    ),
+    "kimi-k2": (  # Kimi K2's tiktoken pattern (llama.cpp runs it in custom code): Han runs split off first
+        r"\p{Han}+",
+        rf"{_CASED_WORDS}|\p{{N}}{{1,3}}| ?[^\s\p{{L}}\p{{N}}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    ),
+    "superbpe": (r"\p{N}+", r"(?=(\d{3})+(?!\d))"),
+    "bailingmoe": (
+        r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+",
+    ),
+    "seed-coder": (rf"{_WORDS}|\p{{N}}{{1}}| ?[^\s\p{{L}}\p{{N}}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+",),
+    "ufakzeka": (r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",),
+    "afmoe": (  # digits grouped in threes from the right (llama.cpp: custom code), CJK and Southeast Asian runs
+        r"\p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N}))",
+        r"[一-鿿㐀-䶿豈-﫿぀-ゟ゠-ヿ･-ﾟ⼀-⿟เ-๿຀-໿ក-៿က-႟ꩠ-ꩿꧠ-꧿가-힯ᄀ-ᇿ]+",
+        _HY_WORDS,
+    ),
+    "laguna": (r"[^\n]+|[\n]+", rf"{_WORDS}|\p{{N}}|{_TAIL}"),
+    "exaone-moe": (
+        rf"{_CONTRACTIONS}|[^\r\n\p{{L}}\p{{N}}]?(?:\p{{L}}\p{{M}}*(?: \p{{L}}\p{{M}}*)*)+|\p{{N}}"
+        r"| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+",
+    ),  # fmt: skip
+    "minicpm5": (r"\p{N}{1,3}", rf"{_WORDS}|\p{{N}}+|{_TAIL}"),
+    "jais-2": (
+        rf"{_WORDS}|\p{{N}}{{1,3}}| ?[^\s\p{{L}}\p{{N}}]+[\r\n]*|\s*[\r\n]+|"
+        + "|".join(rf"\s{{{n}}}(?!\S)" for n in (512, 256, 128, 64, 32, 16, 8, 4))
+        + r"|\s{1,2}(?!\S)|\s{1}",
+    ),  # fmt: skip
 }
+PRE_TOKENIZER_NAMES = {  # tokenizer.ggml.pre -> family, every name llama.cpp's vocabulary loader knows
+    **dict.fromkeys(
+        (
+            "default",
+            "gpt2",
+            "gpt-2",
+            "phi-2",
+            "jina-es",
+            "jina-de",
+            "gigachat",
+            "jina-v2-es",
+            "jina-v2-de",
+            "a.x-4.0",
+            "mellum",
+            "modern-bert",
+            "jina-v1-en",
+            "jina-v2-code",
+            "roberta-bpe",
+            "mpt",
+            "olmo",
+            "jais",
+            "exaone4",
+            "trillion",
+            "granite-docling",
+        ),
+        "gpt2",
+    ),  # fmt: skip
+    **dict.fromkeys(
+        (
+            "llama3",
+            "llama-v3",
+            "llama-bpe",
+            "falcon3",
+            "falcon-h1",
+            "pixtral",
+            "midm-2.0",
+            "lfm2",
+            "jina-v5-nano",
+            "dbrx",
+            "smaug-bpe",
+            "glm4",
+            "chatglm-bpe",
+        ),
+        "llama3",
+    ),  # fmt: skip
+    **dict.fromkeys(
+        ("qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan", "solar-open", "grok-2"),
+        "qwen2",
+    ),  # fmt: skip
+    **dict.fromkeys(
+        ("starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b", "mellum2"), "starcoder"
+    ),  # fmt: skip
+    **dict.fromkeys(("gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2", "granite-embed-multi-97m"), "gpt-4o"),
+    **dict.fromkeys(("deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4"), "deepseek-v3"),
+    **dict.fromkeys(("bailingmoe", "bailingmoe2", "llada-moe"), "bailingmoe"),
+    **dict.fromkeys(("tiny_aya", "cohere2moe"), "tiny_aya"),
+    **dict.fromkeys(("bloom", "gpt3-finnish", "poro-chat"), "bloom"),
+    **{
+        name: name
+        for name in (
+            "qwen35",
+            "falcon",
+            "deepseek-llm",
+            "deepseek-coder",
+            "spark2_5",
+            "youtu",
+            "viking",
+            "tekken",
+            "chameleon",
+            "kimi-k2",
+            "superbpe",
+            "seed-coder",
+            "ufakzeka",
+            "afmoe",
+            "laguna",
+            "exaone-moe",
+            "minicpm5",
+            "jais-2",
+        )
+    },  # fmt: skip
+}
+NOT_BYTE_LEVEL = ("gemma4", "granite-embed-multi-311m", "sarvam-moe", "whitespace")  # raw-UTF-8 vocabularies
 CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
+
+
+def byte_level_pre_tokenizer(pre: str):
+    "The `tokenizers` pre-tokenizer of the byte-level vocabulary `tokenizer.ggml.pre = pre`."
+    from tokenizers import Regex, pre_tokenizers
+
+    if pre in NOT_BYTE_LEVEL:
+        raise ValueError(
+            f"GGUF tokenizer.ggml.pre={pre!r} is a raw-UTF-8 (not byte-level) BPE vocabulary; marin builds byte-level"
+            " ones only (use the model's Hugging Face folder and its tokenizer.json)"
+        )
+    if pre not in PRE_TOKENIZER_NAMES:
+        raise ValueError(
+            f"GGUF tokenizer.ggml.pre={pre!r} is not a pre-tokenizer llama.cpp knows (marin knows"
+            f" {len(PRE_TOKENIZER_NAMES)}: {sorted(PRE_TOKENIZER_NAMES)}); the file is damaged or newer than marin"
+        )
+    splits = PRE_TOKENIZER_FAMILIES[PRE_TOKENIZER_NAMES[pre]]
+    if splits is None:
+        return pre_tokenizers.ByteLevel(add_prefix_space=False)
+    return pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(s), behavior="isolated") for s in splits]
+        + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+    )
 
 # %% ../../nbs/27_gguf.ipynb #ce22fa7e
 def _bytes_to_unicode() -> dict[int, str]:
@@ -569,24 +738,6 @@ def _bytes_to_unicode() -> dict[int, str]:
             bs.append(b)
             cs.append(256 + len(cs) - 188)
     return dict(zip(bs, map(chr, cs)))
-
-
-def byte_level_pre_tokenizer(pre: str):
-    "The `tokenizers` pre-tokenizer of the byte-level vocabulary `tokenizer.ggml.pre = pre`."
-    from tokenizers import Regex, pre_tokenizers
-
-    if pre not in PRE_TOKENIZER_SPLITS:
-        known = sorted(PRE_TOKENIZER_SPLITS)
-        raise ValueError(f"GGUF tokenizer.ggml.pre={pre!r} is not known to marin (known: {known})")
-    split = PRE_TOKENIZER_SPLITS[pre]
-    if split is None:
-        return pre_tokenizers.ByteLevel(add_prefix_space=False)
-    return pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(split), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
 
 # %% ../../nbs/27_gguf.ipynb #ec92ed02
 def spm_merges(tokens: list[str], scores: list[float]) -> list[tuple[str, str]]:

@@ -12,13 +12,14 @@ from ..core import storage
 from ..core.config import Config, canonical, check, versioned
 from ..core.executor import Step, StepOrPath
 from .download import download_model, looks_like_repo_id
-from .hf import hf_weight_files, import_hf, model_from_hf
+from .chat_templates import attach_chat_template
+from .hf import hf_weight_files, import_hf, model_from_hf, read_hf_config
 from .io import PARAMS_PREFIX, step_dir, write_committed_state
 
 # %% auto #0
 __all__ = ['MODEL_FILES', 'TOKENIZER_FILES', 'pretrained_kind', 'weight_files', 'source_files', 'ImportConfig',
-           'write_model_checkpoint', 'read_source', 'import_pretrained', 'fetch_hub_model', 'import_step',
-           'as_training_output', 'resolve_checkpoint']
+           'write_model_checkpoint', 'check_tokenizer_file', 'check_source', 'read_source', 'import_pretrained',
+           'fetch_hub_model', 'import_step', 'as_training_output', 'resolve_checkpoint']
 
 # %% ../../nbs/26_import.ipynb #6fd7caca
 MODEL_FILES = ("config.json", "generation_config.json")
@@ -81,17 +82,53 @@ def write_model_checkpoint(output_path: str, model, meta: dict, step: int = 0) -
     return d
 
 # %% ../../nbs/26_import.ipynb #bdd6c7ea
+def check_tokenizer_file(data: bytes, where: str) -> None:
+    "Refuse a `tokenizer.json` the `tokenizers` library cannot load, naming it (import would copy it, serve fail)."
+    from tokenizers import Tokenizer
+
+    try:
+        Tokenizer.from_str(data.decode("utf-8"))
+    except Exception as e:  # tokenizers raises its own Exception subclass with the parser's message
+        raise ValueError(
+            f"{where}: not a tokenizer `tokenizers` can load ({e}); download it again, or delete it"
+        ) from None
+
+
+def check_source(source: str) -> None:
+    """Refuse a damaged or hostile source before any step runs, in what reading its headers costs: a folder's
+    `config.json` against its weights' headers and its tokenizer, a GGUF file's header against its size."""
+    if pretrained_kind(source) == "gguf":
+        from marin.models.gguf import check_gguf_layout, gguf_family, scan_gguf
+
+        path = str(source).removeprefix("file://")
+        if storage.is_local(path):
+            layout = scan_gguf(storage.fs_path(path)[1])
+            check_gguf_layout(path, layout, gguf_family(layout.values))
+        return
+    read_hf_config(source)
+    if storage.exists(storage.join(source, "tokenizer.json")):
+        check_tokenizer_file(
+            storage.read_bytes(storage.join(source, "tokenizer.json")), storage.join(source, "tokenizer.json")
+        )
+
+
 def read_source(source: str):
-    "(model, config.json dict, {tokenizer or config file name: bytes}) of a Hugging Face folder or a GGUF file."
+    """(model, config.json dict, {tokenizer or config file name: bytes}) of a Hugging Face folder or a GGUF file; a
+    model without a chat template gets its family's (`attach_chat_template`)."""
     if pretrained_kind(source) == "gguf":
         from marin.models.gguf import read_gguf
 
         ck = read_gguf(source)
         files = dict(ck.tokenizer_files, **{"config.json": json.dumps(ck.config, indent=1).encode()})
-        return model_from_hf(ck.config, ck.tensors), ck.config, files
-    model, d = import_hf(source)
-    names = [f for f in TOKENIZER_FILES + ("config.json",) if storage.exists(storage.join(source, f))]
-    return model, d, {f: storage.read_bytes(storage.join(source, f)) for f in names}
+        model, d = model_from_hf(ck.config, ck.tensors), ck.config
+    else:
+        names = [f for f in TOKENIZER_FILES + ("config.json",) if storage.exists(storage.join(source, f))]
+        files = {f: storage.read_bytes(storage.join(source, f)) for f in names}
+        if "tokenizer.json" in files:
+            check_tokenizer_file(files["tokenizer.json"], storage.join(source, "tokenizer.json"))
+        model, d = import_hf(source)
+    files, _ = attach_chat_template(files, (d.get("architectures") or [""])[0], str(source))
+    return model, d, files
 
 
 def import_pretrained(cfg: ImportConfig, output_path: str) -> dict:
@@ -130,6 +167,7 @@ def import_step(source: str, name: str = "") -> Step:
         raise ValueError(f"{source} is already a training output (it has checkpoints/); use it as it is")
     if kind == "hub":
         source = fetch_hub_model(source)
+    check_source(source)  # a damaged or hostile source is refused here, not inside a running step
     files = tuple(sorted(source_files(source).items()))
     label = name or str(source).rstrip("/").rsplit("/", 1)[-1].removesuffix(".gguf")
     return Step(f"import/{label}", import_pretrained, ImportConfig(source=str(source), files=files))

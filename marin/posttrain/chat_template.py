@@ -16,8 +16,8 @@ from ..core import storage
 from ..core.config import Config, versioned
 
 # %% auto #0
-__all__ = ['SPECIAL_TOKEN_NAMES', 'GEMMA3_CHAT_TEMPLATE', 'ChatTemplateError', 'compile_chat_template', 'JinjaChatTemplate',
-           'token_offsets', 'hf_special_tokens', 'load_hf_chat_template', 'gemma3_chat_template']
+__all__ = ['SPECIAL_TOKEN_NAMES', 'ChatTemplateError', 'compile_chat_template', 'JinjaChatTemplate', 'token_offsets',
+           'hf_special_tokens', 'load_hf_chat_template', 'gemma3_chat_template', 'GEMMA3_CHAT_TEMPLATE']
 
 # %% ../../nbs/54_chat_templates.ipynb #d38e56b3
 class ChatTemplateError(ValueError):
@@ -273,49 +273,9 @@ def load_hf_chat_template(folder: str) -> JinjaChatTemplate:
     return JinjaChatTemplate(t, hf_special_tokens(folder), origin=tf)
 
 # %% ../../nbs/54_chat_templates.ipynb #3108da13
-# fmt: off
-GEMMA3_CHAT_TEMPLATE = """{{ bos_token }}
-{%- if messages[0]['role'] == 'system' -%}
-    {%- if messages[0]['content'] is string -%}
-        {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}
-    {%- else -%}
-        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}
-    {%- endif -%}
-    {%- set loop_messages = messages[1:] -%}
-{%- else -%}
-    {%- set first_user_prefix = "" -%}
-    {%- set loop_messages = messages -%}
-{%- endif -%}
-{%- for message in loop_messages -%}
-    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
-        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
-    {%- endif -%}
-    {%- if (message['role'] == 'assistant') -%}
-        {%- set role = "model" -%}
-    {%- else -%}
-        {%- set role = message['role'] -%}
-    {%- endif -%}
-    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}
-    {%- if message['content'] is string -%}
-        {{ message['content'] | trim }}
-    {%- elif message['content'] is iterable -%}
-        {%- for item in message['content'] -%}
-            {%- if item['type'] == 'image' -%}
-                {{ '<start_of_image>' }}
-            {%- elif item['type'] == 'text' -%}
-                {{ item['text'] | trim }}
-            {%- endif -%}
-        {%- endfor -%}
-    {%- else -%}
-        {{ raise_exception("Invalid content type") }}
-    {%- endif -%}
-    {{ '<end_of_turn>\n' }}
-{%- endfor -%}
-{%- if add_generation_prompt -%}
-    {{'<start_of_turn>model\n'}}
-{%- endif -%}
-"""
-# fmt: on
+from ..models.chat_templates import GEMMA3_CHAT_TEMPLATE  # the string lives in the models layer
+
+_all_ = ["GEMMA3_CHAT_TEMPLATE"]
 
 
 def gemma3_chat_template() -> JinjaChatTemplate:

@@ -167,8 +167,12 @@ RUNNING, SUCCESS, FAILED = "RUNNING", "SUCCESS", "FAILED"
 
 
 def read_status(output_path: str) -> dict | None:
-    "The status record of an output directory, or None if it never ran."
-    return storage.read_json(storage.join(output_path, STATUS_FILE), None)
+    """The status record of an output directory, or None if it never ran (nor could have: a path under a file, which
+    `check_writable` refuses before a step runs)."""
+    try:
+        return storage.read_json(storage.join(output_path, STATUS_FILE), None)
+    except NotADirectoryError:
+        return None
 
 
 def _pid_alive(pid: int) -> bool:

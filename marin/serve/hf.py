@@ -62,8 +62,8 @@ from marin.models.hf import (  # the mapping and the reader live in models/; re-
 # %% auto #0
 __all__ = ['END_OF_TEXT_TOKENS', 'PADDING_TOKENS', 'ADAPTER_CONFIG_FILE', 'ADAPTER_WEIGHTS_FILE', 'char_level_tokenizer_json',
            'tokenizer_json_of', 'tokenizer_config', 'training_provenance', 'model_card', 'render_chat_template',
-           'turn_end_ids', 'export_hf', 'export_checkpoint', 'export_lora_adapter', 'ExportConfig', 'run_export',
-           'export_step']
+           'turn_end_ids', 'check_export_target', 'export_hf', 'export_checkpoint', 'export_lora_adapter',
+           'ExportConfig', 'run_export', 'export_step']
 
 # %% ../../nbs/60_hf.ipynb #462d06b6
 def char_level_tokenizer_json(vocab: list[str], unk: str | None = None) -> str:
@@ -395,6 +395,64 @@ def _write_configs(
     _write_json(output_dir, "config.json", config)
     return ["generation_config.json", "README.md", "config.json"]
 
+# %% ../../nbs/60_hf.ipynb #f6d258f1
+def _same_or_nested(a: str, b: str) -> bool:
+    "Whether folders `a` and `b` are the same, or one holds the other (local paths resolved, URLs compared as text)."
+    if storage.is_local(a) and storage.is_local(b):
+        a, b = (os.path.realpath(storage.fs_path(x)[1]) for x in (a, b))
+    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
+
+
+def check_export_target(output_dir: str, overwrite: bool, sources: tuple[str, ...] = ()) -> None:
+    """Refuse, before anything is loaded or written, an export onto a file, onto (or around) one of its `sources`, or
+    into a folder that holds files unless `overwrite` (whose files are then replaced, all of them)."""
+    fs, p = storage.fs_path(output_dir)
+    if fs.exists(p) and not fs.isdir(p):
+        raise ValueError(f"--output {output_dir}: is a file; give a folder to write the checkpoint into")
+    for src in (s for s in sources if s):
+        if _same_or_nested(output_dir, src):
+            raise ValueError(
+                f"--output {output_dir}: is (or holds, or lies inside) the checkpoint being exported ({src});"
+                " exporting there would destroy it: choose another folder"
+            )
+    held = sorted(fs.ls(p, detail=False)) if fs.exists(p) else []
+    if held and not overwrite:
+        names = ", ".join(os.path.basename(str(f).rstrip("/")) for f in held[:4]) + (", ..." if len(held) > 4 else "")
+        raise ValueError(
+            f"--output {output_dir}: is not empty ({len(held)} entries: {names}); pass --overwrite to replace"
+            " everything in it with the export, or choose an empty folder"
+        )
+
+
+def _write_then_swap(output_dir: str, write) -> list[str]:
+    """`write(folder)` into a fresh sibling folder, then put it in `output_dir`'s place (renames: a reader sees the
+    old folder or the new one, never a mix of files from both); returns what `write` returned. On a remote filesystem,
+    where folders cannot be renamed, the files are written in place and the ones not written are removed after."""
+    import shutil
+
+    if not storage.is_local(output_dir):
+        files = write(output_dir)
+        fs, p = storage.fs_path(output_dir)
+        for f in fs.ls(p, detail=False):
+            if os.path.basename(str(f).rstrip("/")) not in files:
+                fs.rm(f, recursive=True)
+        return files
+    out = os.path.abspath(storage.fs_path(output_dir)[1])
+    tmp, old = f"{out}.partial-{os.getpid()}", f"{out}.replaced-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    try:
+        files = write(tmp)
+        if os.path.exists(out):
+            os.rename(out, old)
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+    return files
+
 # %% ../../nbs/60_hf.ipynb #8f60c2c2
 def export_hf(
     model,
@@ -406,8 +464,15 @@ def export_hf(
     dtype: str = "float32",
     max_shard_bytes: int = 5 * 2**30,
     name: str = "",
+    overwrite: bool | None = None,
+    sources: tuple[str, ...] = (),
 ) -> dict:
-    "Write `model` (and its tokenizer) as a Hugging Face checkpoint under `output_dir`; returns a summary."
+    """Write `model` (and its tokenizer) as a Hugging Face checkpoint under `output_dir`; returns a summary. With
+    `overwrite` given (what `marin export` does), `output_dir` is checked first (`check_export_target`: not a file, not
+    one of `sources`, empty unless `overwrite`) and the export replaces it whole (`_write_then_swap`); `None` writes in
+    place (an executor step's fresh output folder)."""
+    if overwrite is not None:
+        check_export_target(output_dir, overwrite, sources)
     arch_name = architecture_for(model)
     check(max_shard_bytes > 0, "max_shard_bytes", "must be positive")
     tensors = ARCHITECTURES[arch_name].to_tensors(model, dtype)
@@ -418,13 +483,17 @@ def export_hf(
             from tokenizers import Tokenizer
 
             turn_ends = turn_end_ids(chat_template, Tokenizer.from_str(tok_json), special)
-    files = _write_weights(tensors, output_dir, max_shard_bytes)
-    if tokenizer is not None:
-        storage.write_text(storage.join(output_dir, "tokenizer.json"), tok_json)
-        _write_json(output_dir, "tokenizer_config.json", tokenizer_config(special, model.cfg.seq_len, chat_template))
-        files += ["tokenizer.json", "tokenizer_config.json"]
     card = model_card(model.cfg, arch_name, provenance, name=name)
-    files += _write_configs(model, arch_name, output_dir, ids, card, dtype, turn_ends)
+
+    def write(folder: str) -> list[str]:
+        files = _write_weights(tensors, folder, max_shard_bytes)
+        if tokenizer is not None:
+            storage.write_text(storage.join(folder, "tokenizer.json"), tok_json)
+            _write_json(folder, "tokenizer_config.json", tokenizer_config(special, model.cfg.seq_len, chat_template))
+            files += ["tokenizer.json", "tokenizer_config.json"]
+        return files + _write_configs(model, arch_name, folder, ids, card, dtype, turn_ends)
+
+    files = write(output_dir) if overwrite is None else _write_then_swap(output_dir, write)
     return {
         "architecture": arch_name,
         "files": files,
@@ -445,10 +514,16 @@ def export_checkpoint(
     dtype: str = "float32",
     max_shard_bytes: int = 5 * 2**30,
     name: str = "",
+    overwrite: bool | None = None,
 ) -> dict:
-    "Export a training output directory's checkpoint to the HF layout."
-    from marin.models.io import load_model
+    """Export a training output directory's checkpoint to the HF layout (`overwrite`: as `export_hf`; the training
+    output and the folder it was imported from are protected)."""
+    from marin.models.io import META_FILE, checkpoint_path, load_model
 
+    if overwrite is not None:  # checked before the model is loaded: refusals cost nothing
+        meta = storage.read_json(storage.join(checkpoint_path(train_output, step), META_FILE), {}) or {}
+        sources = (train_output, str(meta.get("imported_from") or ""))
+        check_export_target(output_dir, overwrite, sources)
     model, meta = load_model(train_output, step)
     if isinstance(tokenizer, str) and tokenizer:
         from marin.data.tokenizers import load_tokenizer
@@ -466,6 +541,8 @@ def export_checkpoint(
         dtype=dtype,
         max_shard_bytes=max_shard_bytes,
         name=name or os.path.basename(train_output.rstrip("/")),
+        overwrite=overwrite,
+        sources=(train_output, str(meta.get("imported_from") or "")),
     )
     return dict(summary, step=prov.get("step"), run_id=prov.get("run_id", ""))
 

@@ -4,13 +4,13 @@
 
 # %% ../../nbs/26a_download.ipynb #c0557648
 from __future__ import annotations
-import fnmatch, hashlib, os, re
+import contextlib, fnmatch, hashlib, os, re
 from typing import Sequence
 from ..core import storage
 
 # %% auto #0
-__all__ = ['MANIFEST', 'DEFAULT_PATTERNS', 'WEIGHT_PATTERNS', 'DownloadError', 'looks_like_repo_id', 'copy_tree', 'hub_download',
-           'download_model', 'verify_download']
+__all__ = ['MANIFEST', 'DEFAULT_PATTERNS', 'WEIGHT_PATTERNS', 'TIMEOUT_ENV', 'DownloadError', 'looks_like_repo_id', 'copy_tree',
+           'hub_download', 'download_timeout', 'stall_guard', 'download_model', 'verify_download']
 
 # %% ../../nbs/26a_download.ipynb #032bcabc
 MANIFEST = ".marin_download.json"
@@ -144,6 +144,48 @@ def hub_download(
     files = {s.rfilename: _verify_hub_file(s, output) for s in info.siblings or [] if _wanted(s.rfilename, patterns)}
     return {"files": files, "revision": info.sha}
 
+# %% ../../nbs/26a_download.ipynb #a400c3cc
+TIMEOUT_ENV = "MARIN_DOWNLOAD_TIMEOUT"  # seconds a URL may stay silent (connecting, or between bytes) before giving up
+
+
+def download_timeout() -> float:
+    "The seconds a source URL may stay silent (`MARIN_DOWNLOAD_TIMEOUT`, default 60), checked."
+    raw = os.environ.get(TIMEOUT_ENV, "60")
+    try:
+        t = float(raw)
+    except ValueError:
+        t = float("nan")
+    if not 0 < t <= 86400:  # also refuses nan
+        raise ValueError(f"{TIMEOUT_ENV}={raw!r}: must be a number of seconds in (0, 86400]")
+    return t
+
+
+@contextlib.contextmanager
+def stall_guard(source: str):
+    """Read `source` (a URL) with a timeout on every wait, and turn a silent server or a dropped connection into a
+    `DownloadError` naming the URL: fsspec's HTTP default is five minutes of silence, then a traceback without it."""
+    if not re.match(r"^https?://", source):
+        yield
+        return
+    import aiohttp, fsspec
+    from fsspec.exceptions import FSTimeoutError
+
+    t = download_timeout()
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=t, sock_read=t)
+    for proto in ("http", "https"):  # fsspec's per-protocol defaults, read when the filesystem is made
+        fsspec.config.conf.setdefault(proto, {})["client_kwargs"] = {"timeout": timeout}
+    try:
+        yield
+    except (FSTimeoutError, TimeoutError) as e:
+        raise DownloadError(
+            f"{source}: no answer within {t:g} s ({type(e).__name__}); check the URL and the server, or wait longer"
+            f" with {TIMEOUT_ENV}=SECONDS"
+        ) from None
+    except aiohttp.ClientError as e:
+        raise DownloadError(
+            f"{source}: {type(e).__name__}: {e}; check the URL and the server, then run again"
+        ) from None
+
 # %% ../../nbs/26a_download.ipynb #fc2ceff0
 def _require_weights(source: str, names: list[str]) -> None:
     "Refuse a model download whose files (`names`) hold no weights: a wrong folder, or a repo of only configs."
@@ -177,10 +219,11 @@ def download_model(
         if allow_patterns is None:
             _require_weights(source, list(res["files"]))
     else:
-        fs, root = storage.fs_path(source)
-        if allow_patterns is None and fs.isdir(root):  # before copying anything
-            _require_weights(source, [f.rsplit("/", 1)[-1] for f in fs.find(root)])
-        res = copy_tree(source, output, allow_patterns or ("*",), progress=progress)
+        with stall_guard(source):
+            fs, root = storage.fs_path(source)
+            if allow_patterns is None and fs.isdir(root):  # before copying anything
+                _require_weights(source, [f.rsplit("/", 1)[-1] for f in fs.find(root)])
+            res = copy_tree(source, output, allow_patterns or ("*",), progress=progress)
         kind = "copy"
     manifest = {"source": source, "kind": kind, "revision": res.get("revision"), "files": res["files"]}
     storage.write_json(storage.join(output, MANIFEST), manifest)

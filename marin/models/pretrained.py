@@ -11,7 +11,7 @@ import numpy as np
 from ..core import storage
 from ..core.config import Config, canonical, check, versioned
 from ..core.executor import Step, StepOrPath
-from .download import download_model, looks_like_repo_id
+from .download import download_model, looks_like_repo_id, stall_guard
 from .chat_templates import attach_chat_template
 from .hf import hf_weight_files, import_hf, model_from_hf, read_hf_config
 from .io import PARAMS_PREFIX, step_dir, write_committed_state
@@ -162,6 +162,11 @@ def fetch_hub_model(repo_id: str, prefix: str | None = None) -> str:
 
 def import_step(source: str, name: str = "") -> Step:
     "The step that imports `source` (a Hugging Face folder or URL, a GGUF file, a hub id); named after it."
+    with stall_guard(str(source)):  # a URL that stops answering is named, after MARIN_DOWNLOAD_TIMEOUT seconds
+        return _import_step(source, name)
+
+
+def _import_step(source: str, name: str) -> Step:
     kind = pretrained_kind(source)
     if kind == "checkpoint":
         raise ValueError(f"{source} is already a training output (it has checkpoints/); use it as it is")

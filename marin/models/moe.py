@@ -491,15 +491,27 @@ def _swiglu_gmm(xs, wg, wu, wd, sizes, interpret: bool = False):
 GROUPED_MATMUL_AUTO = {"cpu": "blocked", "tpu": "gmm"}  # lowering platform -> implementation; others: ragged
 
 
-def grouped_matmul_impl(m: MoEConfig, platform: str | None = None) -> str:
+def _per_device() -> bool:
+    "Inside a `shard_map` over every mesh axis: this device's rows only, so a Pallas kernel may run on them."
+    mesh = jax.sharding.get_abstract_mesh()
+    return not mesh.empty and set(mesh.manual_axes) == set(mesh.axis_names)
+
+
+def grouped_matmul_impl(m: MoEConfig, platform: str | None = None, per_device: bool = True) -> str:
     "The implementation `m.grouped_matmul` names on `platform` (default: JAX's default backend)."
     if m.grouped_matmul != "auto":
         return m.grouped_matmul
-    return GROUPED_MATMUL_AUTO.get(platform or jax.default_backend(), "ragged")
+    impl = GROUPED_MATMUL_AUTO.get(platform or jax.default_backend(), "ragged")
+    return impl if per_device or impl != "gmm" else "ragged"  # XLA partitions ragged_dot; no one partitions gmm
 
 
-def grouped_swiglu(m: MoEConfig, xs: Float[Array, "N D"], sizes: Int[Array, "G"], wg, wu, wd) -> Float[Array, "N D"]:
-    "SwiGLU of rows grouped by expert (`sizes[g]` consecutive rows use `wg[g], wu[g], wd[g]`; rows past the sum give 0)."
+def grouped_swiglu(
+    m: MoEConfig, xs: Float[Array, "N D"], sizes: Int[Array, "G"], wg, wu, wd, per_device: bool | None = None
+) -> Float[Array, "N D"]:
+    """SwiGLU of rows grouped by expert (`sizes[g]` consecutive rows use `wg[g], wu[g], wd[g]`; rows past the sum
+    give 0). `per_device`: the rows are one device's (a single-device program, or inside a `shard_map`; None:
+    inside a `shard_map` over every axis), else XLA partitions the matmul over the mesh and `auto` on TPU takes
+    `ragged_dot`, since a Mosaic kernel cannot be partitioned automatically."""
     impls = {
         "ragged": _swiglu_ragged,
         "blocked": lambda *a: _swiglu_blocked(*a, m.block_rows),
@@ -507,7 +519,8 @@ def grouped_swiglu(m: MoEConfig, xs: Float[Array, "N D"], sizes: Int[Array, "G"]
     }
     if m.grouped_matmul != "auto":
         return impls[m.grouped_matmul](xs, wg, wu, wd, sizes)
-    per_platform = {p: impls[i] for p, i in GROUPED_MATMUL_AUTO.items()}
+    local = _per_device() if per_device is None else per_device
+    per_platform = {p: impls[grouped_matmul_impl(m, p, local)] for p in GROUPED_MATMUL_AUTO}
     return jax.lax.platform_dependent(xs, wg, wu, wd, sizes, **per_platform, default=impls["ragged"])
 
 
@@ -517,13 +530,13 @@ def capacity(m: MoEConfig, n_tokens: int) -> int:
 
 
 def expert_outputs(
-    m: MoEConfig, p: MoEMLP, xs: Float[Array, "Tk D"], plan: DispatchPlan
+    m: MoEConfig, p: MoEMLP, xs: Float[Array, "Tk D"], plan: DispatchPlan, per_device: bool | None = None
 ) -> tuple[Float[Array, "Tk D"], Float[Array, ""]]:
     "Every sorted row through its expert: (outputs, overflow rate). Dropped rows (capacity mode) give zeros."
     if m.dispatch == "dropless":
-        return grouped_swiglu(m, xs, plan.group_sizes, p.expert_gate, p.expert_up, p.expert_down), jnp.zeros(
-            (), jnp.float32
-        )
+        return grouped_swiglu(
+            m, xs, plan.group_sizes, p.expert_gate, p.expert_up, p.expert_down, per_device
+        ), jnp.zeros((), jnp.float32)
     E, N = m.n_experts, xs.shape[0]
     C = capacity(m, N // m.top_k)
     starts = jnp.cumsum(plan.group_sizes) - plan.group_sizes
@@ -567,18 +580,34 @@ def moe_mlp(
 ) -> tuple[Float[Array, "B S D"], dict]:
     "The MoE MLP of one layer on one device's tokens (`cfg` a `LlamaConfig` with `moe` set; `p` one layer's weights)."
     m: MoEConfig = cfg.moe
+    mesh = sharding.mesh
+    if m.kernel == "pallas" and m.pallas_backend != "interpret" and mesh is not None and mesh.size > 1:
+        return _per_device_moe(cfg, p, h, sharding)  # compiled kernels cannot be partitioned: one device's tokens each
     B, S, D = h.shape
     x = h.reshape(B * S, D)
     r = route(m, p.router, p.router_bias, x)
     plan = sort_by_expert(r.expert_ids, m.n_experts)
     dispatch, combine = dispatch_impl(m)
     xs = dispatch(x, plan.order, m.top_k)  # [T*k, D] grouped by expert
-    ys, overflow = expert_outputs(m, p, xs, plan)
+    ys, overflow = expert_outputs(m, p, xs, plan, per_device=mesh is None or mesh.size == 1)
     y = combine(ys, plan.inverse, r.weights.astype(ys.dtype)).reshape(B, S, D)
     if p.shared_gate is not None:
         f = jax.nn.silu(jnp.einsum("bsd,df->bsf", h, p.shared_gate)) * jnp.einsum("bsd,df->bsf", h, p.shared_up)
         y = y + jnp.einsum("bsf,fd->bsd", sharding(f, ("batch", "seq", "act_mlp")), p.shared_down)
     return y, {**routing_stats(m, r, p.router_bias, overflow), "expert_ids": r.expert_ids}  # ids: unused ones are DCE'd
+
+
+def _per_device_moe(cfg, p: MoEMLP, h, sharding: ActivationSharding):
+    "The layer under a `shard_map`, each device routing its own tokens: the expert-parallel layer, expert axis of 1."
+    from .moe_parallel import moe_mlp_expert_parallel  # (it imports this module)
+
+    if "expert" not in sharding.mesh.axis_names:
+        raise ValueError(
+            f"moe.kernel='pallas' (pallas_backend={cfg.moe.pallas_backend!r}) on a mesh of {sharding.mesh.size} "
+            f"devices runs per device under shard_map and needs an 'expert' mesh axis (size 1 is fine); the mesh "
+            f"has {sharding.mesh.axis_names}: build it with marin.train.sharding.make_mesh, or use kernel='xla'"
+        )
+    return moe_mlp_expert_parallel(cfg, p, h, sharding.mesh, "expert", sharding.devices_per_node)
 
 
 MoEMLP.__call__ = lambda self, cfg, h, sharding=NO_SHARDING: moe_mlp(cfg, self, h, sharding)

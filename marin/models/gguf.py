@@ -17,8 +17,8 @@ __all__ = ['TOKENIZER_ARRAYS', 'GGUF_VERSIONS', 'TOP_NAMES', 'BLOCK_NAMES', 'LLA
            'check_gguf_layout', 'check_gguf_shapes', 'GGUFFamily', 'gguf_family', 'family_of_architecture',
            'hf_tensor_name', 'llama3_rope_factors', 'llama3_rope', 'gguf_config', 'check_tensor_types', 'tensor_values',
            'permute_qk', 'unpermute_qk', 'hf_tensor', 'byte_level_pre_tokenizer', 'spm_merges', 'byte_level_tokenizer',
-           'sentencepiece_tokenizer', 'gguf_tokenizer_files', 'GGUFCheckpoint', 'read_gguf', 'import_gguf',
-           'gguf_tensor_name', 'gguf_tensor', 'write_gguf']
+           'sentencepiece_tokenizer', 'gguf_tokenizer_files', 'GGUFCheckpoint', 'read_gguf', 'check_gguf_file',
+           'import_gguf', 'gguf_tensor_name', 'gguf_tensor', 'write_gguf']
 
 # %% ../../nbs/27_gguf.ipynb #3924d8ca
 def assemble_parts(paths: Iterable[str], out: str) -> str:
@@ -897,6 +897,20 @@ def read_gguf(path: str, dtype: str = "float32") -> GGUFCheckpoint:
         if t.name in names:
             tensors[names[t.name]] = hf_tensor(t, family, config, dt)
     return GGUFCheckpoint(config, tensors, tokenizer_files, meta)
+
+# %% ../../nbs/27_gguf.ipynb #035899f9
+def check_gguf_file(path: str) -> GGUFLayout:
+    """Everything `read_gguf` checks before it reads a tensor, reading only the header: what import runs before any
+    step starts (the file's layout, its metadata against its tensors, every tensor's shape)."""
+    layout = scan_gguf(path)
+    family = gguf_family(layout.values)
+    check_gguf_layout(path, layout, family)
+    scalars = {k: v for k, v in layout.values.items() if not isinstance(v, tuple)}
+    tokens = layout.values.get("tokenizer.ggml.tokens")
+    names = [n for n, *_ in layout.tensors if n != "rope_freqs.weight"]
+    config = gguf_config(scalars, names, tokens[1] if isinstance(tokens, tuple) else None)
+    check_gguf_shapes(path, layout, family, config)
+    return layout
 
 # %% ../../nbs/27_gguf.ipynb #e19e579f
 def import_gguf(path: str):

@@ -98,12 +98,11 @@ def check_source(source: str) -> None:
     """Refuse a damaged or hostile source before any step runs, in what reading its headers costs: a folder's
     `config.json` against its weights' headers and its tokenizer, a GGUF file's header against its size."""
     if pretrained_kind(source) == "gguf":
-        from marin.models.gguf import check_gguf_layout, gguf_family, scan_gguf
+        from marin.models.gguf import check_gguf_file
 
         path = str(source).removeprefix("file://")
         if storage.is_local(path):
-            layout = scan_gguf(storage.fs_path(path)[1])
-            check_gguf_layout(path, layout, gguf_family(layout.values))
+            check_gguf_file(storage.fs_path(path)[1])
         return
     read_hf_config(source)
     if storage.exists(storage.join(source, "tokenizer.json")):

@@ -246,7 +246,7 @@ def test_schemathesis_finds_no_server_error(srv):
     from schemathesis import GenerationMode
 
     base = f"http://127.0.0.1:{srv.port}"
-    schema = schemathesis.openapi.from_url(base + "/openapi.json")
+    schema = schemathesis.openapi.from_url(base + "/openapi.json", headers=AUTH)  # the schema needs the key too
     ops = [r.ok() for r in schema.get_all_operations()]
     assert {op.path for op in ops} == {"/health", "/v1/models", "/v1/completions", "/v1/chat/completions"}
     seen = []

@@ -14,7 +14,7 @@ def _gb(n: int) -> str:
     return f"{n / 2**30:.3f} GiB" if n >= 2**27 else f"{n / 2**20:.2f} MiB"
 
 # %% auto #0
-__all__ = ['app', 'export_cmd', 'download_cmd', 'import_cmd', 'serve_cmd']
+__all__ = ['app', 'MAX_BODY_MB', 'export_cmd', 'download_cmd', 'import_cmd', 'serve_cmd']
 
 # %% ../../nbs/65_serve_cli.ipynb #3c692424
 @app.command("export")
@@ -26,6 +26,7 @@ def export_cmd(
     tokenizer: str = typer.Option("", help="tokenizer spec (default: the run's vocab.json if any)"),
     chat_template: str = typer.Option("", help="a Jinja chat template file to include"),
     max_shard_gb: float = typer.Option(5.0, help="split weights into shards of at most this size"),
+    overwrite: bool = typer.Option(False, help="replace everything in a non-empty --output folder with the export"),
 ):
     "Export a training checkpoint to the Hugging Face layout (config, safetensors, tokenizer, model card)."
     from marin.core import storage
@@ -46,6 +47,7 @@ def export_cmd(
         chat_template=template,
         dtype=dtype,
         max_shard_bytes=int(max_shard_gb * 2**30),
+        overwrite=overwrite,
     )
     typer.echo(
         f"exported {s['architecture']} ({s['n_params']:,} params, {_gb(s['bytes'])}, {s['shards']} shard(s))"
@@ -89,43 +91,41 @@ def import_cmd(
     typer.echo(out)
 
 # %% ../../nbs/65_serve_cli.ipynb #2a1a5ba9
-def _dry_run(model: str, quantize: str, group_size: int, max_batch: int, quantize_head: str = "auto") -> None:
-    "Print what serving `model` would need, after checking the checkpoint is complete; loads no weights."
-    from marin.core import storage
-    from marin.serve.server import inspect_model
+def _plan(model: str, flags: dict, out_err: bool = False) -> dict:
+    "Check what `marin serve` would serve (`inspect_model`, then memory) and print what it reserves; loads no weights."
+    from marin.serve.server import check_memory, inspect_model
 
-    if not storage.exists(storage.join(model, "config.json")):
-        raise FileNotFoundError(
-            f"--model {model}: --dry-run inspects Hugging Face folders (config.json);"
-            " export the run first with `marin export`"
-        )
-    r = inspect_model(model, quantize=quantize, group_size=group_size, max_batch=max_batch, quantize_head=quantize_head)
-    typer.echo(
-        f"{model}: {r['architecture']}, {r['params']:,} parameters, {r['layers']} layers, context {r['context']},"
-        f" vocab {r['vocab']}, tokenizer {'yes' if r['tokenizer'] else 'NO (token-id prompts only)'}"
-    )
-    typer.echo(
-        f"memory: weights {_gb(r['serving_weight_bytes'])} ({quantize}, head {r['quantize_head']}; "
-        f"{_gb(r['stored_weight_bytes'])} on disk) + "
-        f"KV cache {_gb(r['kv_cache_bytes'])} ({max_batch} x {r['context']} tokens) = {_gb(r['total_bytes'])}"
-    )
-    typer.echo("ok: checkpoint is complete and consistent (dry run: not serving)")
+    r = inspect_model(model, **flags)
+    ctx = f"of the model's {r['context']:,}" if r["max_seq_len"] < r["context"] else "the model's full context"
+    disk = f"; {_gb(r['stored_weight_bytes'])} on disk" if r["stored_weight_bytes"] is not None else ""
+    lines = [
+        f"{model}: {r['architecture']}, {r['params']:,} parameters, {r['layers']} layers, context {r['context']:,},"
+        f" vocab {r['vocab']:,}, tokenizer {'yes' if r['tokenizer'] else 'NO (token-id prompts only)'}",
+        f"memory: weights {_gb(r['serving_weight_bytes'])} ({r['quantize']}, head {r['quantize_head']}{disk}) + KV"
+        f" cache {_gb(r['kv_cache_bytes'])} ({r['kv_cache_bytes']:,} bytes: --max-batch {r['max_batch']} x"
+        f" --max-seq-len {r['max_seq_len']:,} tokens, {ctx}) = {_gb(r['total_bytes'])}",
+        f"chat template: {r['chat_template_origin']}"
+        if r["chat_template"]
+        else "chat template: NONE in the model; /v1/chat/completions renders generic 'role: content' lines, which a"
+        " model not trained on them answers poorly (give one with --chat-template FILE_OR_NAME)",
+    ]
+    for line in lines:
+        typer.echo(line, err=out_err)
+    check_memory(r)
+    return r
 
 # %% ../../nbs/65_serve_cli.ipynb #a2edfea2
+MAX_BODY_MB = 4096.0  # a larger JSON request body is not a request
+
+
 def _serve_limits(
-    max_batch: int,
-    quantize: str,
-    group_size: int,
-    max_body_mb: float,
-    max_prompt_chars: int,
-    max_choices: int,
-    max_concurrent: int,
-    prefill_chunk: int = 512,
-    quantize_head: str = "auto",
-):
+    max_batch: int, quantize: str, group_size: int, max_body_mb: float, max_prompt_chars: int, max_choices: int,
+    max_concurrent: int, prefill_chunk: int = 512, quantize_head: str = "auto", max_seq_len: int = 0,
+    api_key: str | None = None,
+):  # fmt: skip
     "The server's limits from the flags; a bad flag is refused by name before anything loads."
     from marin.serve.quantize import head_mode
-    from marin.serve.server import ServerLimits
+    from marin.serve.server import ServerLimits, check_api_key
 
     head_mode(quantize, quantize_head)  # refuses a bad --quantize or --quantize-head
     for flag, v, lo, what in (
@@ -135,13 +135,15 @@ def _serve_limits(
         ("--max-choices", max_choices, 1, "sequences (prompts x n) one request may ask for"),
         ("--max-concurrent", max_concurrent, 1, "generation requests in flight"),
         ("--max-prompt-chars", max_prompt_chars, 0, "characters per prompt; 0: from the context"),
+        ("--max-seq-len", max_seq_len, 0, "tokens per sequence in the KV cache; 0: the model's context up to 4096"),
     ):
         if v < lo:
             raise ValueError(f"{flag} {v}: must be at least {lo} ({what})")
-    if not max_body_mb > 0:
-        raise ValueError(f"--max-body-mb {max_body_mb}: must be > 0 (MiB per request body)")
+    if not 0 < max_body_mb <= MAX_BODY_MB:  # also refuses nan
+        raise ValueError(f"--max-body-mb {max_body_mb}: must be in (0, {MAX_BODY_MB:g}] (MiB per request body)")
+    check_api_key(api_key)
     return ServerLimits(
-        max_body_bytes=int(max_body_mb * 2**20),
+        max_body_bytes=max(1, int(max_body_mb * 2**20)),
         max_prompt_chars=max_prompt_chars,
         max_choices=max_choices,
         max_concurrent=max_concurrent,
@@ -164,8 +166,21 @@ def serve_cmd(
     group_size: int = typer.Option(
         128, help="largest int4 group: each matrix takes the largest even divisor of its input width up to this"
     ),
-    api_key: str = typer.Option(None, envvar="MARIN_API_KEY", help="require 'Authorization: Bearer KEY'"),
-    max_batch: int = typer.Option(8, help="concurrent sequences decoded together"),
+    api_key: str = typer.Option(
+        None, envvar="MARIN_API_KEY", help="require 'Authorization: Bearer KEY' on every route but /health"
+    ),
+    allowed_hosts: str = typer.Option(
+        "",
+        help="Host header names a server without --api-key answers, comma-separated ('*': any); default: loopback"
+        " names, and --host itself when it is not a wildcard (against DNS rebinding)",
+    ),
+    max_batch: int = typer.Option(8, help="concurrent sequences decoded together (KV-cache slots)"),
+    max_seq_len: int = typer.Option(
+        0, help="tokens per sequence in the KV cache, at most the model's context (0: the context, up to 4096)"
+    ),
+    chat_template: str = typer.Option(
+        "", help="a Jinja chat template file, or a family name the lab knows (default: the model's own)"
+    ),
     prefill_chunk: int = typer.Option(
         512, help="prompt tokens prefilled per pass; a longer prompt is prefilled in chunks between decode steps"
     ),
@@ -175,31 +190,40 @@ def serve_cmd(
     max_prompt_chars: int = typer.Option(0, help="characters per prompt, checked before tokenizing (0: 32/token)"),
     max_body_mb: float = typer.Option(16.0, help="request body limit in MiB"),
     name: str = typer.Option("", help="the model id clients use (default: the folder name)"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="check the checkpoint and print memory needs, then exit"),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="run serve's checks and print what it would reserve, then exit (the port is not bound)"
+    ),
     verbose: bool = typer.Option(False, help="log every request"),
 ):
     "Serve a model over an OpenAI-compatible HTTP API."
     limits = _serve_limits(
         max_batch, quantize, group_size, max_body_mb, max_prompt_chars, max_choices, max_concurrent, prefill_chunk,
-        quantize_head,
+        quantize_head, max_seq_len, api_key,
     )  # fmt: skip
-    if dry_run:
-        return _dry_run(model, quantize, group_size, max_batch, quantize_head)
+    flags = dict(quantize=quantize, group_size=group_size, max_batch=max_batch, quantize_head=quantize_head,
+                 max_seq_len=max_seq_len, chat_template=chat_template)  # fmt: skip
+    if dry_run:  # the same checks as serving, up to where it would bind its port and load weights
+        _plan(model, flags)
+        return typer.echo("ok: checkpoint is complete and consistent (dry run: not serving)")
     from marin.core.devices import use_compilation_cache
-    from marin.serve.server import Server, ServedModel, listen_socket
+    from marin.serve.server import Server, ServedModel, allowed_hosts_for, listen_socket
     from marin.serve.quantize import head_mode
 
+    hosts = allowed_hosts_for(host, api_key, allowed_hosts)
     sock = listen_socket(host, port)  # before the model loads: a busy or bad port fails in a second
-    use_compilation_cache()  # a restart of the same model loads its compiled prefill and decode programs
     try:
+        plan = _plan(model, flags, out_err=True)
+        use_compilation_cache()  # a restart of the same model loads its compiled prefill and decode programs
         sm = ServedModel.load(
             model, name=name, quantize=quantize, group_size=group_size, max_batch=max_batch,
             prefill_chunk=prefill_chunk, prefix_cache=prefix_cache, quantize_head=quantize_head,
+            max_seq_len=plan["max_seq_len"], chat_template=plan["chat_template"],
+            chat_template_origin=plan["chat_template_origin"],
         )  # fmt: skip
     except BaseException:
         sock.close()
         raise
-    srv = Server(sm, api_key=api_key, verbose=verbose, limits=limits, sock=sock)
+    srv = Server(sm, api_key=api_key, verbose=verbose, limits=limits, sock=sock, allowed_hosts=hosts)
     head = head_mode(quantize, quantize_head)
     typer.echo(f"serving {sm.name!r} ({sm.quantize}, head {head}) at {srv.url}  (Ctrl-C to stop)", err=True)
     try:

@@ -19,8 +19,8 @@ from .quantize import dequantize_tree, layer_view, qmatmul
 
 # %% auto #0
 __all__ = ['TOP_N', 'serving_moe_config', 'prefill', 'decode', 'sample_tokens', 'prompt_logprobs', 'SlotParams', 'sample_slots',
-           'decode_sample', 'SamplingParams', 'TokenOut', 'Completion', 'RequestHandle', 'length_bucket', 'Engine',
-           'common_prefix', 'StreamingText']
+           'decode_sample', 'SamplingParams', 'TokenOut', 'Completion', 'RequestHandle', 'length_bucket',
+           'kv_cache_shape', 'kv_cache_bytes', 'Engine', 'common_prefix', 'StreamingText']
 
 # %% ../../nbs/63_engine.ipynb #99d20f1d
 TOP_N = 20  # top log-probabilities returned with every token (the OpenAI API allows up to 20)
@@ -326,6 +326,16 @@ def _copy_slot(cache_k, cache_v, src, dst):
     "Slot `dst`'s cache row set to slot `src`'s (every layer, every position): a reused prefix (see below)."
     return cache_k.at[:, dst].set(cache_k[:, src]), cache_v.at[:, dst].set(cache_v[:, src])
 
+# %% ../../nbs/63_engine.ipynb #0f926356
+def kv_cache_shape(cfg, max_batch: int, max_seq_len: int) -> tuple[int, ...]:
+    "The shape of the engine's key cache (and of its value cache): `[layers, slots, positions, KV heads, head size]`."
+    return (cfg.n_layers, int(max_batch), int(max_seq_len), cfg.n_kv_heads, cfg.head_size)
+
+
+def kv_cache_bytes(cfg, max_batch: int, max_seq_len: int, dtype: str = "float32") -> int:
+    "Bytes of the engine's key and value caches for `max_batch` sequences of `max_seq_len` tokens."
+    return 2 * math.prod(kv_cache_shape(cfg, max_batch, max_seq_len)) * jnp.dtype(dtype).itemsize
+
 # %% ../../nbs/63_engine.ipynb #7e19683a
 class Engine:
     "Serves one model to many concurrent requests (see above)."
@@ -357,7 +367,7 @@ class Engine:
         self.decode_text = decode_text or (lambda ids: "")
         self.dtype = jnp.dtype(dtype)
         cdt = jnp.dtype(cache_dtype or dtype)
-        shape = (cfg.n_layers, self.max_batch, self.max_seq_len, cfg.n_kv_heads, cfg.head_size)
+        shape = kv_cache_shape(cfg, self.max_batch, self.max_seq_len)
         self.cache_k, self.cache_v = jnp.zeros(shape, cdt), jnp.zeros(shape, cdt)
         self._prefill = jax.jit(
             functools.partial(prefill, dtype=self.dtype),

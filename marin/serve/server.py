@@ -4,7 +4,7 @@
 
 # %% ../../nbs/64_server.ipynb #5a35886f
 from __future__ import annotations
-import asyncio, dataclasses, errno, hmac, json, os, socket, threading, time, uuid, weakref
+import asyncio, dataclasses, errno, hmac, ipaddress, json, os, socket, threading, time, uuid, weakref
 from typing import Annotated, Any, Callable, Iterator
 import anyio, h11, numpy as np, uvicorn
 from fastapi import FastAPI, Request
@@ -24,10 +24,13 @@ from .hf import render_chat_template, turn_end_ids
 from .quantize import int4_group_for
 
 # %% auto #0
-__all__ = ['DEFAULT_CHAT_TEMPLATE', 'Prompt', 'Stop', 'CHARS_PER_TOKEN', 'GENERATE_ROUTES', 'KNOWN_ROUTES', 'folder_tokenizer',
-           'ServedModel', 'ApiError', 'StreamOptions', 'CompletionRequest', 'ContentPart', 'ChatMessage', 'ChatRequest',
-           'validation_error', 'library_error', 'sampling_params', 'ServerLimits', 'ServerMetrics', 'listen_socket',
-           'Server', 'inspect_model']
+__all__ = ['DEFAULT_CHAT_TEMPLATE', 'Prompt', 'Stop', 'IGNORED_FIELDS', 'CHARS_PER_TOKEN', 'GENERATE_ROUTES', 'KNOWN_ROUTES',
+           'LOOPBACK_NAMES', 'WILDCARD_HOSTS', 'DEFAULT_MAX_SEQ_LEN', 'MAX_TEMPLATE_BYTES', 'folder_chat_template',
+           'folder_tokenizer', 'ServedModel', 'ApiError', 'StreamOptions', 'CompletionRequest', 'ContentPart',
+           'ChatMessage', 'ChatRequest', 'unsupported_fields', 'check_request', 'validation_error', 'library_error',
+           'sampling_params', 'ServerLimits', 'check_api_key', 'allowed_hosts_for', 'host_allowed', 'ServerMetrics',
+           'listen_socket', 'Server', 'inspect_model', 'serving_context', 'check_memory', 'family_chat_templates',
+           'served_chat_template']
 
 # %% ../../nbs/64_server.ipynb #bb861ecd
 DEFAULT_CHAT_TEMPLATE = (
@@ -42,6 +45,21 @@ def _as_list(x) -> list[int]:
     return [int(i) for i in (x if isinstance(x, (list, tuple)) else [x])]
 
 
+def folder_chat_template(path: str, tc: dict | None = None) -> tuple[str | None, str | None]:
+    "(chat template, the file it is in) of a folder: tokenizer_config.json's `chat_template`, else chat_template.jinja."
+    f = storage.join(path, "tokenizer_config.json")
+    tc = (storage.read_json(f, {}) or {}) if tc is None else tc
+    template = tc.get("chat_template")
+    if isinstance(template, list):
+        template = next(
+            (t.get("template") for t in template if isinstance(t, dict) and t.get("name") == "default"), None
+        )
+    if isinstance(template, str) and template.strip():
+        return template, f
+    f = storage.join(path, "chat_template.jinja")
+    return (storage.read_text(f), f) if storage.exists(f) else (None, None)
+
+
 def folder_tokenizer(path: str) -> tuple:
     "(end-of-text ids, tokenizer or None, chat template or None, special tokens) from a folder's HF tokenizer files."
     hfc = storage.read_json(storage.join(path, "config.json"), {}) or {}
@@ -53,11 +71,7 @@ def folder_tokenizer(path: str) -> tuple:
 
         tok = Tokenizer.from_str(storage.read_text(storage.join(path, "tokenizer.json")))
     tc = storage.read_json(storage.join(path, "tokenizer_config.json"), {}) or {}
-    template = tc.get("chat_template")
-    if isinstance(template, list):
-        template = next((t["template"] for t in template if t.get("name") == "default"), None)
-    if template is None and storage.exists(storage.join(path, "chat_template.jinja")):
-        template = storage.read_text(storage.join(path, "chat_template.jinja"))
+    template = folder_chat_template(path, tc)[0]
     special = {
         k: (v.get("content") if isinstance(v, dict) else v) for k, v in tc.items() if k in ("bos_token", "eos_token")
     }
@@ -97,6 +111,9 @@ class ServedModel:
     chat_template: str = DEFAULT_CHAT_TEMPLATE
     special: dict = dataclasses.field(default_factory=dict)
     quantize: str = "none"
+    chat_template_origin: str = (
+        ""  # where the template came from ("": none found, so the generic DEFAULT_CHAT_TEMPLATE)
+    )
 
     @property
     def context(self) -> int:
@@ -116,7 +133,10 @@ class ServedModel:
         prefill_chunk: int = 512,
         prefix_cache: bool = True,
         quantize_head: str = "auto",
+        chat_template: str | None = None,
+        chat_template_origin: str = "the chat_template argument",
     ) -> "ServedModel":
+        "`chat_template` (Jinja text) replaces the model's own; its end-of-turn token stops generation too."
         from marin.serve.quantize import quantize_model
 
         given = path = str(path).rstrip("/")
@@ -131,6 +151,10 @@ class ServedModel:
                 f"--model {path}: neither a Hugging Face model folder (config.json), a GGUF file nor a marin training "
                 "output (checkpoints/); export one (`marin export`) or download one (`marin download`)"
             )
+        origin = "the model's tokenizer files" if template else ""
+        if chat_template is not None:
+            template, origin = chat_template, chat_template_origin
+            eos += [i for i in (turn_end_ids(template, tok, special) if tok is not None else []) if i not in eos]
         model = quantize_model(model, quantize, group_size=group_size, head=quantize_head)
         decode = (lambda ids: tok.decode(ids, skip_special_tokens=False)) if tok is not None else None
         engine = Engine(
@@ -150,6 +174,7 @@ class ServedModel:
             template or DEFAULT_CHAT_TEMPLATE,
             special,
             quantize,
+            origin,
         )
 
 # %% ../../nbs/64_server.ipynb #caaedae0
@@ -237,13 +262,13 @@ class StreamOptions(_OpenAIModel):
 class _Sampling(_OpenAIModel):
     model: str | None = None
     n: int = Field(1, ge=1, le=16)
-    temperature: float = Field(1.0, ge=0, le=2)
-    top_p: float = Field(1.0, gt=0, le=1)
+    temperature: float = Field(1.0, ge=0, le=2, allow_inf_nan=False)
+    top_p: float = Field(1.0, gt=0, le=1, allow_inf_nan=False)
     top_k: int = Field(0, ge=0)
     stop: Stop = None
     seed: int | None = Field(None, ge=0, le=2**32 - 1)
-    presence_penalty: float = Field(0.0, ge=-2, le=2)
-    frequency_penalty: float = Field(0.0, ge=-2, le=2)
+    presence_penalty: float = Field(0.0, ge=-2, le=2, allow_inf_nan=False)
+    frequency_penalty: float = Field(0.0, ge=-2, le=2, allow_inf_nan=False)
     max_tokens: int | None = Field(None, ge=0)
     max_completion_tokens: int | None = Field(None, ge=0)
     ignore_eos: bool = False
@@ -274,6 +299,45 @@ class ChatRequest(_Sampling):
 
 
 _FIELDS = {f for m in (CompletionRequest, ChatRequest, ChatMessage, ContentPart, StreamOptions) for f in m.model_fields}
+
+# %% ../../nbs/64_server.ipynb #763b4b8a
+IGNORED_FIELDS = ("user", "metadata", "store", "service_tier", "parallel_tool_calls", "prompt_cache_key")
+_NO_OP = {"best_of": (1,), "response_format": ({"type": "text"},), "tool_choice": ("none",)}
+
+
+def unsupported_fields(req: BaseModel) -> list[str]:
+    "The request's fields this server does not implement that ask for something (see above)."
+    asks_nothing = lambda k, v: v is None or v is False or v in ("", [], {}) or v in _NO_OP.get(k, ())
+    return [k for k, v in (req.model_extra or {}).items() if k not in IGNORED_FIELDS and not asks_nothing(k, v)]
+
+
+def _unencodable(x, path: str = "") -> str | None:
+    "The path of the first string in a request that is not valid Unicode (a lone surrogate), or None."
+    if isinstance(x, str):
+        try:
+            return None if x.isascii() else x.encode("utf-8") and None  # C speed: a 15 MB prompt takes milliseconds
+        except UnicodeEncodeError:
+            return path
+    if isinstance(x, BaseModel):
+        items = [(f"{path}.{k}" if path else k, getattr(x, k)) for k in type(x).model_fields]
+    elif isinstance(x, (list, tuple)):
+        items = [(f"{path}[{i}]", v) for i, v in enumerate(x)]
+    else:
+        return None
+    return next((p for p in (_unencodable(v, k) for k, v in items) if p is not None), None)
+
+
+def check_request(req: BaseModel) -> None:
+    "Refuse a request that asks for an unsupported field, or carries text that is not valid Unicode; name the field."
+    if bad := unsupported_fields(req):
+        raise ApiError(
+            400, f"{bad[0]}: not supported by this server ({', '.join(bad)}: answering without them would ignore what"
+            " was asked); remove them", bad[0], code="unsupported_parameter",
+        )  # fmt: skip
+    if (where := _unencodable(req)) is not None:
+        raise ApiError(
+            400, f"{where}: not valid Unicode (a lone UTF-16 surrogate such as \\ud800); send UTF-8 text", where
+        )
 
 # %% ../../nbs/64_server.ipynb #b53695a5
 def _field_path(loc) -> str:
@@ -572,6 +636,49 @@ def _unauthorized() -> ApiError:
         code="invalid_api_key",
     )
 
+
+def check_api_key(key: str | None) -> str | None:
+    "`key` as given; an empty one, or one an HTTP header cannot carry, is refused (it would serve without auth)."
+    if key is not None and not key.strip():
+        raise ValueError("--api-key '': empty; give a key, or leave --api-key and MARIN_API_KEY unset to serve without")
+    if key is not None and not all(33 <= ord(c) < 127 for c in key):
+        raise ValueError("--api-key: must be printable ASCII without spaces (it travels in an HTTP header)")
+    return key
+
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+
+
+def allowed_hosts_for(host: str, api_key: str | None, allowed: str = "") -> frozenset | None:
+    "The `Host` names a server answers (None: any), from `--allowed-hosts` (comma-separated, `*`: any), key and host."
+    names = {h.strip().lower().strip("[]") for h in (allowed or "").split(",") if h.strip()}
+    if "*" in names or (not names and (api_key or host in WILDCARD_HOSTS)):
+        return None
+    return frozenset(names | set(LOOPBACK_NAMES) | ({host.lower().strip("[]")} - set(WILDCARD_HOSTS)))
+
+
+def host_allowed(value: bytes, allowed: frozenset | None) -> bool:
+    "Whether a `Host` header (`name`, `name:port`, `[v6]:port`) names this server."
+    h = value.decode("latin-1").strip().lower()
+    h = h[1 : h.find("]")] if h.startswith("[") and "]" in h else (h.rsplit(":", 1)[0] if h.count(":") == 1 else h)
+    if allowed is None or h in allowed:
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False
+
+
+def _wrong_host(value: bytes) -> ApiError:
+    return ApiError(
+        403,
+        f"Host: {value.decode('latin-1')!r} does not name this server; a server without an API key answers its own"
+        " names only, against DNS rebinding (use http://127.0.0.1:PORT, or start it with --allowed-hosts or --api-key)",
+        "Host",
+        code="host_not_allowed",
+    )
+
 # %% ../../nbs/64_server.ipynb #2669a609
 class _Guard:
     "ASGI middleware: body limit, API key, body read with limit and timeout, requests in flight (see above)."
@@ -595,7 +702,9 @@ class _Guard:
                 "Content-Length",
             )
             return await _reply(send, err, close=True)
-        if path.startswith("/v1/") and not srv._authorized(headers.get(b"authorization", b"")):
+        if not host_allowed(headers.get(b"host", b"localhost"), srv.allowed_hosts):
+            return await _reply(send, _wrong_host(headers[b"host"]), close=has_body)
+        if path != "/health" and not srv._authorized(headers.get(b"authorization", b"")):
             return await _reply(send, _unauthorized(), close=has_body)
         try:
             body = await _read_body(receive, lim, length)
@@ -698,11 +807,16 @@ class Server:
         verbose: bool = False,
         limits: ServerLimits | None = None,
         sock: socket.socket | None = None,
+        allowed_hosts: frozenset | None | str = "",
     ):
-        self.model, self.api_key, self.verbose = model, api_key or None, verbose
+        "`allowed_hosts`: the `Host` names answered (None: any; a string: as `--allowed-hosts`, see above)."
+        self.model, self.api_key, self.verbose = model, check_api_key(api_key), verbose
         self.limits = limits or ServerLimits()
         self.sock = sock or listen_socket(host, port)
         self.host, self.port = self.sock.getsockname()[:2]
+        if isinstance(allowed_hosts, str):
+            allowed_hosts = allowed_hosts_for(host if sock is None else self.host, self.api_key, allowed_hosts)
+        self.allowed_hosts = allowed_hosts
         self.created, self.in_flight = int(time.time()), 0  # in_flight: generation requests, counted by `_Guard`
         self._thread: threading.Thread | None = None
         self._limiter = None  # worker threads for tokenizing and waiting on the engine, made in the event loop
@@ -866,11 +980,13 @@ def _app(self: Server) -> FastAPI:
 
     @app.post("/v1/completions")
     async def completions(req: CompletionRequest, request: Request):
+        check_request(req)
         self._check_model(req.model)
         return await self._respond(request, await self._run(self._completion_job, req))
 
     @app.post("/v1/chat/completions")
     async def chat_completions(req: ChatRequest, request: Request):
+        check_request(req)
         self._check_model(req.model)
         return await self._respond(request, await self._run(self._chat_job, req))
 
@@ -1147,6 +1263,39 @@ def _check_shapes(path: str, arch, cfg, headers: dict) -> dict[str, list[int]]:
         )
     return need
 
+# %% ../../nbs/64_server.ipynb #b682b4b1
+def _gguf_header(path: str) -> tuple:
+    "(config.json dict, {HF name: shape}, bytes stored, has a tokenizer, chat template or None) of a GGUF file."
+    from marin.models import gguf as G
+
+    reader = G.open_gguf(path)
+    meta = G.read_metadata(reader)
+    family = G.gguf_family(meta)
+    G.check_tensor_types(reader)
+    tensors = [t for t in reader.tensors if t.name != "rope_freqs.weight"]
+    have = {G.hf_tensor_name(t.name, family): [int(n) for n in reversed(t.shape)] for t in tensors}
+    freqs = [G.tensor_values(t, np.dtype(np.float32)) for t in reader.tensors if t.name == "rope_freqs.weight"]
+    tokens = reader.fields.get("tokenizer.ggml.tokens")
+    n_vocab = len(tokens.data) if tokens is not None else None
+    d = G.gguf_config(meta, [t.name for t in tensors], n_vocab, "float32", freqs[0] if freqs else None)
+    stored = sum(int(t.n_bytes) for t in reader.tensors)
+    template = meta.get("tokenizer.chat_template")
+    return d, have, stored, tokens is not None, template if isinstance(template, str) and template.strip() else None
+
+
+def _checkpoint_config(path: str):
+    "(marin config, architecture name or None) of a training output's newest checkpoint, from its meta.json."
+    import equinox as eqx
+    from marin.models.hf import architecture_for
+    from marin.models.io import META_FILE, abstract_model, checkpoint_path, model_config_from_dict
+
+    meta = storage.read_json(storage.join(checkpoint_path(path), META_FILE))
+    cfg = model_config_from_dict(meta["model_config"])
+    try:
+        return cfg, architecture_for(eqx.combine(*abstract_model(cfg)))
+    except ValueError:  # no Hugging Face architecture: the parameters are counted without names
+        return cfg, None
+
 # %% ../../nbs/64_server.ipynb #79d0ecf5
 def _matrix_bytes(o: int, i: int, mode: str, group_size: int) -> int:
     "Bytes of one `[out, in]` matrix served in `mode`: float32, or its quantized values plus their scales."
@@ -1172,38 +1321,146 @@ def _serving_weight_bytes(need: dict[str, list[int]], quantize: str, group_size:
     return int(total)
 
 # %% ../../nbs/64_server.ipynb #1664867b
+def _served_source(path: str) -> tuple[str, str]:
+    "(kind, path) of what `--model` names: 'hf', 'gguf' or 'checkpoint'; a hub id is downloaded first (as serving does)."
+    from marin.models.pretrained import fetch_hub_model, pretrained_kind
+
+    path = str(path).rstrip("/")
+    try:
+        kind = pretrained_kind(path)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(
+            f"--model {e}; export a run (`marin export`) or download a model (`marin download`)"
+        ) from None
+    return ("hf", fetch_hub_model(path)) if kind == "hub" else (kind, path)
+
+
+def _source_needs(kind: str, path: str) -> dict:
+    "The architecture, config, needed tensors, stored bytes, tokenizer and own chat template of a served source."
+    from marin.models.hf import ARCHITECTURES, _architecture, config_from_hf, read_hf_config
+
+    if kind == "checkpoint":
+        cfg, name = _checkpoint_config(path)
+        need = ARCHITECTURES[name].shapes(cfg) if name else {"params": [cfg.n_params]}
+        has_tok = any(storage.exists(storage.join(path, f)) for f in ("tokenizer.json", "vocab.json"))
+        return dict(architecture=name or "marin", cfg=cfg, need=need, stored=None, tokenizer=has_tok,
+                    template=folder_chat_template(path))  # fmt: skip
+    if kind == "gguf":
+        d, have, stored, has_tok, template = _gguf_header(path)
+        headers, origin = {k: {"shape": s} for k, s in have.items()}, f"{path} (tokenizer.chat_template)"
+        template = (template, origin if template else None)
+    else:
+        d = read_hf_config(path)
+        files, headers = _weight_headers(path)
+        stored = sum(
+            int(np.prod(h["shape"])) * {"F32": 4, "BF16": 2, "F16": 2}.get(h["dtype"], 4) for h in headers.values()
+        )
+        has_tok, template = storage.exists(storage.join(path, "tokenizer.json")), folder_chat_template(path)
+    arch, cfg = _architecture(d), config_from_hf(d)
+    need = _check_shapes(path, arch, cfg, headers)
+    return dict(architecture=arch.name, cfg=cfg, need=need, stored=stored, tokenizer=has_tok, template=template)
+
+# %% ../../nbs/64_server.ipynb #979476fb
 def inspect_model(
-    path: str, *, quantize: str = "none", group_size: int = 128, max_batch: int = 8, quantize_head: str = "auto"
-) -> dict:
-    "Validate an HF-layout model folder without loading weights; report parameters and memory needs."
-    from marin.models.hf import _architecture, config_from_hf, read_hf_config
+    path: str, *, quantize: str = "none", group_size: int = 128, max_batch: int = 8, quantize_head: str = "auto",
+    max_seq_len: int = 0, chat_template: str = "",
+) -> dict:  # fmt: skip
+    "Validate what `marin serve` would serve, without loading weights; report parameters and memory needs."
+    from marin.serve.engine import kv_cache_bytes
     from marin.serve.quantize import head_mode
 
     quantize_head = head_mode(quantize, quantize_head)  # refuses a bad mode of either; resolves 'auto'
-    d = read_hf_config(path)
-    arch = _architecture(d)
-    cfg = config_from_hf(d)
-    files, headers = _weight_headers(path)
-    need = _check_shapes(path, arch, cfg, headers)
-    stored = sum(
-        int(np.prod(h["shape"])) * {"F32": 4, "BF16": 2, "F16": 2}.get(h["dtype"], 4) for h in headers.values()
-    )
-    serving_weights = _serving_weight_bytes(need, quantize, group_size, quantize_head)
-    L = cfg.n_layers
-    kv = 2 * L * max_batch * cfg.seq_len * cfg.n_kv_heads * cfg.head_size * 4
+    kind, path = _served_source(path)
+    n = _source_needs(kind, path)
+    cfg, need = n["cfg"], n["need"]
+    S = serving_context(cfg.seq_len, max_seq_len)
+    template, origin = served_chat_template(chat_template, *n["template"])
+    named = "params" not in need  # a model with no Hugging Face names: float32 size, whatever the quantization
+    serving_weights = _serving_weight_bytes(need, quantize, group_size, quantize_head) if named else 4 * cfg.n_params
+    kv = kv_cache_bytes(cfg, max_batch, S)
     return {
-        "architecture": arch.name,
-        "params": int(sum(int(np.prod(v)) for v in need.values())),
-        "layers": L,
-        "context": cfg.seq_len,
-        "vocab": cfg.vocab_size,
-        "stored_weight_bytes": stored,
-        "serving_weight_bytes": serving_weights,
-        "kv_cache_bytes": kv,
-        "max_batch": max_batch,
-        "total_bytes": serving_weights + kv,
-        "quantize": quantize,
-        "quantize_head": quantize_head,
-        "tokenizer": storage.exists(storage.join(path, "tokenizer.json")),
-        "files": files,
-    }
+        "kind": kind, "path": path, "architecture": n["architecture"], "params": int(sum(int(np.prod(v)) for v in need.values())),
+        "layers": cfg.n_layers, "context": cfg.seq_len, "max_seq_len": S, "vocab": cfg.vocab_size,
+        "stored_weight_bytes": n["stored"], "serving_weight_bytes": serving_weights, "kv_cache_bytes": kv,
+        "max_batch": max_batch, "total_bytes": serving_weights + kv, "quantize": quantize,
+        "quantize_head": quantize_head, "tokenizer": n["tokenizer"], "chat_template": template,
+        "chat_template_origin": origin,
+    }  # fmt: skip
+
+# %% ../../nbs/64_server.ipynb #1cbe0862
+DEFAULT_MAX_SEQ_LEN = 4096  # tokens per sequence in the KV cache unless --max-seq-len says (see above)
+
+
+def serving_context(context: int, max_seq_len: int = 0) -> int:
+    "Tokens per sequence the KV cache holds: `max_seq_len` (at most the model's `context`), or 0: the default above."
+    if max_seq_len == 0:
+        return min(int(context), DEFAULT_MAX_SEQ_LEN)
+    if not 1 <= max_seq_len <= context:
+        raise ValueError(
+            f"--max-seq-len {max_seq_len:,}: must be in 1..{context:,}, the model's context (config.json"
+            f" max_position_embeddings); 0 takes the context up to {DEFAULT_MAX_SEQ_LEN:,}"
+        )
+    return int(max_seq_len)
+
+
+def check_memory(plan: dict, available: float | None = None, where: str = "") -> None:
+    "Refuse a plan (`inspect_model`'s) whose weights and KV cache exceed one device's memory (default: this machine's)."
+    if available is None:
+        from marin.core.devices import device_memory_bytes
+
+        available, where, _ = device_memory_bytes()
+    if plan["total_bytes"] > available:
+        gib = lambda n: f"{n / 2**30:,.2f} GiB"
+        raise ValueError(
+            f"--max-batch {plan['max_batch']:,} x --max-seq-len {plan['max_seq_len']:,}: the KV cache needs"
+            f" {gib(plan['kv_cache_bytes'])} and the weights {gib(plan['serving_weight_bytes'])}, more than the"
+            f" {gib(available)} of one device here ({where}); lower --max-seq-len or --max-batch, or --quantize"
+        )
+
+# %% ../../nbs/64_server.ipynb #e8d4e136
+MAX_TEMPLATE_BYTES = 2**20  # chat templates are a few KB; Llama 3's tool-calling one is 4 KB
+
+
+def family_chat_templates() -> dict[str, str]:
+    "The chat templates the lab knows by family name (--chat-template NAME)."
+    return {}
+
+
+def _parsed_template(text: str, origin: str) -> str:
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    try:
+        ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).parse(text)
+    except jinja2.TemplateSyntaxError as e:
+        raise ValueError(
+            f"{origin}: not a Jinja chat template (line {e.lineno}: {e.message}); fix it, or give --chat-template"
+        ) from None
+    return text
+
+
+def _template_file(path: str) -> str:
+    if os.path.isdir(path):
+        raise ValueError(f"--chat-template {path}: a folder; give the template's .jinja file or a family name")
+    if os.path.getsize(path) > MAX_TEMPLATE_BYTES:
+        raise ValueError(
+            f"--chat-template {path}: {os.path.getsize(path):,} bytes, not a chat template (at most 1 MiB)"
+        )
+    try:
+        return storage.read_text(path)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"--chat-template {path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
+def served_chat_template(spec: str, own: str | None, own_origin: str | None) -> tuple[str | None, str]:
+    "(template, where it came from): `spec` (a file or family name), else the model's `own`; (None, '') if none."
+    if not spec:
+        return (_parsed_template(own, own_origin), own_origin) if own else (None, "")
+    families = family_chat_templates()
+    if os.path.exists(spec):
+        return _parsed_template(_template_file(spec), f"--chat-template {spec}"), spec
+    if spec in families:
+        return families[spec], f"the lab's {spec} template"
+    raise ValueError(
+        f"--chat-template {spec}: no such file, and not a family the lab knows ({', '.join(sorted(families)) or 'none'})"
+    )

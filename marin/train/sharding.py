@@ -15,8 +15,8 @@ from ..models.layers import ActivationSharding, is_param, param_name
 from ..models.transformer import param_axes
 
 # %% auto #0
-__all__ = ['MESH_AXES', 'DEFAULT_RULES', 'MeshConfig', 'initialize_distributed', 'make_mesh', 'logical_to_spec',
-           'param_shardings', 'activation_sharding_for', 'batch_sharding', 'explain_sharding']
+__all__ = ['MESH_AXES', 'DEFAULT_RULES', 'ACTIVATION_AXES', 'MeshConfig', 'initialize_distributed', 'make_mesh', 'ShardingError',
+           'logical_to_spec', 'param_shardings', 'activation_sharding_for', 'batch_sharding', 'explain_sharding']
 
 # %% ../../nbs/31_sharding.ipynb #d9f799ab
 MESH_AXES = ("data", "expert", "fsdp", "tensor")
@@ -130,19 +130,77 @@ def make_mesh(cfg: MeshConfig | None = None, devices: list | None = None) -> Mes
     return Mesh(np.array(devices).reshape(tuple(sizes[a] for a in MESH_AXES)), MESH_AXES)
 
 # %% ../../nbs/31_sharding.ipynb #db7c1bde
+class ShardingError(ValueError):
+    "An activation that cannot be split the way its mesh axes say (it would be computed on every device of them)."
+
+
+ACTIVATION_AXES = ("batch", "act_embed", "act_heads", "act_mlp", "act_vocab")  # never silently replicated
+
+
+def _rule_axes(m) -> tuple[str, ...]:
+    return (m,) if isinstance(m, str) else tuple(m or ())
+
+
+def _batch_split(dim: int, axes: tuple[str, ...], mesh) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    "(the batch's mesh axes that divide its `dim` sequences, taken in rule order; the ones left for the sequence)."
+    take: list[str] = []
+    for a in axes:
+        if dim % (math.prod(mesh.shape[t] for t in take) * mesh.shape[a]) == 0:
+            take.append(a)
+    return tuple(take), tuple(a for a in axes if a not in take)
+
+
+def _refuse(name: str, dim: int, axes: tuple[str, ...], mesh, fix: str):
+    sizes = " x ".join(f"{a}={mesh.shape[a]}" for a in axes)
+    raise ShardingError(
+        f"sharding: the {name} dimension ({dim}) does not split over mesh axes {sizes} "
+        f"({math.prod(mesh.shape[a] for a in axes)} devices): every one of them would compute all of it; {fix}"
+    )
+
+
 def logical_to_spec(axes: tuple, shape: tuple[int, ...], mesh: Mesh, rules=DEFAULT_RULES) -> P:
-    "PartitionSpec for an array with logical `axes`; a dimension its mesh axes do not divide stays replicated."
+    """PartitionSpec for an array with logical `axes`. A weight dimension its mesh axes do not divide stays
+    replicated; an activation's never does (see above): the batch's leftover axes go to `seq`, else `ShardingError`."""
     table = dict(rules)
     used: set[str] = set()
-    out = []
+    out, left = [], ()  # left: the batch's mesh axes its dimension could not take
     for name, dim in zip(axes, shape):
         m = table.get(name) if name is not None else None
-        ms = tuple(a for a in ((m,) if isinstance(m, str) else (m or ())) if mesh.shape[a] > 1 and a not in used)
+        ms = tuple(a for a in _rule_axes(m) if mesh.shape[a] > 1 and a not in used)
+        if name == "batch":
+            ms, left = _batch_split(dim, ms, mesh)
+        elif name == "seq" and left:
+            ms, left = ms + left, ()
+            if dim % math.prod(mesh.shape[a] for a in ms):
+                b = next(d for n, d in zip(axes, shape) if n == "batch")
+                _refuse(
+                    "batch",
+                    b,
+                    ms,
+                    mesh,
+                    f"nor does the sequence ({dim}). Make the (micro)batch a multiple of "
+                    f"{math.prod(mesh.shape[a] for a in ms)} sequences (batch_size = grad_accum x that), lower "
+                    "grad_accum, or move devices to the tensor axis (MeshConfig(fsdp=..., tensor=...))",
+                )
         if ms and dim % math.prod(mesh.shape[a] for a in ms) == 0:
             used.update(ms)
             out.append(ms[0] if len(ms) == 1 else ms)
+        elif ms and name in ACTIVATION_AXES:
+            _refuse(
+                name, dim, ms, mesh, f"use a {'/'.join(ms)} size that divides {dim} (MeshConfig), or change the model"
+            )
         else:
             out.append(None)
+    if left:
+        b = next(d for n, d in zip(axes, shape) if n == "batch")
+        _refuse(
+            "batch",
+            b,
+            left,
+            mesh,
+            "and the array has no sequence dimension to take them; make the batch a "
+            "multiple of the devices (batch_size = grad_accum x devices)",
+        )
     return P(*out)
 
 

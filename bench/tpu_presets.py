@@ -1,0 +1,117 @@
+"""Every training preset compiled by the TPU compiler for real TPU slices (no TPU needed), against the estimates.
+
+    JAX_PLATFORMS=cpu /tmp/tpuvenv/bin/python bench/tpu_presets.py            # every run below, cached
+    JAX_PLATFORMS=cpu /tmp/tpuvenv/bin/python bench/tpu_presets.py --only 1b  # the runs whose name has "1b"
+    JAX_PLATFORMS=cpu /tmp/tpuvenv/bin/python bench/tpu_presets.py --table    # the table from the cache only
+
+Needs libtpu (the `tpu` extra). Each (preset, slice) is compiled once by `marin.train.slice_compile.compile_for_slice`
+and cached in a JSON-lines file keyed by the config's hash and the slice (`--cache`); the table prints per device:
+the dry run's old estimate (`marin.train.cli.estimate_memory`), the new one (`estimate_per_chip`), the compiler's
+bytes (arguments + temporaries + outputs not aliased), each estimate's ratio to the compiler, the compiler's FLOPs
+against the lab's counter (counted the same way) and the compile time. Big compiles take CPU minutes each."""
+
+import argparse, dataclasses, json, os, sys, time
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+from marin.core.config import config_hash
+from marin.models.moe import MoEConfig
+from marin.train.cli import PRESETS, estimate_memory
+from marin.train.slice_compile import compile_for_slice, parse_target
+
+
+def moe_150m():
+    "An MoE preset: the 150m preset's shape with 8 experts of width 1024, top-2, in every layer (XLA dispatch)."
+    cfg = PRESETS["150m"]()
+    return cfg.replace(model=cfg.model.replace(moe=MoEConfig(n_experts=8, top_k=2, d_expert=1024)))
+
+
+CONFIGS = {**{k: v for k, v in PRESETS.items()}, "moe-150m": moe_150m}
+RUNS = [  # (config, slice): at least two slices each, the cheap ones first
+    ("nano", "v5e-4"),
+    ("nano", "v5e-8"),
+    ("150m", "v5e-4"),
+    ("150m", "v5e-16"),
+    ("moe-150m", "v5e-4"),
+    ("moe-150m", "v5e-16"),
+    ("1b", "v5e-64"),
+    ("8b", "v5p:4x4x8"),
+    ("1b", "v5e-16"),
+    ("8b", "v5p-128"),
+]
+
+
+def compile_run(name: str, target: str) -> dict:
+    cfg = CONFIGS[name]()
+    r = compile_for_slice(cfg, target)
+    return {
+        "config": name,
+        "slice": target,
+        "hash": config_hash(cfg),
+        "devices": r.target.devices,
+        "hosts": r.hosts,
+        "mesh": r.mesh,
+        **{k: getattr(r, k) for k in ("argument_bytes", "output_bytes", "alias_bytes", "temp_bytes", "flops")},
+        **{k: getattr(r, k) for k in ("counted_flops", "lower_s", "compile_s", "fits", "error")},
+        "total_bytes": r.total_bytes,
+        "when": time.strftime("%Y-%m-%d %H:%M"),
+    }
+
+
+def load_cache(path: str) -> dict:
+    if not os.path.exists(path):
+        return {}
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    return {(r["config"], r["slice"], r["hash"]): r for r in rows}
+
+
+def table(rows: list[dict]) -> str:
+    from marin.train.slice_compile import estimate_per_chip
+
+    gib = lambda x: f"{x / 2**30:.2f}"
+    out = [
+        "| config | slice | devices (hosts) | mesh | old estimate GiB | new estimate GiB | compiler GiB (temp) "
+        "| old / compiler | new / compiler | FLOPs compiler / counter | compile s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        cfg, t = CONFIGS[r["config"]](), parse_target(r["slice"])
+        old = estimate_memory(cfg, t.devices).total
+        new = estimate_per_chip(cfg, t).total
+        comp = r["total_bytes"] if r["fits"] else r["temp_bytes"]
+        mesh = " ".join(f"{k}={v}" for k, v in r["mesh"].items() if v > 1)
+        ctext = f"{gib(comp)} ({gib(r['temp_bytes'])})" if r["fits"] else f">= {gib(comp)} (OOM: temporaries alone)"
+        flops = f"{r['flops'] / r['counted_flops']:.3f}" if r["fits"] else "-"
+        out.append(
+            f"| {r['config']} | {t.name} ({t.topology}) | {r['devices']} ({r['hosts']}) | {mesh} | {gib(old)} "
+            f"| {gib(new)} | {ctext} | {old / comp:.2f} | {new / comp:.2f} | {flops} | {r['compile_s']:.0f} |"
+        )
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default="", help="run only the (config, slice) pairs whose 'config@slice' has this")
+    ap.add_argument("--cache", default=os.path.expanduser("~/.cache/marin/tpu_presets.jsonl"))
+    ap.add_argument("--table", action="store_true", help="print the table from the cache, compile nothing")
+    a = ap.parse_args()
+    os.makedirs(os.path.dirname(a.cache), exist_ok=True)
+    cache = load_cache(a.cache)
+    rows = []
+    for name, target in RUNS:
+        if a.only and a.only not in f"{name}@{target}":
+            continue
+        key = (name, target, config_hash(CONFIGS[name]()))
+        if key not in cache and not a.table:
+            print(f"compiling {name} for {target} ...", file=sys.stderr, flush=True)
+            cache[key] = compile_run(name, target)
+            with open(a.cache, "a") as f:
+                f.write(json.dumps(cache[key]) + "\n")
+            print(json.dumps(cache[key]), file=sys.stderr, flush=True)
+        if key in cache:
+            rows.append(cache[key])
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -151,3 +151,43 @@ def test_every_experiment_parameter_parses_in_papermill():
             f"{nb_path.name}: papermill cannot parse parameter(s) {sorted(ours - theirs)}; "
             "keep '=' out of parameter comments (write ≥, 'is' or ':')"
         )
+
+
+def test_runs_leave_the_checkout_clean_and_git_dirty_means_the_users_code(tmp_path, monkeypatch):
+    """In a repository of its own, with the default settings (no MARIN_PREFIX or MARIN_REPORTS_DIR): `marin run`
+    writes its executed notebook under the prefix (ignored by git), so the tree stays clean and the run records
+    git_dirty=False; `--publish` writes into the tracked reports/, and a later change there (the lab's own record)
+    does not make the next run dirty; a change to a tracked file of the user's code does."""
+    for k in ("MARIN_PREFIX", "MARIN_REPORTS_DIR", "MARIN_PUBLISH_DIR", "MARIN_SETTINGS"):
+        monkeypatch.delenv(k, raising=False)
+    repo = tmp_path / "lab"
+    (repo / "reports").mkdir(parents=True)
+    (repo / "reports" / ".gitkeep").write_text("")
+    (repo / "settings.ini").write_text("[marin]\nprefix = local_store\n")
+    (repo / ".gitignore").write_text("local_store/\nreports/_site/\n")
+    (repo / "code.py").write_text("x = 1\n")
+    make_notebook(repo / "experiments_nb" / "ok.ipynb", OK_BODY)
+    git = lambda *a: subprocess.run(["git", *a], cwd=repo, capture_output=True, text=True, check=True).stdout
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "lab")
+    for args in ([], ["--publish"]):
+        r = run("run", "experiments_nb/ok.ipynb", *args, cwd=repo)
+        assert r.returncode == 0, r.stderr + r.stdout
+        if args:  # published: in the repository's reports/, for the user to review and commit
+            assert list((repo / "reports" / "ok").glob("*.ipynb")) and f"notebook: {repo}/reports/ok/" in r.stdout
+        else:
+            assert f"notebook: {repo}/local_store/reports/ok/" in r.stdout, r.stdout
+    assert git("status", "--porcelain", "--untracked-files=no") == ""  # reports/ok/ is new: untracked, not dirty
+    git("add", "reports")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "publish")
+    (next((repo / "reports" / "ok").glob("*.json"))).write_text("{}")  # the lab's own record changed: not dirty
+    assert run("run", "experiments_nb/ok.ipynb", cwd=repo).returncode == 0
+    (repo / "code.py").write_text("x = 2\n")  # the user's code changed: dirty
+    assert run("run", "experiments_nb/ok.ipynb", cwd=repo).returncode == 0
+    from marin.core.ledger import Ledger
+
+    runs = Ledger(str(repo / "local_store" / "ledger")).sql(
+        "SELECT git_dirty FROM runs WHERE kind = 'experiment' ORDER BY started_at"
+    )
+    assert list(runs.git_dirty) == [False, False, False, True], runs

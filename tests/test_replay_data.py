@@ -233,6 +233,23 @@ def make_documents(d):
     write_documents(docs, str(d / "docs"))
 
 
+def make_hostile_pages(d):
+    "Raw HTML pages as an HTML import makes them: one nested 100,000 deep (resiliparse: ~15 minutes), one normal."
+    from marin.data.sources import write_documents
+
+    deep = "<html><body>" + "<div>" * 100_000 + "deep" + "</div>" * 100_000 + "</body></html>"
+    fine = "<html><body><article><p>" + "A sentence of plain article text. " * 20 + "</p></article></body></html>"
+    docs = [{"id": f"w/{k}", "text": t, "source": "w", "meta": {}} for k, t in (("deep", deep), ("fine", fine))]
+    write_documents(docs, str(d / "pages"))
+
+
+def check_too_deep(d: Path, output: str) -> None:
+    import pyarrow.parquet as pq
+
+    (attrs,) = (d / "store" / "extract").glob("*/attributes-*.parquet")
+    assert pq.read_table(attrs)["reason"].to_pylist() == ["too-deep", ""]
+
+
 def summary_counts(want: dict):
     "A check: the import's summary.json holds these counts (`dropped`, `replaced`, `documents`)."
 
@@ -667,8 +684,36 @@ CASES = [
         )
         for flag, value in [("--min-score", "nan"), ("--min-score", "-1"), ("--keep-top-fraction", "0")]
     ],
+    *[
+        Case(
+            f"extract/{flag}={value}",
+            argv=("data", "extract", "{d}/docs", flag, value),
+            make=make_documents,
+            code=2,
+            says=(flag,),
+        )
+        for flag, value in [
+            ("--min-chars", "-1"),
+            ("--max-page-mb", "0"),
+            ("--max-page-mb", "nan"),
+            ("--max-depth", "0"),
+            ("--max-depth", "1000000000"),
+            ("--extractor", "bogus"),
+        ]
+    ],
     Case(
-        "extract/min-chars=-1", argv=("data", "extract", "{d}/docs", "--min-chars", "-1"), code=2, says=("--min-chars",)
+        "extract/resiliparse-page-nested-100000-deep",
+        argv=("data", "extract", "{d}/pages", "--extractor", "resiliparse", "--min-chars", "10"),
+        make=make_hostile_pages,
+        expect="ok",
+        check=check_too_deep,
+        seconds=60,
+    ),
+    Case(
+        "extract/no-such-document-set",
+        argv=("data", "extract", "{d}/nowhere"),
+        code=2,
+        says=("nowhere", "not a document set"),
     ),
     Case("mixture/steps=-1", argv=("data", "mixture", "--steps", "-1"), code=2, says=("--steps",)),
     Case("mixture/limit=-1", argv=("data", "mixture", "--limit", "-1"), code=2, says=("--limit",)),

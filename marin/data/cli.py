@@ -175,14 +175,20 @@ def extract_cmd(
     documents: str = typer.Argument(..., help="a document set of raw HTML (import with --format html)"),
     extractor: str = "trafilatura",
     name: str = "extract/cli",
-    min_chars: int = typer.Option(200, min=0),
+    min_chars: int = 200,
+    max_page_mb: float = typer.Option(None, help="larger pages are dropped as too-large (default 4)"),
+    max_depth: int = typer.Option(None, help="pages nesting deeper are dropped as too-deep (default 512)"),
     prefix: str = typer.Option(None),
 ):
     "Extract the main text of HTML documents."
+    from marin.core.config import fields_as_flags
     from marin.data.extract import ExtractConfig, extract_step
 
-    s = extract_step(ExtractConfig(documents, extractor, min_chars), name)
-    typer.echo(_run([s], prefix)[s])
+    flags = {"extractor": "--extractor", "min_chars": "--min-chars", "max_page_mb": "--max-page-mb"}
+    limits = {k: v for k, v in dict(max_page_mb=max_page_mb, max_depth=max_depth).items() if v is not None}
+    with fields_as_flags(ExtractConfig, flags | {"max_depth": "--max-depth"}):
+        s = extract_step(ExtractConfig(_document_set(documents), extractor, min_chars, **limits), name)
+        typer.echo(_run([s], prefix)[s])
 
 
 @app.command("extract-eval")

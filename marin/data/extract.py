@@ -11,8 +11,8 @@ from ..core.config import Config, added, check, versioned
 from ..core.executor import Step, StepOrPath
 
 # %% auto #0
-__all__ = ['EXTRACTORS', 'extract_text', 'evaluate_extractor', 'ExtractConfig', 'extract_batch', 'extract_documents',
-           'extract_step']
+__all__ = ['EXTRACTORS', 'extract_text', 'evaluate_extractor', 'nesting_depth', 'page_problem', 'ExtractConfig', 'extract_batch',
+           'extract_documents', 'extract_step']
 
 # %% ../../nbs/11_extract.ipynb #9b57cb1a
 def _naive(page: bytes) -> str:
@@ -86,28 +86,68 @@ def evaluate_extractor(extractor: str, html_dir: str | None = None) -> dict:
     }
 
 # %% ../../nbs/11_extract.ipynb #4838432e
+_VOID = frozenset("area base br col embed hr img input keygen link meta param source track wbr".split())
+_OPTIONAL_END = frozenset(
+    "p li dt dd tr td th option optgroup thead tbody tfoot colgroup caption rb rt rtc rp html head body".split()
+)
+_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9:-]*)[^<>]*?(/?)>")
+
+
+def nesting_depth(page: str, stop: int = 0) -> int:
+    "How deep a page's elements nest, from its tags (stops counting past `stop` when it is given)."
+    depth = deepest = 0
+    for m in _TAG.finditer(page):
+        name = m.group(2).lower()
+        if m.group(3) or name in _VOID or name in _OPTIONAL_END:
+            continue
+        if m.group(1):
+            depth = max(depth - 1, 0)
+        elif (depth := depth + 1) > deepest:
+            deepest = depth
+            if stop and deepest > stop:
+                break
+    return deepest
+
+
+def page_problem(page: str, max_bytes: int, max_depth: int) -> str:
+    "'too-large' or 'too-deep' when a page must not reach an extractor; '' when it may."
+    if len(page) > max_bytes or len(page.encode("utf-8", "surrogatepass")) > max_bytes:
+        return "too-large"
+    if page.count("<") > max_depth and nesting_depth(page, stop=max_depth) > max_depth:
+        return "too-deep"
+    return ""
+
+# %% ../../nbs/11_extract.ipynb #aad7e00c
 @dataclasses.dataclass(frozen=True)
 class ExtractConfig(Config):
     documents: StepOrPath = versioned()  # a document set (HTML or WARC import): a Step or its path
     extractor: str = versioned("trafilatura")
     min_chars: int = versioned(200)
     workers: int = added(0)  # processes (0: the data_workers setting); does not change the output
+    max_page_mb: float = added(4.0, versioned=True)  # larger pages are dropped (too-large), never extracted
+    max_depth: int = added(512, versioned=True)  # pages nesting deeper are dropped (too-deep), never extracted
 
     def validate(self):
         check(self.extractor in EXTRACTORS, "extractor", f"{self.extractor!r}: use one of {sorted(EXTRACTORS)}")
         check(self.workers >= 0, "workers", f"{self.workers}: use 0 (the data_workers setting) or a positive number")
+        check(self.min_chars >= 0, "min_chars", f"{self.min_chars}: use 0 (keep every page) or a number of chars")
+        check(
+            0 < self.max_page_mb <= 2048, "max_page_mb", f"{self.max_page_mb}: use a size in MB above 0, at most 2048"
+        )
+        check(1 <= self.max_depth <= 100_000, "max_depth", f"{self.max_depth}: use a depth from 1 to 100,000")
 
 
 def extract_batch(cfg: ExtractConfig, docs: list[dict]) -> tuple[list[dict], dict]:
     "One batch of pages: the kept documents (text extracted) and one attribute row per page (`chars` extracted)."
-    kept, chars = [], []
+    kept, chars, reasons = [], [], []
     for d in docs:
-        text = extract_text(d["text"], cfg.extractor).strip()
+        why = page_problem(d["text"], int(cfg.max_page_mb * (1 << 20)), cfg.max_depth)
+        text = "" if why else extract_text(d["text"], cfg.extractor).strip()
         chars.append(len(text))
-        if len(text) >= cfg.min_chars:
+        reasons.append(why or ("" if len(text) >= cfg.min_chars else "too-short"))
+        if not reasons[-1]:
             kept.append(dict(d, text=text, meta=dict(d["meta"], format="text", extractor=cfg.extractor)))
-    ok = [c >= cfg.min_chars for c in chars]
-    reasons = ["" if k else "too-short" for k in ok]
+    ok = [not r for r in reasons]
     return kept, {"id": [d["id"] for d in docs], "kept": ok, "reason": reasons, "chars": chars}
 
 # %% ../../nbs/11_extract.ipynb #357630d0

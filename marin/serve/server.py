@@ -1268,19 +1268,33 @@ def _gguf_header(path: str) -> tuple:
     "(config.json dict, {HF name: shape}, bytes stored, has a tokenizer, chat template or None) of a GGUF file."
     from marin.models import gguf as G
 
-    reader = G.open_gguf(path)
-    meta = G.read_metadata(reader)
-    family = G.gguf_family(meta)
-    G.check_tensor_types(reader)
-    tensors = [t for t in reader.tensors if t.name != "rope_freqs.weight"]
-    have = {G.hf_tensor_name(t.name, family): [int(n) for n in reversed(t.shape)] for t in tensors}
-    freqs = [G.tensor_values(t, np.dtype(np.float32)) for t in reader.tensors if t.name == "rope_freqs.weight"]
-    tokens = reader.fields.get("tokenizer.ggml.tokens")
-    n_vocab = len(tokens.data) if tokens is not None else None
-    d = G.gguf_config(meta, [t.name for t in tensors], n_vocab, "float32", freqs[0] if freqs else None)
-    stored = sum(int(t.n_bytes) for t in reader.tensors)
-    template = meta.get("tokenizer.chat_template")
+    layout = G.check_gguf_file(path)  # what import checks before any step, from the header alone
+    family, values = G.gguf_family(layout.values), layout.values
+    tensors = [(n, dims) for n, dims, *_ in layout.tensors if n != "rope_freqs.weight"]
+    tokens = values.get("tokenizer.ggml.tokens")
+    scalars = {k: v for k, v in values.items() if not isinstance(v, tuple)}
+    d = G.gguf_config(scalars, [n for n, _ in tensors], tokens[1] if isinstance(tokens, tuple) else None)
+    have = {G.hf_tensor_name(n, family): [int(x) for x in reversed(dims)] for n, dims in tensors}
+    stored = sum(int(size) for *_, size in layout.tensors)
+    template = values.get("tokenizer.chat_template")
     return d, have, stored, tokens is not None, template if isinstance(template, str) and template.strip() else None
+
+
+def _gguf_vocab(path: str) -> list[str]:
+    "The token strings of a GGUF file whose header `check_gguf_file` passed."
+    from marin.models.gguf import open_gguf
+
+    return [str(t) for t in open_gguf(path, checked=True).fields["tokenizer.ggml.tokens"].contents()]
+
+
+def _folder_vocab(path: str) -> list[str]:
+    "The token strings of a folder's tokenizer.json (its model's vocabulary and its added tokens)."
+    d = storage.read_json(storage.join(path, "tokenizer.json"))
+    vocab = (d.get("model") or {}).get("vocab") or {}
+    return [
+        *(vocab if isinstance(vocab, dict) else (v[0] for v in vocab)),
+        *(t.get("content") for t in d.get("added_tokens") or []),
+    ]
 
 
 def _checkpoint_config(path: str):
@@ -1336,29 +1350,34 @@ def _served_source(path: str) -> tuple[str, str]:
 
 
 def _source_needs(kind: str, path: str) -> dict:
-    "The architecture, config, needed tensors, stored bytes, tokenizer and own chat template of a served source."
+    "The architecture, config, needed tensors, stored bytes, tokenizer, own chat template and vocabulary of a source."
     from marin.models.hf import ARCHITECTURES, _architecture, config_from_hf, read_hf_config
+    from marin.models.pretrained import check_source
 
+    has_json = storage.exists(storage.join(path, "tokenizer.json"))
+    vocab = lambda: _folder_vocab(path) if has_json else []  # read only when a family template is looked for
     if kind == "checkpoint":
         cfg, name = _checkpoint_config(path)
         need = ARCHITECTURES[name].shapes(cfg) if name else {"params": [cfg.n_params]}
-        has_tok = any(storage.exists(storage.join(path, f)) for f in ("tokenizer.json", "vocab.json"))
+        has_tok = has_json or storage.exists(storage.join(path, "vocab.json"))
         return dict(architecture=name or "marin", cfg=cfg, need=need, stored=None, tokenizer=has_tok,
-                    template=folder_chat_template(path))  # fmt: skip
+                    template=folder_chat_template(path), vocab=vocab)  # fmt: skip
     if kind == "gguf":
         d, have, stored, has_tok, template = _gguf_header(path)
         headers, origin = {k: {"shape": s} for k, s in have.items()}, f"{path} (tokenizer.chat_template)"
-        template = (template, origin if template else None)
+        template, vocab = (template, origin if template else None), (lambda: _gguf_vocab(path) if has_tok else [])
     else:
+        check_source(path)  # config.json against the weights' headers, and tokenizer.json, as import checks them
         d = read_hf_config(path)
         files, headers = _weight_headers(path)
         stored = sum(
             int(np.prod(h["shape"])) * {"F32": 4, "BF16": 2, "F16": 2}.get(h["dtype"], 4) for h in headers.values()
         )
-        has_tok, template = storage.exists(storage.join(path, "tokenizer.json")), folder_chat_template(path)
+        has_tok, template = has_json, folder_chat_template(path)
     arch, cfg = _architecture(d), config_from_hf(d)
     need = _check_shapes(path, arch, cfg, headers)
-    return dict(architecture=arch.name, cfg=cfg, need=need, stored=stored, tokenizer=has_tok, template=template)
+    return dict(architecture=arch.name, cfg=cfg, need=need, stored=stored, tokenizer=has_tok, template=template,
+                vocab=vocab)  # fmt: skip
 
 # %% ../../nbs/64_server.ipynb #979476fb
 def inspect_model(
@@ -1374,7 +1393,7 @@ def inspect_model(
     n = _source_needs(kind, path)
     cfg, need = n["cfg"], n["need"]
     S = serving_context(cfg.seq_len, max_seq_len)
-    template, origin = served_chat_template(chat_template, *n["template"])
+    template, origin = served_chat_template(chat_template, *n["template"], n["architecture"], n["vocab"])
     named = "params" not in need  # a model with no Hugging Face names: float32 size, whatever the quantization
     serving_weights = _serving_weight_bytes(need, quantize, group_size, quantize_head) if named else 4 * cfg.n_params
     kv = kv_cache_bytes(cfg, max_batch, S)
@@ -1422,8 +1441,10 @@ MAX_TEMPLATE_BYTES = 2**20  # chat templates are a few KB; Llama 3's tool-callin
 
 
 def family_chat_templates() -> dict[str, str]:
-    "The chat templates the lab knows by family name (--chat-template NAME)."
-    return {}
+    "The chat templates the lab knows by family name (--chat-template NAME): the models layer's."
+    from marin.models.chat_templates import FAMILY_CHAT_TEMPLATES
+
+    return {k: t for k, (t, _) in FAMILY_CHAT_TEMPLATES.items()}
 
 
 def _parsed_template(text: str, origin: str) -> str:
@@ -1452,15 +1473,25 @@ def _template_file(path: str) -> str:
         raise ValueError(f"--chat-template {path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
-def served_chat_template(spec: str, own: str | None, own_origin: str | None) -> tuple[str | None, str]:
-    "(template, where it came from): `spec` (a file or family name), else the model's `own`; (None, '') if none."
-    if not spec:
-        return (_parsed_template(own, own_origin), own_origin) if own else (None, "")
+def served_chat_template(
+    spec: str, own: str | None, own_origin: str | None, architecture: str = "", vocab: Callable = list
+) -> tuple[str | None, str]:
+    """(template, where it came from): `spec` (a file or family name), else the model's `own`, else its family's (by
+    `architecture` and `vocab()`'s turn tokens, as import attaches it); (None, '') when there is none."""
+    from marin.models.chat_templates import family_chat_template
+
     families = family_chat_templates()
-    if os.path.exists(spec):
+    if spec and os.path.exists(spec):
         return _parsed_template(_template_file(spec), f"--chat-template {spec}"), spec
     if spec in families:
-        return families[spec], f"the lab's {spec} template"
-    raise ValueError(
-        f"--chat-template {spec}: no such file, and not a family the lab knows ({', '.join(sorted(families)) or 'none'})"
-    )
+        return families[spec], f"the lab's {spec} template (--chat-template {spec})"
+    if spec:
+        raise ValueError(
+            f"--chat-template {spec}: no such file, and not a family the lab knows ({', '.join(families)})"
+        )
+    if own:
+        return _parsed_template(own, own_origin), own_origin
+    family = family_chat_template(architecture, vocab())
+    if family is None:
+        return None, ""
+    return families[family], f"the lab's {family} template (the model's files have none; its vocabulary is {family}'s)"

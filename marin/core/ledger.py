@@ -139,7 +139,7 @@ def git_state(cwd: str | None = None, lab_written: tuple[str, ...] = ()) -> tupl
         c = run("rev-parse", "HEAD", "--show-toplevel")
         if c.returncode != 0:
             return "", None
-        commit, top = c.stdout.split()
+        commit, top = c.stdout.splitlines()[:2]
         rel = [os.path.relpath(p, top) for p in lab_written]
         skip = [f":(exclude,top){r}" for r in rel if r != "." and not r.startswith("..")]
         dirty = run("status", "--porcelain", "--untracked-files=no", "--", ":/", *skip)

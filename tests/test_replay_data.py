@@ -250,6 +250,50 @@ def check_too_deep(d: Path, output: str) -> None:
     assert pq.read_table(attrs)["reason"].to_pylist() == ["too-deep", ""]
 
 
+def _token_set(d: Path, change=None, shard=None) -> None:
+    "A real token set (the small document set, DNA-tokenized) under d/tokens, then its manifest or shard damaged."
+    from marin.data.shards import TokenizeConfig, tokenize_documents
+
+    make_documents(d)
+    tokenize_documents(TokenizeConfig(str(d / "docs"), "dna", workers=1), str(d / "tokens"))
+    m = json.loads((d / "tokens" / "manifest.json").read_text())
+    if change:
+        change(m)
+        (d / "tokens" / "manifest.json").write_text(json.dumps(m))
+    if shard:
+        f = d / "tokens" / m["shards"][0]["file"]
+        f.write_bytes(shard(f.read_bytes()))
+
+
+def make_tokens_ok(d):
+    _token_set(d)
+
+
+def make_tokens_manifest_not_json(d):
+    _token_set(d)
+    (d / "tokens" / "manifest.json").write_text("{not json")
+
+
+def make_tokens_path_escape(d):
+    _token_set(d, lambda m: m["shards"][0].update(file="../../../../etc/passwd"))
+
+
+def make_tokens_count_lies(d):
+    _token_set(d, lambda m: (m["shards"][0].update(documents=10**15), m.update(documents=10**15)))
+
+
+def make_tokens_shards_not_list(d):
+    _token_set(d, lambda m: m.update(shards=5))
+
+
+def make_tokens_vocab_too_small(d):
+    _token_set(d, lambda m: m["tokenizer"].update(vocab_size=2))
+
+
+def make_tokens_truncated_shard(d):
+    _token_set(d, shard=lambda b: b[: len(b) // 2])
+
+
 def summary_counts(want: dict):
     "A check: the import's summary.json holds these counts (`dropped`, `replaced`, `documents`)."
 
@@ -714,6 +758,58 @@ CASES = [
         argv=("data", "extract", "{d}/nowhere"),
         code=2,
         says=("nowhere", "not a document set"),
+    ),
+    # token sets: a manifest that lies or a damaged shard is one line naming the file and the field
+    Case(
+        "verify/ok", argv=("data", "verify", "{d}/tokens"), make=make_tokens_ok, expect="ok", says=("ok: 20 documents",)
+    ),
+    Case(
+        "verify/manifest-not-json",
+        argv=("data", "verify", "{d}/tokens"),
+        make=make_tokens_manifest_not_json,
+        code=2,
+        says=("manifest.json: not JSON",),
+    ),
+    Case(
+        "verify/shard-path-escapes",
+        argv=("data", "verify", "{d}/tokens"),
+        make=make_tokens_path_escape,
+        code=2,
+        says=("shards[0].file", "../../../../etc/passwd", "not a file name beside the manifest"),
+    ),
+    Case(
+        "verify/counts-1e15-documents",
+        argv=("data", "verify", "{d}/tokens"),
+        make=make_tokens_count_lies,
+        code=2,
+        says=("shard-00000.arrow", "holds 20 documents", "the manifest says 1000000000000000"),
+    ),
+    Case(
+        "verify/shards-not-a-list",
+        argv=("data", "verify", "{d}/tokens"),
+        make=make_tokens_shards_not_list,
+        code=2,
+        says=("manifest.json", "'shards' is not a list"),
+    ),
+    Case(
+        "verify/ids-outside-vocabulary",
+        argv=("data", "verify", "{d}/tokens"),
+        make=make_tokens_vocab_too_small,
+        code=2,
+        says=("token ids outside the vocabulary [0, 2)",),
+    ),
+    Case(
+        "verify/truncated-shard",
+        argv=("data", "verify", "{d}/tokens"),
+        make=make_tokens_truncated_shard,
+        code=2,
+        says=("shard-00000.arrow", "truncated?"),
+    ),
+    Case(
+        "verify/not-a-token-set",
+        argv=("data", "verify", "{d}"),
+        code=2,
+        says=("no manifest.json",),
     ),
     Case("mixture/steps=-1", argv=("data", "mixture", "--steps", "-1"), code=2, says=("--steps",)),
     Case("mixture/limit=-1", argv=("data", "mixture", "--limit", "-1"), code=2, says=("--limit",)),

@@ -4,7 +4,8 @@
 
 # %% ../../nbs/15_shards.ipynb #1c037f16
 from __future__ import annotations
-import dataclasses, functools, itertools, json, os
+import dataclasses, functools, itertools, json, os, re
+from typing import Any
 import numpy as np, pyarrow as pa, pyarrow.parquet as pq, xxhash
 from fastcore.basics import patch
 from ..core import storage
@@ -13,7 +14,7 @@ from ..core.executor import Step
 
 # %% auto #0
 __all__ = ['SHARD_SCHEMA', 'MANIFEST', 'SHARD_RECORD', 'TokenizeConfig', 'set_hash', 'tokenize_documents', 'tokenize_step',
-           'CorruptShardError', 'TokenSet']
+           'CorruptShardError', 'check_manifest', 'TokenSet']
 
 # %% ../../nbs/15_shards.ipynb #2861b5ec
 SHARD_SCHEMA = pa.schema([("id", pa.string()), ("tokens", pa.list_(pa.int32()))])
@@ -217,8 +218,46 @@ def tokenize_step(cfg: TokenizeConfig, name: str) -> Step:
     return Step(name, tokenize_documents, cfg, description="tokenize a document set into token shards")
 
 # %% ../../nbs/15_shards.ipynb #476ae950
-class CorruptShardError(RuntimeError):
-    "A shard's size or content hash does not match its manifest."
+class CorruptShardError(RuntimeError, ValueError):
+    "A token set's manifest is malformed, or a shard does not match it (a user's data error: the CLI shows one line)."
+
+
+_SHARD_FILE = re.compile(r"[A-Za-z0-9_.\-]+")  # a file beside the manifest: no folders, no '..'
+
+
+def check_manifest(m: Any, where: str) -> dict:
+    "`m` if it has the shape of a token set's manifest; a `CorruptShardError` naming `where` and the field if not."
+
+    def need(ok: bool, field: str, what: str) -> None:
+        if not ok:
+            raise CorruptShardError(f"{where}: {field} {what}; re-run the tokenize step with --force")
+
+    def count(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**62
+
+    need(isinstance(m, dict), "the manifest", "is not a JSON object")
+    need(isinstance(m.get("shards"), list), "'shards'", "is not a list")
+    for k, s in enumerate(m["shards"]):
+        need(isinstance(s, dict), f"shards[{k}]", "is not an object")
+        f = s.get("file")
+        need(
+            isinstance(f, str) and bool(_SHARD_FILE.fullmatch(f)) and f not in (".", ".."),
+            f"shards[{k}].file",
+            f"{f!r} is not a file name beside the manifest",
+        )
+        for key in ("size", "documents", "tokens"):
+            need(count(s.get(key)), f"shards[{k}].{key}", f"{s.get(key)!r} is not a count")
+        need(isinstance(s.get("xxh3"), str), f"shards[{k}].xxh3", "is missing")
+    for key in ("documents", "tokens"):
+        need(m.get(key) == sum(s[key] for s in m["shards"]), f"'{key}'", f"{m.get(key)!r} is not the shards' sum")
+    tok = m.get("tokenizer")
+    need(
+        isinstance(tok, dict) and count(tok.get("vocab_size")) and 0 < tok["vocab_size"] <= 2**31,
+        "tokenizer.vocab_size",
+        "is not a vocabulary size",
+    )
+    need(isinstance(m.get("hash"), str), "'hash'", "is missing")
+    return m
 
 
 class TokenSet:
@@ -229,7 +268,11 @@ class TokenSet:
         mpath = storage.join(self.path, MANIFEST)
         if not storage.exists(mpath):
             raise FileNotFoundError(f"{self.path}: no {MANIFEST}; is this a token set (the output of tokenize_step)?")
-        self.manifest = json.loads(storage.read_text(mpath))
+        try:
+            manifest = json.loads(storage.read_text(mpath))
+        except ValueError as e:
+            raise CorruptShardError(f"{mpath}: not JSON ({e}); re-run the tokenize step with --force") from None
+        self.manifest = check_manifest(manifest, mpath)
         if verify:
             self.verify()
         self._shards: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(self.manifest["shards"])
@@ -263,7 +306,9 @@ class TokenSet:
 # %% ../../nbs/15_shards.ipynb #df765c06
 @patch
 def verify(self: TokenSet) -> None:
-    "Check every shard's size and xxh3 hash; raise `CorruptShardError` naming the first bad file."
+    """Check every shard's size and xxh3 hash, and that it holds the documents and tokens the manifest says, each token
+    an id of the vocabulary; raise `CorruptShardError` naming the first bad file."""
+    vocab = self.manifest["tokenizer"]["vocab_size"]
     for s in self.manifest["shards"]:
         f = storage.join(self.path, s["file"])
         if not storage.exists(f):
@@ -277,6 +322,18 @@ def verify(self: TokenSet) -> None:
             raise CorruptShardError(
                 f"{f}: content hash differs from the manifest (corrupted); re-run the tokenize step with --force"
             )
+        try:
+            batch = pa.ipc.open_file(pa.BufferReader(data)).get_batch(0)
+            tokens = batch.column(1).values.to_numpy(zero_copy_only=False)
+        except (pa.ArrowException, IndexError) as e:
+            raise CorruptShardError(f"{f}: not a token shard ({e}); re-run the tokenize step with --force") from None
+        if (batch.num_rows, len(tokens)) != (s["documents"], s["tokens"]):
+            raise CorruptShardError(
+                f"{f}: holds {batch.num_rows} documents and {len(tokens)} tokens, the manifest says {s['documents']} "
+                f"and {s['tokens']}; re-run the tokenize step with --force"
+            )
+        if len(tokens) and not (0 <= int(tokens.min()) and int(tokens.max()) < vocab):
+            raise CorruptShardError(f"{f}: token ids outside the vocabulary [0, {vocab}); re-run the tokenize step")
     if set_hash(self.manifest["shards"]) != self.manifest["hash"]:
         raise CorruptShardError(f"{self.path}/{MANIFEST}: set hash does not match its shards")
 

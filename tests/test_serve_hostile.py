@@ -4,7 +4,9 @@ non-numeric and short Content-Length, chunked bodies, half-open connections, ove
 API key), the rest with httpx (huge max_tokens, a prompt that fills the context, prompts x n, a 15 MB prompt,
 clients that hang up mid-request, a full server); bad `marin serve` flags refused before the model loads; a
 schemathesis run over /openapi.json that finds no 500; and 64 concurrent requests with /health answering within a
-second while a 15 MB prompt and an abandoned fan-out are in flight."""
+second while a 15 MB prompt and an abandoned fan-out are in flight. Issue #49: the API key on every route but
+/health (and an empty key refused), the Host header of a key-less server (DNS rebinding), unsupported OpenAI fields
+named in a 400, and NaN, infinite, huge and lone-surrogate values that JSON can carry refused by field."""
 
 import concurrent.futures as cf
 import contextlib, dataclasses, json, socket, threading, time
@@ -308,3 +310,76 @@ def test_64_concurrent_requests_while_hostile_requests_are_in_flight(srv):
         and "15,000,000 characters" in big["error"]["message"]
     )
     _quiet_soon(srv)
+
+
+@contextlib.contextmanager
+def keyless(srv):
+    "The fixture's server as `marin serve` without --api-key on 127.0.0.1 runs it (loopback Host names only)."
+    from marin.serve.server import allowed_hosts_for
+
+    old = srv.api_key, srv.allowed_hosts
+    srv.api_key, srv.allowed_hosts = None, allowed_hosts_for("127.0.0.1", None)
+    try:
+        yield
+    finally:
+        srv.api_key, srv.allowed_hosts = old
+
+
+def test_the_key_guards_every_route_but_health(srv):
+    bare = httpx.Client(base_url=f"http://127.0.0.1:{srv.port}", timeout=30)
+    for method, route in (("GET", "/metrics"), ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/v1/models"),
+                          ("POST", "/v1/completions"), ("GET", "/nothing")):  # fmt: skip
+        for headers in ({}, {"Authorization": "Bearer sk-wrong"}, {"Authorization": KEY}):
+            r = bare.request(method, route, headers=headers)
+            assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key", (route, headers, r.text)
+    assert bare.get("/health").status_code == 200  # open: a load balancer probes it without the secret
+    assert srv.http.get("/metrics").status_code == 200 and "marin_requests" in srv.http.get("/metrics").text
+    assert srv.http.get("/openapi.json").json()["paths"]
+    with pytest.raises(ValueError, match="--api-key '': empty"):  # an empty key is an error, not a server without auth
+        Server(srv.model, port=0, api_key="")
+
+
+def test_a_keyless_server_answers_loopback_host_names_only(srv):
+    with keyless(srv):
+        for host in (b"evil.example", b"evil.example:8000", b"127.0.0.1.evil.example", b"localhost.evil.example"):
+            st, body, _ = raw(srv, b"GET /v1/models HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
+            assert st == 403 and body["error"]["param"] == "Host" and "DNS rebinding" in body["error"]["message"], host
+        for host in (b"127.0.0.1:%d" % srv.port, b"localhost", b"[::1]:80", b"LOCALHOST:1"):
+            st, body, _ = raw(srv, b"GET /v1/models HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
+            assert st == 200 and body["data"][0]["id"] == "tiny", (host, st, body)
+    st, _, _ = raw(srv, b"GET /health HTTP/1.1\r\nHost: evil.example\r\n\r\n")  # with a key, any Host is answered
+    assert st == 200
+
+
+def test_unsupported_openai_fields_are_a_400_naming_them(srv):
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    for route, body, field in (
+        ("/v1/completions", {"prompt": "a", "logit_bias": {"5": 100}}, "logit_bias"),
+        ("/v1/completions", {"prompt": "a", "best_of": 4}, "best_of"),
+        ("/v1/completions", {"prompt": "a", "suffix": "end"}, "suffix"),
+        ("/v1/chat/completions", dict(chat, response_format={"type": "json_object"}), "response_format"),
+        ("/v1/chat/completions", dict(chat, tools=[{"type": "function", "function": {"name": "f"}}]), "tools"),
+        ("/v1/chat/completions", dict(chat, min_p=0.1), "min_p"),
+    ):
+        r = srv.http.post(route, json=body)
+        err = r.json()["error"]
+        assert r.status_code == 400 and err["param"] == field and err["code"] == "unsupported_parameter", r.text
+    quiet = dict(chat, user="me", logit_bias={}, tools=[], response_format={"type": "text"}, best_of=1, suffix=None)
+    assert srv.http.post("/v1/chat/completions", json=quiet).status_code == 200  # asking nothing is fine
+
+
+def test_numbers_and_text_json_allows_but_no_request_means_are_refused(srv):
+    for raw_body, field in (
+        (b'{"prompt": "a", "temperature": NaN}', "temperature"),
+        (b'{"prompt": "a", "top_p": Infinity}', "top_p"),
+        (b'{"prompt": "a", "temperature": -1}', "temperature"),
+        (b'{"prompt": "a", "seed": 1e20}', "seed"),
+        (b'{"prompt": "a", "seed": 100000000000000000000}', "seed"),
+        (b'{"prompt": "a", "max_tokens": 1e20}', "max_tokens"),
+        (b'{"prompt": "\\ud800"}', "prompt"),
+        (b'{"prompt": ["ok", "a\\udfffb"]}', "prompt[1]"),
+        (b'{"messages": [{"role": "user", "content": "\\ud800"}]}', "messages[0].content"),
+    ):
+        route = "/v1/chat/completions" if b"messages" in raw_body else "/v1/completions"
+        r = srv.http.post(route, content=raw_body, headers={"Content-Type": "application/json"})
+        assert r.status_code == 400 and r.json()["error"]["param"] == field, (raw_body, r.text)

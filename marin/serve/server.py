@@ -1463,6 +1463,8 @@ def _parsed_template(text: str, origin: str) -> str:
 def _template_file(path: str) -> str:
     if os.path.isdir(path):
         raise ValueError(f"--chat-template {path}: a folder; give the template's .jinja file or a family name")
+    if not os.path.isfile(path):  # a device or a FIFO: /dev/zero would be read forever
+        raise ValueError(f"--chat-template {path}: not a regular file; give a .jinja file or a family name")
     if os.path.getsize(path) > MAX_TEMPLATE_BYTES:
         raise ValueError(
             f"--chat-template {path}: {os.path.getsize(path):,} bytes, not a chat template (at most 1 MiB)"

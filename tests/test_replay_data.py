@@ -215,6 +215,19 @@ def make_binary_as_jsonl(d):
     bytes_file(d / "r.jsonl", bytes(range(256)) * 64)
 
 
+def make_warc_header_bomb(d):
+    "A gzipped WARC record whose one header line inflates to 300 MB."
+    _gz_bomb(d / "crawl.warc.gz", head=b"WARC/1.0\r\nWARC-Type: response\r\nX-Long: ", tail=b"\r\n\r\n")
+
+
+def make_pretty_json(d):
+    bytes_file(d / "r.json", json.dumps([{"text": "a"}, {"text": "b"}], indent=2).encode())
+
+
+def make_one_line_array(d):
+    bytes_file(d / "r.json", json.dumps([{"text": "a"}, {"text": "b"}]).encode())
+
+
 def make_fasta_no_header(d):
     _lines(d, "s.fa", b"ACGTACGT", b"GGCCTTAA")
 
@@ -585,6 +598,28 @@ CASES = [
         expect="ok",
         says=("lone_surrogate: 1",),
         check=summary_counts({"documents": 2, "replaced": {"lone_surrogate": 1}}),
+    ),
+    Case(
+        "bomb/warc-gz-300MB-header-line",
+        argv=_imp("w", "{d}/crawl.warc.gz"),
+        make=make_warc_header_bomb,
+        code=1,
+        says=("crawl.warc.gz", "is not a WARC record", "Maximum header length exceeded"),
+        max_rss_mb=BOMB_RSS,
+    ),
+    Case(
+        "json/pretty-printed-array",
+        argv=_imp("j", "{d}/r.json"),
+        make=make_pretty_json,
+        code=1,
+        says=("r.json line 1: not JSON", "write one record per line"),
+    ),
+    Case(
+        "json/one-line-array",
+        argv=_imp("j", "{d}/r.json"),
+        make=make_one_line_array,
+        code=1,
+        says=("r.json line 1: a JSON list", "write one record per line"),
     ),
     Case(
         "jsonl/5000-digit-integer",

@@ -507,18 +507,23 @@ _ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+_ONE_PER_LINE = "(this looks like one JSON document over many lines: write one record per line, e.g. jq -c '.[]')"
+
+
 def _json_line(line: str, i: int, url: str) -> dict:
     "Line `i` of a JSON Lines file as a record; an error naming the file and line when it is not a JSON object."
     try:
         rec = json.loads(line)
     except (ValueError, RecursionError) as e:  # JSONDecodeError, a too-long integer, nesting too deep
         msg = e.msg if isinstance(e, json.JSONDecodeError) else str(e) or type(e).__name__
+        spread = i == 0 and line.strip()[:1] in ("[", "{") and isinstance(e, json.JSONDecodeError)
         raise SourceReadError(
             f"{url} line {i + 1}: not JSON ({msg}); a .jsonl file holds one JSON object per line "
-            "(a binary or other file needs SourceConfig.format)"
+            + (_ONE_PER_LINE if spread else "(a binary or other file needs SourceConfig.format)")
         ) from None
     if not isinstance(rec, dict):
-        raise SourceReadError(f"{url} line {i + 1}: a JSON {type(rec).__name__}, not an object with a text field")
+        hint = f" ({_ONE_PER_LINE})" if isinstance(rec, list) and i == 0 else ""
+        raise SourceReadError(f"{url} line {i + 1}: a JSON {type(rec).__name__}, not an object with a text field{hint}")
     return rec
 
 

@@ -323,7 +323,29 @@ def open_stream(url: str) -> Iterator[Any]:
             with zstandard.ZstdDecompressor().stream_reader(frames, read_across_frames=True, closefd=False) as f:
                 yield io.BufferedReader(_ZstdEnd(f, frames))
         else:
-            yield raw
+            yield raw if _reads_lines_capped(raw) else io.BufferedReader(_Reads(raw))
+
+
+def _reads_lines_capped(f) -> bool:
+    "Whether `f.readline(n)` stops at n bytes (io's files do; fsspec's remote files read to the newline, however far)."
+    from fsspec.spec import AbstractBufferedFile
+
+    return isinstance(f, io.IOBase) and not isinstance(f, AbstractBufferedFile)
+
+
+class _Reads(io.RawIOBase):
+    "Any object with `read(n)` as a raw stream, so `io.BufferedReader` can give it a capped `readline`."
+
+    def __init__(self, f):
+        self.f = f
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        data = self.f.read(len(b))
+        b[: len(data)] = data
+        return len(data)
 
 
 def capped_lines(f, url: str, max_bytes: int) -> Iterator[bytes]:

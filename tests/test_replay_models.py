@@ -134,6 +134,18 @@ def _write_text(name: str, text: str):
     return lambda folder: (folder / name).write_text(text)
 
 
+def _marin_config(value):
+    "A config.json as marin writes it (with `marin_config`), that field replaced by `value(marin_config)`."
+
+    def then(folder: Path) -> None:
+        from marin.models.hf import dense_hf_config
+
+        full = dense_hf_config(_cfg())
+        json_file(folder / "config.json", dict(full, marin_config=value(full["marin_config"])))
+
+    return then
+
+
 def _int_weight(folder: Path) -> None:
     from marin.models.hf import safetensors_bytes
 
@@ -185,7 +197,8 @@ def _tensor_field(name: str, field: int) -> callable:
 GGUF_PATCHES = {  # name -> (patch, what the error must say)
     "truncated-data": (lambda b: b[: len(b) // 2], ("truncated",)),
     "truncated-header": (lambda b: b[:300], ("truncated",)),
-    "empty": (lambda b: b"", ("too short",)),
+    "empty": (lambda b: b"", ("not a GGUF file",)),
+    "magic-only": (lambda b: b[:4], ("too short",)),
     "bad-magic": (lambda b: b"GGML" + b[4:], ("not a GGUF file",)),
     "version-7": (lambda b: _at(b, 4, "I", 7), ("GGUF version 7",)),
     "version-1": (lambda b: _at(b, 4, "I", 1), ("GGUF version 1",)),
@@ -348,6 +361,22 @@ CASES = [
         make=_Make(config=b"\xff\xfe\x00garbage"),
         code=2,
         says=("config.json",),
+    ),  # fmt: skip
+    Case(
+        "hf-config/marin_config-n_layers-1e9",
+        argv=("import", "{d}/model"),
+        code=2,
+        seconds=IMPORT_SECONDS,
+        make=_Make(then=_marin_config(lambda m: dict(m, n_layers=10**9))),
+        says=("marin_config.n_layers=1000000000",),
+    ),  # fmt: skip
+    Case(
+        "hf-config/marin_config-a-list",
+        argv=("import", "{d}/model"),
+        code=2,
+        seconds=IMPORT_SECONDS,
+        make=_Make(then=_marin_config(lambda m: [1, 2])),
+        says=("config.json", "marin_config"),
     ),  # fmt: skip
     # the same absurd configs through serve --dry-run: refused, not a MemoryError
     _config_case(

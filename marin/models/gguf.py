@@ -106,6 +106,9 @@ def scan_gguf(path: str) -> GGUFLayout:
     import gguf
 
     size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        if f.read(4) != b"GGUF":
+            raise ValueError(f"{path}: not a GGUF file (it does not start with the GGUF magic); is it complete?")
     if size < 24:
         raise ValueError(f"{path}: {size} bytes, too short for a GGUF header (24 bytes); is it complete?")
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
@@ -135,8 +138,6 @@ def scan_gguf(path: str) -> GGUFLayout:
             pos += n
             return s
 
-        if m[:4] != b"GGUF":
-            raise ValueError(f"{path}: not a GGUF file (it does not start with the GGUF magic); is it complete?")
         pos = 4
         version = take("I", "the version")
         if version not in GGUF_VERSIONS:
@@ -208,13 +209,20 @@ def check_gguf_layout(path: str, layout: GGUFLayout, family: GGUFFamily) -> None
     """Refuse a file whose metadata its own tensors contradict (the layer count, the vocabulary, the width), naming
     the key: sizes come from what the file holds, so a claimed 10^9 blocks is refused, not allocated."""
     v, arch = layout.values, family.gguf_name
+    for name, _, kind, *_ in layout.tensors:  # a type marin cannot dequantize is the first thing to say
+        if kind not in SUPPORTED_TYPES:
+            raise ValueError(
+                f"GGUF tensor {name!r} has type {kind}; marin dequantizes {list(SUPPORTED_TYPES)}"
+                " (requantize the file with llama-quantize to one of them)"
+            )
     dims = {name: d for name, d, *_ in layout.tensors}
     blocks = {int(n.split(".")[1]) for n in dims if n.startswith("blk.") and n.split(".")[1].isdigit()}
     want = v.get(f"{arch}.block_count")
-    if want != len(blocks) or blocks != set(range(len(blocks))):  # never sized from the claim
+    if blocks and (want != len(blocks) or blocks != set(range(len(blocks)))):  # never sized from the claim
         held = f"blocks 0..{max(blocks)} ({len(blocks)})" if blocks else "no blocks"
         raise ValueError(f"{path}: {arch}.block_count={want!r}, but its tensors hold {held}; the file is damaged")
     for key, lo, hi in (
+        ("block_count", 1, 1 << 12),
         ("context_length", 1, 1 << 24),
         ("embedding_length", 1, 1 << 17),
         ("feed_forward_length", 1, 1 << 20),

@@ -9,12 +9,12 @@ from collections.abc import Mapping
 from typing import Callable
 import numpy as np
 from ..core import storage
-from ..core.config import canonical, check
+from ..core.config import ConfigError, canonical, check
 
 # %% auto #0
 __all__ = ['BLOCK_TENSORS', 'MLP_TENSORS', 'LAYER_TENSORS', 'QKV_BIAS_TENSORS', 'QK_NORM_TENSORS', 'EXPORT_DTYPES',
            'MIXTRAL_WEIGHT_NAMES', 'MIXTRAL_FUSED_NAMES', 'QWEN3_MOE_WEIGHT_NAMES', 'GEMMA3_LAYER_TENSORS',
-           'GEMMA3_FIELDS', 'GEMMA_ONLY_FIELDS', 'GEMMA3_DEFAULTS', 'HF_WHOLE_FIELDS', 'HF_REQUIRED', 'HF_FLOAT_FIELDS',
+           'GEMMA3_FIELDS', 'GEMMA_ONLY_FIELDS', 'GEMMA3_DEFAULTS', 'HF_WHOLE_FIELDS', 'HF_FLOAT_FIELDS',
            'HF_BOOL_FIELDS', 'ARCHITECTURES', 'INDEX_FILE', 'FLOAT_DTYPES', 'MAX_HEADER_BYTES', 'safetensors_bytes',
            'parse_safetensors', 'read_safetensors', 'optional_tensors', 'block_tensor', 'dense_hf_tensors',
            'dense_from_hf_tensors', 'dense_hf_shapes', 'dense_hf_config', 'dense_config_from_hf', 'mixtral_problems',
@@ -1033,7 +1033,6 @@ HF_WHOLE_FIELDS = {  # config.json field -> (smallest, largest) whole number mar
     "sliding_window_pattern": (1, 1 << 12),
     "max_window_layers": (0, 1 << 12),
 }
-HF_REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
 HF_FLOAT_FIELDS = {  # field -> (exclusive lower bound, inclusive upper bound); finite always
     "rms_norm_eps": (0.0, 1.0),
     "rope_theta": (0.0, 1e12),
@@ -1057,9 +1056,6 @@ def check_hf_config(d, where: str = "config.json") -> dict:
 
     if not isinstance(d, dict):
         raise ConfigError(f"{where}: not a JSON object (a {type(d).__name__}); is it a Hugging Face config.json?")
-    for k in HF_REQUIRED:
-        if d.get(k) is None:
-            raise ConfigError(f"{where}: lacks {k}; a Hugging Face model's config.json has it (download it again)")
     for k, (lo, hi) in HF_WHOLE_FIELDS.items():
         v = d.get(k)
         if v is None:
@@ -1216,8 +1212,31 @@ def config_from_hf(d: dict):
     if "marin_config" in d:
         from marin.models.io import model_config_from_dict
 
-        return model_config_from_dict(d["marin_config"])
-    return _architecture(d).from_config(d)
+        try:
+            cfg = model_config_from_dict(d["marin_config"])
+        except (TypeError, AttributeError, ValueError) as e:  # not a dict, or fields of the wrong kind
+            raise ConfigError(f"config.json: marin_config is not a marin model config ({e})") from None
+        for ours, theirs in (
+            ("n_layers", "num_hidden_layers"),
+            ("vocab_size", "vocab_size"),
+            ("d_model", "hidden_size"),
+        ):
+            if (
+                d.get(theirs) is not None and getattr(cfg, ours) != d[theirs]
+            ):  # the published fields are what the weights were checked against
+                raise ConfigError(
+                    f"config.json: marin_config.{ours}={getattr(cfg, ours)} disagrees with {theirs}={d[theirs]};"
+                    " the file was edited by hand: fix one, or delete marin_config"
+                )
+        return cfg
+    arch = _architecture(d)
+    try:  # null is absent (the readers' defaults apply); a field the reader cannot do without is named
+        return arch.from_config({k: v for k, v in d.items() if v is not None})
+    except KeyError as e:
+        raise ConfigError(
+            f"config.json: lacks {e.args[0]}, which {arch.name} needs; a published config.json has it (download it"
+            " again)"
+        ) from None
 
 # %% ../../nbs/25_hf_models.ipynb #005cc3a7
 INDEX_FILE = "model.safetensors.index.json"
@@ -1324,10 +1343,9 @@ def check_config_weights(d: dict, shapes: Mapping[str, list[int]], where: str, w
     """Refuse a `config.json` (`where`) whose sizes the weights (`weights`: `{HF name: shape}`) contradict: the
     number of layers, the vocabulary and width of the embedding, then every tensor's shape. Costs what the weights
     hold, never what the config claims (a 10^9-layer config is refused without listing 10^9 names)."""
-    from marin.core.config import ConfigError
-
+    cfg = config_from_hf(d)  # a config the readers refuse is refused first, by name
     layers = {int(m.group(1)) for k in shapes if (m := _LAYER.match(k))}
-    L = d["num_hidden_layers"]
+    L = cfg.n_layers
     if L != len(layers) or layers != set(range(len(layers))):  # never sized from the claim
         held = f"layers 0..{max(layers)} ({len(layers)} layers)" if layers else "no layers"
         raise ConfigError(
@@ -1336,16 +1354,16 @@ def check_config_weights(d: dict, shapes: Mapping[str, list[int]], where: str, w
         )
     embed = shapes.get("model.embed_tokens.weight")
     if embed is not None:
-        for k, v in (("vocab_size", embed[0]), ("hidden_size", embed[-1])):
-            if d[k] != v:
+        for k, ours, v in (("vocab_size", cfg.vocab_size, embed[0]), ("hidden_size", cfg.d_model, embed[-1])):
+            if ours != v:
                 raise ConfigError(
-                    f"{where}: {k}={d[k]}, but {weights} hold model.embed_tokens.weight of shape {list(embed)};"
+                    f"{where}: {k}={ours}, but {weights} hold model.embed_tokens.weight of shape {list(embed)};"
                     f" the config and weights disagree (fix {k})"
                 )
     arch = _architecture(d)
     if arch.shapes is None:
         return
-    need = arch.shapes(config_from_hf(d))
+    need = arch.shapes(cfg)
     wrong = [
         f"{k}: shape {list(shapes[k])}, config.json implies {v}"
         for k, v in need.items()
@@ -1370,6 +1388,13 @@ def read_hf_config(path: str, weights: bool = True) -> dict:
     except (ValueError, UnicodeDecodeError) as e:
         raise ValueError(f"{f}: not valid JSON ({e}); download it again") from None
     check_hf_config(d, f)
+    try:  # what the architecture's reader refuses (a missing field, an unsupported variant), named with the file
+        config_from_hf(d)
+    except (ValueError, NotImplementedError) as e:
+        msg = str(e)
+        raise ConfigError(
+            msg.replace("config.json", f, 1) if msg.startswith("config.json") else f"{f}: {msg}"
+        ) from None
     check_tokenizer_json(path)
     if weights:
         headers = hf_weight_headers(path)

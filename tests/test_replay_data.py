@@ -473,7 +473,7 @@ CASES = [
         argv=_imp("j", "{d}/r.jsonl", "--max-doc-mb", "4"),
         make=make_jsonl_doc_over,
         code=1,
-        says=("r.jsonl", "document 'r.jsonl:0'", "over 4 MB", "--max-doc-mb"),
+        says=("r.jsonl", "document 'j/r.jsonl:0'", "over 4 MB", "--max-doc-mb"),
     ),
     Case(
         "warc/declared-length-1e12",

@@ -552,11 +552,11 @@ def _json_line(line: str, i: int, url: str) -> dict:
 def _jsonl_records(url: str, cfg: SourceConfig) -> Iterator[tuple[str, Any, dict, str]]:
     with open_stream(url) as f:
         for i, line in enumerate(capped_lines(f, url, cfg.max_line_bytes)):
-            if not line.strip():
+            if line.isspace():
                 continue
             text, bad = decode_text(line)
             rec, replaced = _json_line(text, i, url), _replaced(bad)
-            if _ESCAPED_SURROGATE.search(line):  # a lone `\ud800` decodes to a str no UTF-8 (or Arrow) can hold
+            if b"\\u" in line and _ESCAPED_SURROGATE.search(line):  # a lone `\ud800`: a str no UTF-8 can hold
                 fixed = {k: _SURROGATE.sub("\ufffd", v) if isinstance(v, str) else v for k, v in rec.items()}
                 replaced = replaced or ("lone_surrogate" if fixed != rec else "")
                 rec = fixed
@@ -724,23 +724,20 @@ def unit_documents(
 ) -> Iterator[dict]:
     "The documents `{id, text, source, meta}` of one file (or Hugging Face dataset) of a source, in order."
     counts = collections.Counter() if counts is None else counts
-    if rel is None:
-        pieces = _iter_hf(cfg, url)
-    else:
-        pieces = ((f"{rel}:{k}", t, m, r) for k, t, m, r in _read_file(url, file_format(url, cfg.format), cfg))
-    cap = cfg.max_doc_bytes
+    pieces = _iter_hf(cfg, url) if rel is None else _read_file(url, file_format(url, cfg.format), cfg)
+    head, cap = f"{cfg.name}/" if rel is None else f"{cfg.name}/{rel}:", cfg.max_doc_bytes
     for k, t, m, replaced in pieces:
-        if why := _drop_reason(t):
-            counts[f"dropped/{why}"] += 1
+        if t.__class__ is not str or not t:  # (a `Dropped` is a str subclass: it lands here too)
+            counts[f"dropped/{_drop_reason(t)}"] += 1
             continue
         if len(t) * 4 > cap and (n := len(t.encode("utf-8", "surrogatepass"))) > cap:
             raise SourceReadError(
-                f"{url}: document {k!r} holds {n / MB:.1f} MB of text, over {cap / MB:g} MB, the document limit "
+                f"{url}: document {head + k!r} holds {n / MB:.1f} MB of text, over {cap / MB:g} MB, the document limit "
                 "(SourceConfig.max_doc_mb); raise it if real"
             )
         if replaced:
             counts[f"replaced/{replaced}"] += 1
-        yield {"id": f"{cfg.name}/{k}", "text": t, "source": cfg.name, "meta": m}
+        yield {"id": head + k, "text": t, "source": cfg.name, "meta": m}
 
 
 def iter_documents(cfg: SourceConfig, *, progress: bool = False) -> Iterator[dict]:

@@ -12,8 +12,8 @@ import pytest
 # device to guard, so its one-process lock file is not needed.
 os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
 
-import jax, jax.numpy as jnp, numpy as np
-from jax.sharding import NamedSharding, PartitionSpec as P, SingleDeviceSharding
+import jax, jax.numpy as jnp
+from jax.sharding import SingleDeviceSharding
 
 
 @functools.cache

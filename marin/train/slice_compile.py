@@ -15,7 +15,7 @@ from .trainer import TrainConfig, abstract_state, base_shardings, make_train_ste
 # %% auto #0
 __all__ = ['TPU_GENERATIONS', 'TpuGeneration', 'SliceTarget', 'parse_target', 'tpu_compiler_available', 'slice_devices',
            'traced_for', 'abstract_batch', 'counted_flops', 'SliceCompile', 'compile_for_slice', 'ChipEstimate',
-           'estimate_per_chip']
+           'estimate_per_chip', 'fit_options']
 
 # %% ../../nbs/35_slice_compile.ipynb #8eb6dcbb
 @dataclasses.dataclass(frozen=True)
@@ -319,6 +319,7 @@ class ChipEstimate:
     state: float  # float32 parameters + optimizer moments (arguments, written in place)
     batch: float  # the step's batch arrays (arguments)
     grads: float  # float32 gradients (temporaries)
+    compute_copy: float  # the parameters cast to the compute dtype, in their shards (temporaries; none in float32)
     residuals: float  # what remat keeps across the layers (temporaries)
     loss_phase: float  # logits, their gradient, the gathered output projection (temporaries)
     layer_phase: float  # one layer's backward: attention scores, MLP activations, gathered weights (temporaries)
@@ -326,7 +327,7 @@ class ChipEstimate:
 
     @property
     def temporaries(self) -> float:
-        return self.grads + self.residuals + max(self.loss_phase, self.layer_phase)
+        return self.grads + self.compute_copy + self.residuals + max(self.loss_phase, self.layer_phase)
 
     @property
     def total(self) -> float:
@@ -343,6 +344,7 @@ class ChipEstimate:
             ("state", self.state),
             ("batch", self.batch),
             ("grads", self.grads),
+            ("compute copy", self.compute_copy),
             ("residuals", self.residuals),
             ("loss phase", self.loss_phase),
             ("layer phase", self.layer_phase),
@@ -390,7 +392,9 @@ def _residual_bytes_per_token(cfg: TrainConfig, tensor: int, c: int) -> float:
     "Bytes per token and layer that remat keeps from the forward pass for the backward pass."
     m = cfg.model
     if cfg.remat == "block":
-        return m.d_model * c  # the layer's input
+        return (
+            2 * m.d_model * c
+        )  # the layer's input: the stack the forward scan writes, and the copy the backward reads
     D, q, k, F = m.d_model, m.q_dim / tensor, m.kv_dim / tensor, _mlp_width(m) / tensor
     if cfg.remat == "dots" or cfg.remat.startswith(("dots", "checkpoint_dots")):
         return (q + 2 * k + 2 * F + D) * c  # the products' outputs
@@ -421,15 +425,54 @@ def estimate_per_chip(cfg: TrainConfig, target: str | SliceTarget | int, *, slic
     state = params * (1 + moments / 4000)  # each moment shaped and sharded like its parameter
     V, H, F = m.vocab_size / tp, m.n_heads / tp, _mlp_width(m) / tp
     loss = tok * V * (4 + c) + (head * (4 + c) if gathered else 0.0)
-    attention = b * H * s * S * (4 + 4 + c)
+    attention = b * H * s * S * (4 + 4 + 2 * c)
     mlp = tok * (3 * F + 2 * m.d_model) * c
     layer_phase = attention + mlp + (layer * (4 + c) if gathered else 0.0)
     return ChipEstimate(
         state=state,
         batch=12 * A * b * s,  # tokens and segment ids (int32), the loss mask (float32)
         grads=params * (2 if A > 1 else 1),
+        compute_copy=params * c / 4 if c < 4 else 0.0,
         residuals=m.n_layers * tok * _residual_bytes_per_token(cfg, tp, c),
         loss_phase=loss,
         layer_phase=layer_phase,
         hbm=0.0 if isinstance(t, int) else t.hbm_bytes,
     )
+
+# %% ../../nbs/35_slice_compile.ipynb #22ab7e28
+def fit_options(cfg: TrainConfig, target: str | SliceTarget, *, slices: int = 1, limit: int = 4) -> list:
+    """Up to `limit` `(change, config, target, estimate)` that the estimate says fit: changes on the same slice (by
+    estimated bytes), then the smallest bigger slices. Changes whose batch no longer splits are left out."""
+    t = parse_target(target, slices) if isinstance(target, str) else target
+    B, S, A = _batch_shape(cfg)
+    same = []
+    if cfg.remat != "block":
+        same.append(("remat='block'", cfg.replace(remat="block")))
+    for k in (2, 4, 8):
+        if B % (A * k) == 0:
+            same.append((f"grad_accum={A * k}", cfg.replace(grad_accum=A * k)))
+    fsdp = cfg.mesh.replace(data=1, fsdp=-1, tensor=1, expert=1)
+    if fsdp != cfg.mesh and cfg.model.moe is None:
+        same.append(("mesh data=1 fsdp=-1 (every device on FSDP)", cfg.replace(mesh=fsdp)))
+    for tp in (2, 4, 8):
+        if cfg.model.n_heads % tp == 0 and cfg.model.n_kv_heads % tp == 0 and t.devices % tp == 0:
+            same.append((f"mesh data=1 fsdp=-1 tensor={tp}", cfg.replace(mesh=fsdp.replace(tensor=tp))))
+    out = []
+    for what, c in same:
+        try:
+            e = estimate_per_chip(c, t)
+        except ValueError:  # its batch does not split over the mesh (ShardingError) or the mesh does not divide
+            continue
+        if e.fits:
+            out.append((what, c, t, e))
+    out.sort(key=lambda o: o[3].total)
+    for chips in sorted(k for k in _TORUS[t.generation.dims] if k > t.chips):
+        bigger = SliceTarget(t.generation, f"{t.generation.name}:{_TORUS[t.generation.dims][chips]}", chips, t.slices)
+        try:
+            e = estimate_per_chip(cfg, bigger)
+        except ValueError:
+            continue
+        if e.fits:
+            out.append((f"a bigger slice: {bigger.name}", cfg, bigger, e))
+            break
+    return out[:limit]

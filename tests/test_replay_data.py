@@ -104,6 +104,10 @@ def make_txt_file_bomb(d):
     _gz_bomb(d / "bomb.txt.gz", unit=b"many short lines\n")
 
 
+def make_paragraphs_bomb(d):
+    _gz_bomb(d / "bomb.txt.gz", unit=b"a short paragraph\n\n")
+
+
 def make_html_bomb(d):
     _gz_bomb(d / "page.html.gz", head=b"<html><body><p>", unit=b"<b>x</b>")
 
@@ -434,6 +438,14 @@ CASES = [
         make=make_txt_file_bomb,
         code=1,
         says=("bomb.txt.gz line", "a paragraph longer than 8 MB", "--max-doc-mb"),
+        max_rss_mb=BOMB_RSS,
+    ),
+    Case(
+        "bomb/paragraph-groups-max-chars-1e30",
+        argv=_imp("b", "{d}/bomb.txt.gz", "--split", "paragraphs", "--max-chars", str(10**30), "--max-doc-mb", "8"),
+        make=make_paragraphs_bomb,
+        code=1,
+        says=("bomb.txt.gz", "a paragraph group longer than 8 MB", "--max-chars", "--max-doc-mb"),
         max_rss_mb=BOMB_RSS,
     ),
     Case(

@@ -400,19 +400,28 @@ def _open_text(url: str, max_bytes: int = 256 * MB) -> str:
     return read_whole(url, max_bytes)[0]
 
 
-def _group_paragraphs(paras: Iterable[tuple[str, bool]], max_chars: int) -> Iterator[tuple[str, bool]]:
-    "Paragraphs greedily grouped into pieces of at most `max_chars` (0: one each), with whether any had bytes replaced."
-    cur, bad = "", False
+def _group_paragraphs(
+    paras: Iterable[tuple[str, bool]], max_chars: int, max_bytes: int = 0, url: str = ""
+) -> Iterator[tuple[str, bool]]:
+    """Paragraphs greedily grouped into pieces of at most `max_chars` (0: one each), with whether any had bytes replaced;
+    a group growing past `max_bytes` characters (0: no limit) is an error, so a huge `max_chars` cannot hold a file."""
+    cur, size, bad = [], 0, False  # the group's paragraphs and its length joined by blank lines (a list: no n^2 copies)
     for p, b in paras:
         if not max_chars:
             yield p, b
-        elif cur and len(cur) + 2 + len(p) > max_chars:
-            yield cur, bad
-            cur, bad = p, b
+        elif cur and size + 2 + len(p) > max_chars:
+            yield "\n\n".join(cur), bad
+            cur, size, bad = [p], len(p), b
         else:
-            cur, bad = (f"{cur}\n\n{p}" if cur else p), bad or b
+            cur.append(p)
+            size, bad = size + len(p) + (2 if len(cur) > 1 else 0), bad or b
+            if max_bytes and size > max_bytes:
+                raise SourceReadError(
+                    f"{url}: a paragraph group longer than {max_bytes / MB:g} MB, the document limit "
+                    "(SourceConfig.max_doc_mb); lower SourceConfig.max_chars, or raise the limit"
+                )
     if cur:
-        yield cur, bad
+        yield "\n\n".join(cur), bad
 
 
 def split_paragraphs(text: str, max_chars: int = 0) -> list[str]:
@@ -521,7 +530,7 @@ def _text_pieces(url: str, cfg: SourceConfig) -> Iterator[tuple[str, str, dict, 
                     yield str(i), line, {"format": "text"}, _replaced(bad)
         else:
             paras = stream_paragraphs(lines, url, cfg.max_doc_bytes)
-            for i, (p, bad) in enumerate(_group_paragraphs(paras, cfg.max_chars)):
+            for i, (p, bad) in enumerate(_group_paragraphs(paras, cfg.max_chars, cfg.max_doc_bytes, url)):
                 yield str(i), p, {"format": "text"}, _replaced(bad)
 
 

@@ -217,8 +217,9 @@ def test_64_concurrent_requests_all_complete_correctly(server):
 
 
 def _metrics(server) -> dict:
-    "`GET /metrics` (no API key needed) parsed: sample name with labels -> value."
-    with urllib.request.urlopen(server["base"] + "/metrics", timeout=60) as r:
+    "`GET /metrics` (with the API key, as every route but /health) parsed: sample name with labels -> value."
+    req = urllib.request.Request(server["base"] + "/metrics", headers={"Authorization": f"Bearer {KEY}"})
+    with urllib.request.urlopen(req, timeout=60) as r:
         assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain")
         lines = r.read().decode().splitlines()
     return {k: float(v) for k, v in (l.rsplit(" ", 1) for l in lines if l and not l.startswith("#"))}

@@ -48,4 +48,5 @@ def test_smollm2_gguf_imports_with_the_smollm_pre_tokenizer_and_its_chat_templat
     tc = json.loads((out / "tokenizer_config.json").read_text())
     assert "<|im_start|>" in tc["chat_template"] and tc["eos_token"] == "<|im_end|>"
     config = json.loads((out / "config.json").read_text())
-    assert (config["architectures"], config["num_hidden_layers"], config["vocab_size"]) == (["LlamaForCausalLM"], 30, 49152)
+    shape = (config["architectures"], config["num_hidden_layers"], config["vocab_size"])
+    assert shape == (["LlamaForCausalLM"], 30, 49152), shape

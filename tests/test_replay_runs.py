@@ -347,6 +347,22 @@ CASES = [
         code=2,
         says=("read-only",),
     ),
+    # `marin sample`'s flags are checked before a model loads (NaN and -1 used to mean greedy, a huge seed a traceback)
+    *(
+        Case(
+            f"sample/{flag[2:]}-{value}", argv=("sample", "nowhere", flag, value), code=2, says=(flag, "Invalid value")
+        )
+        for flag, value in [
+            ("--temperature", "nan"),
+            ("--temperature", "-1"),
+            ("--temperature", "inf"),
+            ("--seed", "100000000000000000000"),
+            ("--seed", "-1"),
+            ("--top-k", "-1"),
+            ("--max-tokens", "0"),
+            ("--max-tokens", "1000000000000"),
+        ]
+    ),
 ]
 
 

@@ -19,7 +19,7 @@ from .trainer import TrainConfig, CharDataConfig, SyntheticDataConfig, data_prob
 
 # %% auto #0
 __all__ = ['PRESETS', 'app', 'MAX_TRAIN_STEPS', 'config_from_dict', 'load_train_config', 'MemoryEstimate', 'estimate_memory',
-           'DryRunReport', 'dry_run', 'train_cmd', 'sample_cmd']
+           'DryRunReport', 'dry_run', 'train_cmd', 'check_sampling_flags', 'sample_cmd']
 
 # %% ../../nbs/34_train_cli.ipynb #b8aebd4a
 def _nano() -> TrainConfig:
@@ -459,6 +459,18 @@ def _prompt_ids(prompt: str, vocab: list[str] | None) -> list[int]:
     return [table[c] for c in prompt]
 
 
+def check_sampling_flags(*, temperature: float, top_k: int, max_tokens: int, seed: int) -> None:
+    "Refuse sampling flags no sampler can honour, before a model loads (NaN compares false: it used to mean greedy)."
+    if not (math.isfinite(temperature) and temperature >= 0):
+        raise typer.BadParameter(f"{temperature}: a finite number >= 0 (0 = greedy)", param_hint="'--temperature'")
+    if top_k < 0:
+        raise typer.BadParameter(f"{top_k}: 0 (all tokens) or more", param_hint="'--top-k'")
+    if not 1 <= max_tokens <= 1_000_000:
+        raise typer.BadParameter(f"{max_tokens}: 1 to 1,000,000 tokens", param_hint="'--max-tokens'")
+    if not 0 <= seed < 2**32:
+        raise typer.BadParameter(f"{seed}: 0 to 2**32 - 1 (a PRNG seed)", param_hint="'--seed'")
+
+
 @app.command("sample")
 def sample_cmd(
     run: str = typer.Argument(..., help="a training output, a Hugging Face folder, a .gguf file or a hub id"),
@@ -470,6 +482,7 @@ def sample_cmd(
     step: int = typer.Option(-1, help="checkpoint step (-1 = newest)"),
 ):
     "Sample from a checkpoint."
+    check_sampling_flags(temperature=temperature, top_k=top_k, max_tokens=max_tokens, seed=seed)
     import jax
     from marin.models.transformer import generate
     from marin.models.io import load_model

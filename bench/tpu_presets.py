@@ -66,7 +66,7 @@ def load_cache(path: str) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    from marin.train.slice_compile import estimate_per_chip
+    from marin.train.slice_compile import counted_flops, estimate_per_chip, traced_for
 
     gib = lambda x: f"{x / 2**30:.2f}"
     out = [
@@ -81,7 +81,9 @@ def table(rows: list[dict]) -> str:
         comp = r["total_bytes"] if r["fits"] else r["temp_bytes"]
         mesh = " ".join(f"{k}={v}" for k, v in r["mesh"].items() if v > 1)
         ctext = f"{gib(comp)} ({gib(r['temp_bytes'])})" if r["fits"] else f">= {gib(comp)} (OOM: temporaries alone)"
-        flops = f"{r['flops'] / r['counted_flops']:.3f}" if r["fits"] else "-"
+        with traced_for("tpu"):  # the counter as the TPU program's loops count (rows cached before it was so)
+            counted = counted_flops(cfg, r["devices"])
+        flops = f"{r['flops'] / counted:.3f}" if r["fits"] else "-"
         out.append(
             f"| {r['config']} | {t.name} ({t.topology}) | {r['devices']} ({r['hosts']}) | {mesh} | {gib(old)} "
             f"| {gib(new)} | {ctext} | {old / comp:.2f} | {new / comp:.2f} | {flops} | {r['compile_s']:.0f} |"

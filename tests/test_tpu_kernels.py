@@ -119,7 +119,14 @@ def test_moe_train_step_with_pallas_compiles_for_a_multihost_slice_with_expert_p
     assert 0 < mem.argument_size_in_bytes < 16 << 20
 
 
-def test_moe_train_step_with_pallas_compiles_on_a_data_parallel_mesh():
-    "No expert axis to speak of (size 1): the compiled kernels still run per device (shard_map), not partitioned."
-    _, compiled = _tiny_moe_step("v5e:2x2", "pallas", expert=1)
+def test_moe_train_step_with_pallas_compiles_with_data_and_expert_axes():
+    "v5e 2x2 as data 2 x expert 2: the batch over both axes, each device's tokens through the kernels."
+    mesh, compiled = _tiny_moe_step("v5e:2x2", "pallas", expert=2, data=2)
+    assert mesh.shape["data"] == mesh.shape["expert"] == 2
     assert compiled.as_text().count('custom_call_target="tpu_custom_call"') >= 10
+
+
+def test_pallas_without_an_expert_axis_is_refused_before_compiling():
+    "XLA cannot partition a Mosaic kernel; on a data-only mesh the layer names the fix instead of XLA's error."
+    with pytest.raises(ValueError, match=r"mesh.expert > 1.*kernel='xla'"):
+        _tiny_moe_step("v5e:2x2", "pallas", expert=1)

@@ -21,8 +21,9 @@ __all__ = ['ROUTERS', 'BALANCERS', 'DISPATCH_MODES', 'KERNELS', 'PALLAS_BACKENDS
            'COUNTING_SORT_MAX', 'GROUPED_MATMUL_AUTO', 'MoEConfig', 'MoEMLP', 'Routing', 'route', 'node_limited',
            'router_z_loss', 'expert_load', 'switch_aux_loss', 'aux_free_bias', 'quantile_bias', 'DispatchPlan',
            'sort_by_expert', 'dispatch_impl', 'default_block_rows', 'grouped_matmul_impl', 'grouped_swiglu', 'capacity',
-           'expert_outputs', 'next_router_bias', 'routing_stats', 'moe_mlp', 'moe_mlp_reference', 'load_cv',
-           'max_violation', 'moe_loss_and_metrics', 'dead_experts', 'expert_load_history', 'plot_expert_load']
+           'expert_outputs', 'next_router_bias', 'routing_stats', 'moe_mlp', 'compiled_kernels_need_shard_map',
+           'moe_mlp_reference', 'load_cv', 'max_violation', 'moe_loss_and_metrics', 'dead_experts',
+           'expert_load_history', 'plot_expert_load']
 
 # %% ../../nbs/21_moe.ipynb #6363cb2d
 ROUTERS = ("softmax", "sigmoid")
@@ -581,8 +582,12 @@ def moe_mlp(
     "The MoE MLP of one layer on one device's tokens (`cfg` a `LlamaConfig` with `moe` set; `p` one layer's weights)."
     m: MoEConfig = cfg.moe
     mesh = sharding.mesh
-    if m.kernel == "pallas" and m.pallas_backend != "interpret" and mesh is not None and mesh.size > 1:
-        return _per_device_moe(cfg, p, h, sharding)  # compiled kernels cannot be partitioned: one device's tokens each
+    if compiled_kernels_need_shard_map(m, mesh):  # before XLA's "Mosaic kernels cannot be automatically partitioned"
+        raise ValueError(
+            f"moe.kernel='pallas' with pallas_backend={m.pallas_backend!r} on a mesh of {mesh.size} devices runs "
+            f"per device, under expert parallelism's shard_map: set mesh.expert > 1 (MeshConfig.expert, dividing "
+            f"n_experts={m.n_experts}), or use kernel='xla' (XLA partitions its gathers)"
+        )
     B, S, D = h.shape
     x = h.reshape(B * S, D)
     r = route(m, p.router, p.router_bias, x)
@@ -597,17 +602,9 @@ def moe_mlp(
     return y, {**routing_stats(m, r, p.router_bias, overflow), "expert_ids": r.expert_ids}  # ids: unused ones are DCE'd
 
 
-def _per_device_moe(cfg, p: MoEMLP, h, sharding: ActivationSharding):
-    "The layer under a `shard_map`, each device routing its own tokens: the expert-parallel layer, expert axis of 1."
-    from .moe_parallel import moe_mlp_expert_parallel  # (it imports this module)
-
-    if "expert" not in sharding.mesh.axis_names:
-        raise ValueError(
-            f"moe.kernel='pallas' (pallas_backend={cfg.moe.pallas_backend!r}) on a mesh of {sharding.mesh.size} "
-            f"devices runs per device under shard_map and needs an 'expert' mesh axis (size 1 is fine); the mesh "
-            f"has {sharding.mesh.axis_names}: build it with marin.train.sharding.make_mesh, or use kernel='xla'"
-        )
-    return moe_mlp_expert_parallel(cfg, p, h, sharding.mesh, "expert", sharding.devices_per_node)
+def compiled_kernels_need_shard_map(m: MoEConfig, mesh) -> bool:
+    "Compiled Pallas kernels (`tpu`, `gpu`) on a mesh of several devices: XLA cannot partition them."
+    return m.kernel == "pallas" and m.pallas_backend != "interpret" and mesh is not None and mesh.size > 1
 
 
 MoEMLP.__call__ = lambda self, cfg, h, sharding=NO_SHARDING: moe_mlp(cfg, self, h, sharding)

@@ -15,6 +15,10 @@ BIN := $(VENV)/bin
 export WANDB_MODE ?= offline
 export HF_HUB_OFFLINE ?= 1
 export JAX_PLATFORMS ?= cpu
+# libtpu (the test environment's TPU compiler) lets one process hold it at a time through /tmp/libtpu_lockfile, a
+# guard against two programs sharing one TPU; a CPU-only machine compiling for TPU (pytest's workers, the notebooks'
+# tests) has no TPU to share.
+export ALLOW_MULTIPLE_LIBTPU_LOAD ?= 1
 # XLA's persistent compilation cache, shared by every process of a test run (pytest workers, subprocesses, Ray
 # workers, the notebooks' tests): the tiny test models compile the same programs many times over, and compiling is
 # most of the suite's time. Under the checkout (ignored by git), so a clean clone starts cold and reruns start warm.

@@ -8,6 +8,7 @@ os.environ["WANDB_MODE"] = "offline"
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("WANDB_SILENT", "true")
+os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")  # compiling for TPU on a CPU: no TPU to guard (Makefile)
 
 # The tests' models are tiny, so XLA's compile time, not run time, dominates the suite: compile without LLVM's
 # optimisation passes (same HLO, same fusions; the generated loops are not vectorised, so float32 sums can differ in

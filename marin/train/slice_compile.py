@@ -15,7 +15,7 @@ from .trainer import TrainConfig, abstract_state, base_shardings, make_train_ste
 # %% auto #0
 __all__ = ['TPU_GENERATIONS', 'TpuGeneration', 'SliceTarget', 'parse_target', 'tpu_compiler_available', 'slice_devices',
            'traced_for', 'abstract_batch', 'counted_flops', 'SliceCompile', 'compile_for_slice', 'ChipEstimate',
-           'estimate_per_chip', 'fit_options']
+           'estimate_per_chip', 'fit_options', 'slice_dry_run']
 
 # %% ../../nbs/35_slice_compile.ipynb #8eb6dcbb
 @dataclasses.dataclass(frozen=True)
@@ -479,3 +479,29 @@ def fit_options(cfg: TrainConfig, target: str | SliceTarget, *, slices: int = 1,
             out.append((f"a bigger slice: {bigger.name}", cfg, bigger, e))
             break
     return out[:limit]
+
+# %% ../../nbs/35_slice_compile.ipynb #04369277
+def slice_dry_run(cfg: TrainConfig, target: str, *, slices: int = 1, compile: bool = True, recheck: int = 2):
+    "(report, fits) for `cfg` on `target`: estimate, compiler (where it loads), changes that would fit when it does not."
+    t = parse_target(target, slices)
+    est = estimate_per_chip(cfg, t)
+    lines = [f"estimate per device on {t.name} ({t.topology}, {t.devices} devices, {t.hosts} hosts):", est.table()]
+    ok, why = tpu_compiler_available() if compile else (False, "not asked for")
+    fits = est.fits
+    if ok:
+        r = compile_for_slice(cfg, t)
+        lines.append(r.table())
+        fits = r.fits
+    else:
+        lines.append(f"compiler: not run ({why}); the estimate alone decides")
+    if not fits:
+        lines.append(
+            f"it does NOT fit {t.name}; changes that would (by the estimate" + (", then the compiler):" if ok else "):")
+        )
+        for i, (what, c, tt, e) in enumerate(fit_options(cfg, t)):
+            line = f"  {what}: estimate {e.total / 2**30:.2f} GiB"
+            if ok and i < recheck:
+                rc = compile_for_slice(c, tt)
+                line += f", compiler {rc.total_bytes / 2**30:.2f} GiB: " + ("fits" if rc.fits else "does NOT fit")
+            lines.append(line)
+    return "\n".join(lines), fits

@@ -363,6 +363,11 @@ CASES = [
             ("--max-tokens", "1000000000000"),
         ]
     ),
+    # `marin train --dry-run --target`: a slice the lab does not know, or a target without --dry-run, before anything
+    Case("train/target-unknown", argv=(*NANO, "--dry-run", "--target", "v9x-4"), code=2, says=("--target", "v5e-8")),
+    Case("train/target-garbage", argv=(*NANO, "--dry-run", "--target", "v5e-1e9"), code=2, says=("--target",)),
+    Case("train/target-without-dry-run", argv=(*NANO, "--target", "v5e-4"), code=2, says=("--target", "--dry-run")),
+    Case("train/slices-0", argv=(*NANO, "--dry-run", "--target", "v5e-4", "--slices", "0"), code=2, says=("--slices",)),
 ]
 
 

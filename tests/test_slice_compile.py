@@ -83,3 +83,15 @@ def test_multi_host_and_two_slices_over_dcn():
     two = compile_for_slice(tiny(mesh=MeshConfig(data=2, fsdp=-1)), parse_target("v5e:2x2", slices=2))
     assert two.fits and two.hosts == 2 and two.mesh["data"] == 2 and two.mesh["fsdp"] == 4
     assert two.target.name == "2x v5e-4"
+
+
+def test_marin_train_dry_run_target_compiles_for_the_slice(capsys, monkeypatch, tmp_path):
+    "`marin train --dry-run --target`: the estimate and the TPU compiler's own table, exit 0 when it fits."
+    from typer.testing import CliRunner
+    from marin.train.cli import app
+
+    monkeypatch.setenv("MARIN_PREFIX", str(tmp_path / "store"))
+    r = CliRunner().invoke(app, ["train", "--config", "nano", "--dry-run", "--target", "v5e-4"])
+    assert r.exit_code == 0, r.output
+    assert "estimate per device on v5e-4" in r.output and "slice: v5e-4 (v5e:2x2, 4 devices" in r.output
+    assert "(compiler) vs" in r.output and "compile" in r.output and "fits" in r.output

@@ -418,6 +418,10 @@ def train_cmd(
     config: str = typer.Option(..., "--config", "-c", help="preset (nano, 150m, 1b, 8b), file.py or file.yaml"),
     devices: int = typer.Option(0, help="devices to use (0 = all present)"),
     dry_run_only: bool = typer.Option(False, "--dry-run", help="check and estimate memory, compile nothing"),
+    target: str = typer.Option(
+        "", "--target", help="with --dry-run: compile for this TPU slice (v5e-8, v5p-128, v5e:2x4); no TPU needed"
+    ),
+    slices: int = typer.Option(1, "--slices", min=1, max=64, help="with --target: this many slices over DCN"),
     steps: int = typer.Option(0, help="override num_train_steps"),
     name: str = typer.Option("", help="step name (default train/<preset or file stem>)"),
     prefix: str = typer.Option("", help="storage prefix (default: settings)"),
@@ -427,9 +431,17 @@ def train_cmd(
     ),
 ):
     "Train a model (or with --dry-run: validate and estimate memory without compiling)."
+    if target and not dry_run_only:
+        raise typer.BadParameter("compiles for a slice without running: add --dry-run", param_hint="'--target'")
     cfg = _cli_config(config, steps, devices)
     if init_from:
         cfg = _continued_from(cfg, init_from, prefix)
+    if target:  # the TPU compiler's own bytes and FLOPs for the exact step, on a slice this machine does not have
+        from marin.train.slice_compile import slice_dry_run
+
+        text, fits = slice_dry_run(cfg, target, slices=slices)
+        typer.echo(text)
+        raise typer.Exit(0 if fits else 2)
     from marin.core.executor import Executor
     from marin.train.trainer import train_step
 

@@ -54,6 +54,10 @@ FILE_SECONDS = {
     "test_train_resume.py": 60,
     "test_moe_layer.py": 60,
     "test_serve_hostile.py": 55,
+    "test_slice_compile.py": 90,
+    "test_replay_runs.py": 70,
+    "test_models_smollm2.py": 55,
+    "test_tpu_kernels.py": 45,
 }
 
 

@@ -1,7 +1,7 @@
 """`marin cluster up` starts a real loopback Ray cluster with its own token; `marin cluster status` reads it; `marin run
 --cluster ray` runs an experiment's steps on it; Ctrl-C stops it."""
 
-import json, os, signal, socket, subprocess, sys, time
+import json, os, signal, socket, subprocess, sys, threading, time
 from pathlib import Path
 import pytest
 
@@ -63,6 +63,10 @@ def test_cluster_up_status_and_stop(tmp_path):
                 k, v = line[7:].strip().split("=", 1)
                 exports[k] = v
         assert set(exports) == {"RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"}, exports
+        # what `up` prints from here on (its nodes' forwarded logs) is drained, as a terminal would: a full pipe would
+        # block its writes, and with them its SIGINT handler
+        up_output: list[str] = []
+        threading.Thread(target=lambda: up_output.extend(up.stdout), daemon=True).start()
         token = Path(exports["RAY_AUTH_TOKEN_PATH"])
         assert token.is_file() and oct(token.stat().st_mode & 0o777) == "0o600"
         assert token.read_text() not in json.dumps(exports)  # the token's place is printed, never the token

@@ -5,12 +5,14 @@
 # %% ../../nbs/44_scaling_cli.ipynb #453ffc61
 from __future__ import annotations
 import dataclasses, importlib, math, os
+from typing import Any
 import typer
 from ..core.devices import DEVICE_MEMORY_GB, device_spec  # noqa: F401 (re-exported for the CLI)
 from .recipe import ComputeOptimalRecipe, TinyCpuRecipe, MoERecipe, ScalingPlan
 
 # %% auto #0
-__all__ = ['RECIPES', 'TINY_BELOW', 'app', 'load_recipe', 'accelerator_train_config', 'memory_plan', 'format_memory', 'scale_cmd']
+__all__ = ['RECIPES', 'TINY_BELOW', 'TPU_MAX_DAYS', 'TPU_MARGIN', 'app', 'load_recipe', 'accelerator_train_config', 'memory_plan',
+           'format_memory', 'SliceChoice', 'slice_config', 'tpu_slices', 'recommend_slice', 'scale_cmd']
 
 # %% ../../nbs/44_scaling_cli.ipynb #31e16df7
 RECIPES = {"compute-optimal": ComputeOptimalRecipe, "tiny-cpu": TinyCpuRecipe, "moe": MoERecipe}
@@ -84,6 +86,76 @@ def format_memory(m: dict) -> str:
         lines.append(f"wall-clock at 40% MFU: {m['hours_at_40pct_mfu']:.3g} hours")
     return "\n".join(lines)
 
+# %% ../../nbs/44_scaling_cli.ipynb #4161e65a
+TPU_MAX_DAYS = 30.0  # a recommended slice trains the plan within this many days at 40% MFU
+TPU_MARGIN = 0.9  # ... with its estimate under this share of a chip's HBM
+
+
+@dataclasses.dataclass(frozen=True)
+class SliceChoice:
+    "A TPU slice for a plan: the TrainConfig it would train there (grad_accum set for it), its estimate and time."
+
+    target: Any  # SliceTarget
+    config: Any  # TrainConfig
+    estimate: Any  # ChipEstimate
+    days: float  # at 40% MFU
+    batch_split: bool  # the microbatch divides over every device (else the sequences are split over them too)
+
+    def describe(self) -> str:
+        t, c, A = self.target, self.config, self.config.grad_accum
+        how = "divided over the devices" if self.batch_split else "sequences split over the devices"
+        return (
+            f"{t.name} ({t.topology}, {t.chips} chips, {t.hosts} hosts): grad_accum {A} ({c.data.batch_size // A} "
+            f"sequences a microbatch, {how}), estimate {self.estimate.total / 2**30:.1f} of "
+            f"{t.hbm_bytes / 2**30:.1f} GiB a chip, {self.days:.3g} days at 40% MFU"
+        )
+
+
+def _days(plan: ScalingPlan, target) -> float:
+    return plan.flops / (0.4 * device_spec(f"TPU {target.generation.name}")[2] * target.chips) / 86400
+
+
+def slice_config(plan: ScalingPlan, target, *, margin: float = TPU_MARGIN, split: bool | None = None):
+    """The plan on `target` with the fewest microbatches whose estimate is under `margin` of a chip's HBM, those that
+    divide over the devices first (`split`: only those, True, or only the others, False); None when none fits."""
+    from marin.train.slice_compile import estimate_per_chip
+
+    B, base = plan.batch_size, accelerator_train_config(plan, target.devices, "tpu")
+    accums = [a for a in range(1, B + 1) if B % a == 0]
+    for whole in (True, False) if split is None else (split,):
+        for A in (a for a in accums if ((B // a) % target.devices == 0) == whole):
+            try:
+                e = estimate_per_chip(base.replace(grad_accum=A), target)
+            except ValueError:  # the batch does not split over this mesh at all
+                continue
+            if e.total <= margin * target.hbm_bytes:
+                return SliceChoice(target, base.replace(grad_accum=A), e, _days(plan, target), whole)
+    return None
+
+# %% ../../nbs/44_scaling_cli.ipynb #54995f87
+def tpu_slices(generation: str) -> list:
+    "Every single slice of a TPU generation the topology API knows, fewest chips first."
+    from marin.train.slice_compile import TPU_GENERATIONS, parse_target
+
+    gen, out = TPU_GENERATIONS[generation], []
+    for k in range(2, 13):  # 4 .. 4096 chips
+        try:
+            out.append(parse_target(f"{gen.name}-{2**k * gen.cores_per_chip}"))
+        except ValueError:  # no such slice in this generation
+            continue
+    return out
+
+
+def recommend_slice(plan: ScalingPlan, generation: str = "v5p", *, max_days: float = TPU_MAX_DAYS):
+    """The slice of `generation` with the fewest chips that trains `plan` within `max_days` at 40% MFU and fits by the
+    estimate: with the microbatch divided over the devices if any slice allows it, else with sequences split."""
+    fast = [t for t in tpu_slices(generation) if _days(plan, t) <= max_days]
+    for split in (True, False):
+        for t in fast:
+            if choice := slice_config(plan, t, split=split):
+                return choice
+    return None
+
 # %% ../../nbs/44_scaling_cli.ipynb #ddfc2326
 def _plan_for(flops: float, recipe: str, tokens_per_param: float, vocab_size: int, run: bool, data: str):
     "(plan, vocabulary size) for the options; a ValueError names the option to fix."
@@ -141,6 +213,46 @@ app = typer.Typer(help="Compute budgets to configurations.", no_args_is_help=Tru
 def _scaling():
     "Compute budgets to configurations (`marin scale`)."
 
+# %% ../../nbs/44_scaling_cli.ipynb #dc897653
+def _check_target(target: str, slices: int, run: bool, max_days: float):
+    "The `--target` slice (None without one); a ValueError names the option to fix, before any work."
+    from marin.train.slice_compile import parse_target
+
+    if not max_days > 0:
+        raise ValueError(f"--max-days {max_days}: must be > 0")
+    if not target:
+        return None
+    if run:
+        raise ValueError("--target compiles for a slice without running: use it with --dry-run")
+    return parse_target(target, slices)
+
+
+def _tpu_generation(kind: str) -> str:
+    "The TPU generation a device kind names (`TPU v5e`, `TPU v5 lite`), else v5p."
+    k = kind.lower().replace("tpu", "").replace(" lite", "e").strip()
+    return k if k in ("v4", "v5e", "v5p", "v6e") else "v5p"
+
+# %% ../../nbs/44_scaling_cli.ipynb #af75b529
+def _slice_dry_run(plan: ScalingPlan, t, max_days: float, prefix: str, refresh: bool) -> int:
+    "`--target`: the recommended slice, then the plan's step on `t` compiled (through the cache); the exit code."
+    from marin.train.slice_cache import cached_slice_dry_run
+
+    rec = recommend_slice(plan, t.generation.name, max_days=max_days)
+    typer.echo(
+        f"recommended slice: {rec.describe()}"
+        if rec
+        else f"recommended slice: none of {t.generation.name}'s fits within {max_days:g} days at 40% MFU"
+    )
+    choice = slice_config(plan, t)
+    cfg = choice.config if choice else accelerator_train_config(plan, t.devices, "tpu")
+    typer.echo(
+        f"on {t.name}: grad_accum {cfg.grad_accum}"
+        + (" (the fewest microbatches whose estimate fits)" if choice else " (no grad_accum fits by the estimate)")
+    )
+    text, fits = cached_slice_dry_run(cfg, t.topology, slices=t.slices, prefix=prefix or None, refresh=refresh)
+    typer.echo(text)
+    return 0 if fits else 2
+
 # %% ../../nbs/44_scaling_cli.ipynb #6ff7a58e
 @app.command("scale")
 def scale_cmd(
@@ -167,17 +279,30 @@ def scale_cmd(
     data: str = typer.Option("local", "--data", help="--run data: local (the three-source mixture) or synthetic"),
     prefix: str = typer.Option("", "--prefix", help="storage prefix (default: settings)"),
     force: bool = typer.Option(False, "--force", help="rerun even if the step already succeeded"),
+    target: str = typer.Option(
+        "",
+        "--target",
+        help="with --dry-run: compile the plan's step for this TPU slice (v5p-128, v5e:4x4); no TPU needed",
+    ),
+    slices: int = typer.Option(1, "--slices", min=1, max=64, help="with --target: this many slices over DCN"),
+    max_days: float = typer.Option(
+        TPU_MAX_DAYS, "--max-days", help="the recommended slice trains within this many days"
+    ),
+    refresh_compile: bool = typer.Option(False, "--refresh-compile", help="with --target: compile even if cached"),
 ):
     """Plan a run for a FLOPs budget (model, batch, schedule, optimizer, exact FLOPs, memory); --run trains it."""
     if dry_run == run:
         typer.echo("error: give exactly one of --dry-run or --run", err=True)
         raise typer.Exit(2)
     try:
+        t = _check_target(target, slices, run, max_days)
         plan, V = _plan_for(flops, recipe, tokens_per_param, vocab_size, run, data)
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2)
     typer.echo(plan.describe())
+    if t is not None:
+        raise typer.Exit(_slice_dry_run(plan, t, max_days, prefix, refresh_compile))
     if dry_run:
         try:
             m = memory_plan(plan, device_kind, devices)
@@ -185,5 +310,9 @@ def scale_cmd(
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2)
         typer.echo(format_memory(m))
+        if flops >= TINY_BELOW and (rec := recommend_slice(plan, _tpu_generation(m["kind"]), max_days=max_days)):
+            typer.echo(
+                f"recommended TPU slice (by the estimate; check it with --target {rec.target.name}): {rec.describe()}"
+            )
         raise typer.Exit(0 if m["fits"] else 1)
     raise typer.Exit(_train_plan(plan, data, V, prefix, force))

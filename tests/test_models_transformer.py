@@ -60,7 +60,8 @@ def test_gradient_check_detects_a_wrong_gradient():
         pytest.param(
             i,
             marks=pytest.mark.skipif(
-                i == "cudnn" and jax.default_backend() != "gpu", reason="cuDNN needs an NVIDIA GPU"
+                {"cudnn": "gpu", "splash": "tpu"}.get(i, jax.default_backend()) != jax.default_backend(),
+                reason="cuDNN needs an NVIDIA GPU; splash a TPU (tests/test_tpu_attention.py: interpret mode, compiled)",
             ),
         )
         for i in ATTENTION_IMPLS

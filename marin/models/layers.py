@@ -4,19 +4,20 @@
 
 # %% ../../nbs/20a_layers.ipynb #e97ec4e3
 from __future__ import annotations
-import dataclasses, math, re
+import dataclasses, functools, math, re
 from typing import Any, Callable, ClassVar, Protocol
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jax.sharding import Mesh
+from jax.sharding import Mesh, PartitionSpec as P
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 # %% auto #0
 __all__ = ['NO_SHARDING', 'MATMUL_DTYPES', 'ATTENTION', 'ACTIVATIONS', 'ActivationSharding', 'at_least_f32', 'dense', 'rms_norm',
            'rope_frequencies', 'apply_rope', 'bf16_product', 'materialised_transpose', 'product_dtypes',
            'softmax_last_axis', 'attention_mask', 'softcap', 'reference_attention', 'xla_attention', 'cudnn_attention',
-           'param_name', 'is_param', 'cast_floats', 'split_keys', 'MLPShape', 'DenseMLP']
+           'SegmentMask', 'attention_mask_for', 'splash_layout', 'splash_unsupported', 'splash_attention',
+           'auto_attention', 'param_name', 'is_param', 'cast_floats', 'split_keys', 'MLPShape', 'DenseMLP']
 
 # %% ../../nbs/20a_layers.ipynb #274f9183
 @dataclasses.dataclass(frozen=True)
@@ -244,6 +245,141 @@ def cudnn_attention(q, k, v, mask, *, scale=None, logit_cap=0.0):
 
 
 ATTENTION = {"reference": reference_attention, "xla": xla_attention, "cudnn": cudnn_attention}
+
+# %% ../../nbs/20a_layers.ipynb #3d81f188
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class SegmentMask:
+    """Causal attention within equal segment ids over the last `window` places (0: all), as a kernel takes it: the
+    ids and the window, never an `[S, S]` array; with the activation sharding whose mesh the kernel runs over."""
+
+    segment_ids: Int[Array, "B S"]
+    window: int = dataclasses.field(default=0, metadata={"static": True})
+    sharding: ActivationSharding = dataclasses.field(default=NO_SHARDING, metadata={"static": True})
+
+    def dense(self) -> Bool[Array, "B 1 S S"]:
+        "The same mask spelled out by `attention_mask`, for an implementation that takes a dense one."
+        return attention_mask(self.segment_ids, self.window)
+
+
+def attention_mask_for(
+    impl: str,
+    segment_ids: Int[Array, "B S"],
+    window: int | Int[Array, ""] = 0,
+    *,
+    positions: Int[Array, "B S"] | None = None,
+    branch_ids: Int[Array, "B S"] | None = None,
+    sharding: ActivationSharding = NO_SHARDING,
+):
+    """The mask as `ATTENTION[impl]` takes it: a `SegmentMask` for `splash`, and for `auto` where the program is traced
+    for TPU with a mesh (the trainer's) and the kernel can express the mask; the dense `attention_mask` otherwise."""
+    why = ""
+    if branch_ids is not None:
+        why = "a tree of branches (branch_ids) is not causal-within-segments"
+    elif not isinstance(window, int):
+        why = "the window is traced (layers with different windows): the kernel's mask is built before tracing"
+    elif window and positions is not None:
+        why = "the window counts positions (given), the kernel's counts places in the row"
+    if impl == "splash":
+        if why:
+            raise ValueError(f"attention='splash' cannot take this mask: {why}; use attention='reference' or 'auto'")
+        return SegmentMask(segment_ids, window, sharding)
+    if impl == "auto" and not why and jax.default_backend() == "tpu" and sharding.mesh is not None:
+        return SegmentMask(segment_ids, window, sharding)
+    return attention_mask(segment_ids, window, positions=positions, branch_ids=branch_ids)
+
+# %% ../../nbs/20a_layers.ipynb #84a5546a
+def _splash_blocks(S: int):
+    "One tile size for every pass: the largest of 512, 256, 128 that divides `S` (Mosaic tiles are 128 lanes wide)."
+    from jax.experimental.pallas.ops.tpu.splash_attention import BlockSizes
+
+    b = max(x for x in (512, 256, 128) if S % x == 0)
+    names = ("q", "kv", "kv_compute", "q_dkv", "kv_dkv", "kv_dkv_compute", "q_dq", "kv_dq")
+    return BlockSizes(**{f"block_{n}": b for n in names})
+
+
+@functools.cache
+def _splash_kernel(S: int, H: int, window: int, logit_cap: float, interpret: bool):
+    "The splash kernel for `H` query heads over `S` places: causal, or local over the last `window`; built once."
+    from jax.experimental.pallas.ops.tpu import splash_attention as sa
+
+    one = sa.CausalMask((S, S)) if not window else sa.LocalMask((S, S), (window - 1, 0), 0)
+    return sa.make_splash_mha(
+        sa.MultiHeadMask([one] * H),
+        block_sizes=_splash_blocks(S),
+        head_shards=1,
+        q_seq_shards=1,
+        attn_logits_soft_cap=logit_cap or None,
+        interpret=interpret,
+    )
+
+
+def _splash_per_device(q, k, v, segment_ids, *, window: int, logit_cap: float, interpret: bool):
+    "The kernel on one device's sequences `[b, S, H, dh]`: heads-major, mapped over the batch (it takes one sequence)."
+    from jax.experimental.pallas.ops.tpu.splash_attention import SegmentIds
+
+    kernel = _splash_kernel(q.shape[1], q.shape[2], window, float(logit_cap), interpret)
+    hm = lambda x: jnp.swapaxes(x, 1, 2)  # [b, S, H, dh] <-> [b, H, S, dh]
+    one = lambda q, k, v, s: kernel(q, k, v, SegmentIds(s, s))  # GQA: H query heads over K key heads
+    return hm(jax.vmap(one)(hm(q), hm(k), hm(v), segment_ids))
+
+
+def splash_layout(devices: int, B: int, H: int, K: int) -> tuple[int, int, int] | None:
+    """(batch shards b, head shards h, key-head repeat r) laying `B` sequences of `H` query heads over `devices`:
+    `b = gcd(B, devices)`, `h` the rest; key heads repeated `r` times so that `h` divides them. None: `h` does not
+    divide `H`."""
+    b = math.gcd(B, devices)
+    h = devices // b
+    return None if H % h else (b, h, math.lcm(K, h) // K)
+
+# %% ../../nbs/20a_layers.ipynb #f0a4b6eb
+def splash_unsupported(q: Array, k: Array, mask) -> str:
+    "Why the splash kernel cannot run this attention ('' when it can)."
+    if not isinstance(mask, SegmentMask):
+        return "it takes a SegmentMask (attention_mask_for('splash', ...)), not a dense [B, 1, S, S] mask"
+    B, S, H, _ = q.shape
+    if S % 128:
+        return f"the sequence length ({S}) must be a multiple of 128 (the kernel's key blocks are 128-lane tiles)"
+    mesh = mask.sharding.mesh
+    if mesh is not None and mesh.size > 1 and splash_layout(mesh.size, B, H, k.shape[2]) is None:
+        b = math.gcd(B, mesh.size)
+        return f"{B} sequences x {H} heads do not split over {mesh.size} devices ({b} x {mesh.size // b})"
+    return ""
+
+
+def splash_attention(q, k, v, mask: SegmentMask, *, scale=None, logit_cap=0.0, interpret=False):
+    """JAX's Pallas TPU flash kernel (splash attention): causal or windowed, in segments, GQA, soft-capped; no `[S, S]`
+    scores. `interpret`: run the kernel in Pallas' interpret mode (any backend; the tests' switch)."""
+    if not interpret and jax.default_backend() != "tpu":
+        raise ValueError(
+            f"attention='splash' is a TPU kernel, but JAX runs on {jax.default_backend()}; use attention='reference' "
+            "(or 'auto': splash where traced for TPU, the reference elsewhere)"
+        )
+    if why := splash_unsupported(q, k, mask):
+        raise ValueError(f"attention='splash': {why}; use attention='reference' (or 'auto')")
+    B, S, H, dh = q.shape
+    q = q * jnp.asarray(1 / math.sqrt(dh) if scale is None else scale, q.dtype)
+    run = functools.partial(_splash_per_device, window=mask.window, logit_cap=logit_cap, interpret=interpret)
+    mesh = mask.sharding.mesh
+    if mesh is None or mesh.size == 1:
+        return run(q, k, v, mask.segment_ids)
+    b, h, r = splash_layout(mesh.size, B, H, k.shape[2])
+    k, v = (jnp.repeat(x, r, axis=2) for x in (k, v)) if r > 1 else (k, v)
+    grid = Mesh(mesh.devices.reshape(b, h), ("attn_batch", "attn_heads"))
+    heads, rows = P("attn_batch", None, "attn_heads", None), P("attn_batch", None)
+    per_device = jax.shard_map(run, mesh=grid, in_specs=(heads,) * 3 + (rows,), out_specs=heads, check_vma=False)
+    return per_device(q, k, v, mask.segment_ids)
+
+
+def auto_attention(q, k, v, mask, *, scale=None, logit_cap=0.0):
+    "Splash where `attention_mask_for('auto', ...)` gave a `SegmentMask` the kernel can run, the reference elsewhere."
+    if splash_unsupported(q, k, mask):
+        mask = mask.dense() if isinstance(mask, SegmentMask) else mask
+        return reference_attention(q, k, v, mask, scale=scale, logit_cap=logit_cap)
+    return splash_attention(q, k, v, mask, scale=scale, logit_cap=logit_cap)
+
+
+ATTENTION.update(splash=splash_attention, auto=auto_attention)
 
 # %% ../../nbs/20a_layers.ipynb #ca5729e5
 def param_name(path) -> str:

@@ -21,6 +21,7 @@ from marin.models.layers import (
     apply_rope,
     at_least_f32,
     attention_mask,
+    attention_mask_for,
     cast_floats,
     dense,
     is_param,
@@ -43,7 +44,7 @@ __all__ = ['ROPE_SCALINGS', 'ACTIVATION_NAMES', 'ATTENTION_IMPLS', 'LAYER_LOOPS'
 # %% ../../nbs/20_transformer.ipynb #2acb9b3c
 ROPE_SCALINGS = ("none", "linear", "ntk", "llama3")
 ACTIVATION_NAMES = ("silu", "gelu_tanh")
-ATTENTION_IMPLS = ("reference", "xla", "cudnn")
+ATTENTION_IMPLS = ("reference", "xla", "cudnn", "splash", "auto")
 LAYER_LOOPS = ("auto", "scan", "unroll")
 
 
@@ -67,7 +68,7 @@ class LlamaConfig(Config):
     tie_embeddings: bool = versioned(False)
     norm_eps: float = versioned(1e-5)
     init_std: float = versioned(0.02)
-    attention: str = "reference"  # reference | xla (jax.nn.dot_product_attention, XLA ops) | cudnn (its fused cuDNN kernel; NVIDIA GPUs)
+    attention: str = "reference"  # reference | xla | cudnn (NVIDIA GPUs) | splash (TPU kernel) | auto (splash on TPU)
     layer_loop: str = (
         "auto"  # scan | unroll | auto (unroll on CPU, scan elsewhere); never changes results beyond float rounding
     )
@@ -174,9 +175,14 @@ def validate(self: LlamaConfig):
     for f in ("query_pre_attn_scalar", "attn_softcap", "logit_softcap"):
         check(getattr(self, f) >= 0, f, f"must be >= 0 (0: off), got {getattr(self, f)}")
     check(
-        not self.attn_softcap or self.attention == "reference",
+        not self.attn_softcap or self.attention in ("reference", "splash", "auto"),
         "attn_softcap",
-        f"attention={self.attention!r} cannot soft-cap attention scores; use attention='reference'",
+        f"attention={self.attention!r} cannot soft-cap attention scores; use attention='reference' or 'splash'",
+    )
+    check(
+        self.attention != "splash" or not self.per_layer_attention,
+        "attention",
+        "'splash' builds one window into its kernel, and these layers differ in theirs (global_layers); use 'auto'",
     )
     check(
         self.moe is None or self.moe.first_dense_layers + self.moe.every <= self.n_layers,
@@ -521,13 +527,13 @@ def forward(
 
         def body(carry, p):
             x, i = carry
-            mask = attention_mask(segment_ids, windows[i], **tree)
+            mask = attention_mask_for(cfg.attention, segment_ids, windows[i], sharding=sharding, **tree)
             x, st = block_forward_with_stats(cfg, p, x, mask, positions, inv_freqs[i], sharding)
             return (x, i + 1), st
 
         x = (x, jnp.int32(0))
     else:
-        mask = attention_mask(segment_ids, cfg.sliding_window, **tree)
+        mask = attention_mask_for(cfg.attention, segment_ids, cfg.sliding_window, sharding=sharding, **tree)
         inv_freq = rope_frequencies(cfg)
         body = lambda x, p: block_forward_with_stats(cfg, p, x, mask, positions, inv_freq, sharding)
     if remat != "none":

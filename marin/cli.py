@@ -95,6 +95,47 @@ def _echo_result(r) -> None:
     if r.status != "SUCCESS":
         typer.echo(f"  error:    {r.error}", err=True)
 
+# %% ../nbs/90_cli.ipynb #73590d5e
+def _check_slice_target(target: str, slices: int, dry_run: bool) -> None:
+    "Refuse `--target` without `--dry-run`, or a slice name the topology API does not have, before anything runs."
+    if not target:
+        return
+    if not dry_run:
+        raise typer.BadParameter(
+            "compiles the training steps for a slice without running: add --dry-run", param_hint="'--target'"
+        )
+    from marin.train.slice_compile import parse_target
+
+    try:
+        parse_target(target, slices)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="'--target'") from None
+
+
+def _compile_planned(planned: list, target: str, slices: int) -> int:
+    "Each training step among a dry run's planned steps compiled for `target`; the exit code (2: one does not fit)."
+    from marin.train.slice_cache import cached_slice_dry_run
+    from marin.train.trainer import TrainConfig
+
+    fits_all, n = True, 0
+    for name, cfg, why in planned:
+        train = cfg if isinstance(cfg, TrainConfig) else getattr(cfg, "train", None)
+        if cfg is None:
+            typer.echo(f"\n{name}: not compiled ({why})")
+        if not isinstance(train, TrainConfig):
+            continue
+        n += 1
+        typer.echo(f"\n{name}: its training step on {target}" + (f" x {slices} slices" if slices > 1 else ""))
+        try:
+            text, fits = cached_slice_dry_run(train, target, slices=slices)
+        except ValueError as e:  # its batch does not split over the slice, or its data has no fixed shape
+            text, fits = f"  cannot run there: {e}", False
+        typer.echo(text)
+        fits_all &= fits
+    if not n:
+        typer.echo(f"\nno training step would run: nothing to compile for {target} (done steps are not; --force)")
+    return 0 if fits_all else 2
+
 # %% ../nbs/90_cli.ipynb #0d99655f
 @app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run_cmd(
@@ -127,13 +168,23 @@ def run_cmd(
             help="where steps run: local, ray (address from RAY_ADDRESS or this machine's Ray) or ray://HOST:PORT; default: the cluster setting (MARIN_CLUSTER)"
         ),
     ] = None,
+    target: Annotated[
+        str,
+        typer.Option(
+            help="with --dry-run: compile the training steps that would run for this TPU slice (v5p-128, v5e:4x4); no TPU needed"
+        ),
+    ] = "",
+    slices: Annotated[int, typer.Option(min=1, max=64, help="with --target: this many slices over DCN")] = 1,
 ):
     """Execute an experiment notebook with papermill, record the run in the ledger and keep the report (under the
     reports_dir setting, outside the checkout; with --publish, in the repository's reports/).
 
-    Parameters: `-p NAME VALUE` (repeatable), checked against the notebook's `parameters` cell before anything runs."""
+    Parameters: `-p NAME VALUE` (repeatable), checked against the notebook's `parameters` cell before anything runs.
+    `--dry-run --target SLICE`: the plan, then each training step that would run compiled for the slice (exit 2 if one
+    does not fit)."""
     from marin.core.experiments import run_experiment
 
+    _check_slice_target(target, slices, dry_run)
     notebook = _find_notebook(notebook)
     params = parse_param_args(list(ctx.args))
     if cluster is not None:  # reaches the experiment's executor through the environment, never the ledger
@@ -148,11 +199,13 @@ def run_cmd(
         render=render,
         log_output=log_output,
         publish=publish,
+        planned_configs=bool(target),
     )
     if r.status == "DRY_RUN":
         typer.echo(r.plan or f"{notebook.name} ran to its end without planning an executor step")
+        code = _compile_planned(r.planned, target, slices) if target else 0
         typer.echo("dry run complete: nothing was executed")
-        return
+        raise typer.Exit(code)
     _echo_result(r)
     if r.status != "SUCCESS":
         raise typer.Exit(1)

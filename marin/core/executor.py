@@ -16,7 +16,8 @@ from .settings import settings
 __all__ = ['StepOrPath', 'STATUS_FILE', 'LEASE_FILE', 'INFO_FILE', 'MANIFEST_FILE', 'REPLACED_DIR', 'RUNNING', 'SUCCESS',
            'FAILED', 'BackendFactory', 'BACKENDS', 'BACKEND_PLUGINS', 'Step', 'StepRef', 'resolve_paths', 'toposort',
            'read_status', 'Lease', 'StepFailed', 'DryRunComplete', 'PlannedStep', 'ExecutorResult', 'NotWritable',
-           'check_writable', 'ExecutorBackend', 'register_backend', 'backend_for', 'Executor', 'executor_main']
+           'check_writable', 'ExecutorBackend', 'register_backend', 'backend_for', 'Executor', 'executor_main',
+           'carry_planned_configs']
 
 # %% ../../nbs/04_executor.ipynb #2f7053ff
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -784,6 +785,23 @@ def executor_main(
         **kw,
     )
     result = ex.run(steps, force=force, dry_run=dry_run, run_only=run_only)
+    if dry_run and os.environ.get("MARIN_DRY_RUN_CONFIGS"):
+        carry_planned_configs(result.plan, os.environ["MARIN_DRY_RUN_CONFIGS"])
     if dry_run and _env_flag("MARIN_STOP_AFTER_DRY_RUN"):
         raise DryRunComplete(Executor.format_plan(result.plan))
     return result
+
+# %% ../../nbs/04_executor.ipynb #106ebf67
+def carry_planned_configs(plan: list[PlannedStep], path: str) -> None:
+    "Write `[(step name, pickled config or None, why not)]` for the steps `plan` would run to `path` (atomically)."
+    import pickle
+
+    out = []
+    for p in plan:
+        if p.action != "run":
+            continue
+        try:
+            out.append((p.step.name, pickle.dumps(p.step.config), ""))
+        except Exception as e:  # e.g. a config class defined in the notebook itself
+            out.append((p.step.name, None, f"{type(e).__name__}: {e}"))
+    storage.write_bytes(path, pickle.dumps(out))

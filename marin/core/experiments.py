@@ -16,7 +16,7 @@ from .settings import settings
 
 # %% auto #0
 __all__ = ['ExperimentError', 'ExperimentParam', 'experiment_parameters', 'check_parameters', 'record_metrics', 'ExperimentRun',
-           'record_target', 'run_experiment']
+           'record_target', 'read_planned_configs', 'run_experiment']
 
 # %% ../../nbs/07_experiments.ipynb #55c7096e
 class ExperimentError(ValueError):
@@ -165,6 +165,7 @@ class ExperimentRun:
     error: str = ""
     metrics: dict = dataclasses.field(default_factory=dict)
     plan: str = ""  # a dry run's step plan
+    planned: list = dataclasses.field(default_factory=list)  # a dry run's steps to run: (name, config or None, why not)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -324,6 +325,21 @@ def _finish(ledger, base, card, out_nb, status, err, tb, failing, metrics_file) 
     )
     return metrics
 
+# %% ../../nbs/07_experiments.ipynb #0fd3e979
+def read_planned_configs(path: Path) -> list[tuple[str, Any, str]]:
+    "`[(step name, config or None, why not)]` that a dry run's executor carried out of the kernel (none: `[]`)."
+    import pickle
+
+    if not Path(path).exists():  # the notebook planned no step
+        return []
+    out = []
+    for name, blob, why in pickle.loads(Path(path).read_bytes()):
+        try:
+            out.append((name, pickle.loads(blob), "") if blob is not None else (name, None, why))
+        except Exception as e:  # its class lives in the notebook, or in a module this process cannot import
+            out.append((name, None, f"cannot be rebuilt outside the notebook: {type(e).__name__}: {e}"))
+    return out
+
 # %% ../../nbs/07_experiments.ipynb #c68783f1
 def run_experiment(
     notebook: str | Path,
@@ -337,9 +353,11 @@ def run_experiment(
     log_output: bool = False,
     progress: bool = True,
     publish: bool = False,
+    planned_configs: bool = False,
 ) -> ExperimentRun:
     """Execute an experiment notebook with papermill, record the run and keep the executed notebook as a report
-    under `reports_root` (default: the `reports_dir` setting; `publish`: the repository's `publish_dir`)."""
+    under `reports_root` (default: the `reports_dir` setting; `publish`: the repository's `publish_dir`). A dry run
+    with `planned_configs` also returns the configs of the steps it would run (`ExperimentRun.planned`)."""
     notebook = Path(notebook).resolve()
     declared = experiment_parameters(notebook)
     values = check_parameters(notebook, params or {}, declared)
@@ -359,8 +377,12 @@ def run_experiment(
                 dry_run=True,
                 run_only=run_only,
             )
+            carried = Path(tmp) / "planned_configs.pkl"
+            if planned_configs:
+                env["MARIN_DRY_RUN_CONFIGS"] = str(carried)
             plan = _dry_run(notebook, out_nb, values, env, name)
-        return ExperimentRun(run_id, "DRY_RUN", notebook, None, plan=plan)
+            planned = read_planned_configs(carried) if planned_configs else []
+        return ExperimentRun(run_id, "DRY_RUN", notebook, None, plan=plan, planned=planned)
     check_writable(settings().prefix)  # the ledger lives there
     fix = "set MARIN_REPORTS_DIR (reports_dir in settings.ini) to a folder you can write, or make this one writable"
     check_writable(str(root / name), "reports folder", fix)

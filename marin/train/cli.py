@@ -38,7 +38,7 @@ def _nano() -> TrainConfig:
 # %% ../../nbs/34_train_cli.ipynb #c8d28485
 def _llm(model: LlamaConfig, batch: int, seq: int, steps: int, grad_accum: int = 1) -> TrainConfig:
     return TrainConfig(
-        model=model,
+        model=model.replace(attention="auto"),  # splash where traced for TPU (see above)
         data=SyntheticDataConfig(vocab_size=model.vocab_size, batch_size=batch, seq_len=seq),
         grad_accum=grad_accum,
         optimizer=OptimizerConfig(learning_rate=3e-4, warmup=0.01, schedule="cosine"),

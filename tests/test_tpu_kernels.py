@@ -126,7 +126,17 @@ def test_moe_train_step_with_pallas_compiles_with_data_and_expert_axes():
     assert compiled.as_text().count('custom_call_target="tpu_custom_call"') >= 10
 
 
-def test_pallas_without_an_expert_axis_is_refused_before_compiling():
-    "XLA cannot partition a Mosaic kernel; on a data-only mesh the layer names the fix instead of XLA's error."
-    with pytest.raises(ValueError, match=r"mesh.expert > 1.*kernel='xla'"):
-        _tiny_moe_step("v5e:2x2", "pallas", expert=1)
+@pytest.mark.parametrize("kernel", ["xla", "pallas"])
+def test_moe_on_a_data_only_mesh_runs_each_devices_own_rows(kernel):
+    """v5e 2x2 as data 4, experts not split: each chip sorts and runs its own 2 sequences' routed rows (128 of them),
+    never the whole batch's 512 (left to XLA, the sort by expert was not partitioned and every chip ran all rows)."""
+    import re
+
+    mesh, compiled = _tiny_moe_step("v5e:2x2", kernel, expert=1, data=4)
+    assert mesh.shape["data"] == 4 and mesh.shape["expert"] == 1
+    text = compiled.as_text()
+    rows = {int(n) for n in re.findall(r"bf16\[(\d+),128\]", text)}  # [rows, d_model] activations
+    assert 128 in rows and not any(n >= 512 for n in rows), sorted(rows)
+    assert "all-to-all" not in text
+    if kernel == "pallas":
+        assert text.count('custom_call_target="tpu_custom_call"') >= 10

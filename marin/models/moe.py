@@ -585,8 +585,8 @@ def moe_mlp(
     if compiled_kernels_need_shard_map(m, mesh):  # before XLA's "Mosaic kernels cannot be automatically partitioned"
         raise ValueError(
             f"moe.kernel='pallas' with pallas_backend={m.pallas_backend!r} on a mesh of {mesh.size} devices runs "
-            f"per device, under expert parallelism's shard_map: set mesh.expert > 1 (MeshConfig.expert, dividing "
-            f"n_experts={m.n_experts}), or use kernel='xla' (XLA partitions its gathers)"
+            f"per device, under a shard_map: pass the trainer's sharding (`activation_sharding_for(mesh)`, which "
+            f"runs MoE layers per device on any mesh of several devices), or use kernel='xla'"
         )
     B, S, D = h.shape
     x = h.reshape(B * S, D)

@@ -21,6 +21,7 @@ from marin.models.moe import (
     router_z_loss,
     next_router_bias,
     grouped_swiglu,
+    expert_outputs,
 )
 
 # %% auto #0
@@ -119,10 +120,15 @@ def _local_moe(
             traffic = {f"a2a_{c}": v.astype(jnp.float32) * dedup_row for c, v in copies.items()}
             traffic = {c: jax.lax.psum(v, tuple(mesh_axes)) for c, v in traffic.items()}
             traffic["a2a_cross_dedup"] = traffic["a2a_cross"]
-        return _finish(m, batch_axes, p, h, y.reshape(b, S, D), r, jnp.ones((), bool), traffic)
+        return _finish(m, batch_axes, p, h, y.reshape(b, S, D), r, jnp.zeros((), jnp.float32), traffic)
     plan = sort_by_expert(r.expert_ids, E)
     dispatch, combine = dispatch_impl(m)
     xs = dispatch(x, plan.order, k)  # [T k, D] sorted by global expert
+    if n == 1:  # every expert is here (data/FSDP parallelism alone): no exchange, capacity per expert as in moe_mlp
+        ys, overflow = expert_outputs(m, p, xs, plan, per_device=True)
+        y = combine(ys, plan.inverse, r.weights.astype(ys.dtype)).reshape(b, S, D)
+        none = {f"a2a_{c}": jnp.zeros((), jnp.float32) for c in ("local", "intra", "cross", "cross_dedup")}
+        return _finish(m, batch_axes, p, h, y, r, overflow, none if nodes is not None else None)  # nothing sent
     N = T * k
     C = N if m.dispatch == "dropless" else max(1, math.ceil(m.capacity_factor * N / n))
     dest = plan.sorted_experts // El  # owner device of each row
@@ -147,10 +153,10 @@ def _local_moe(
     if nodes is not None:  # bytes moved, from this batch's routing (per forward pass, the whole mesh)
         disp_row, comb_row = D * send.dtype.itemsize + 4, D * back.dtype.itemsize  # + the int32 expert id
         traffic = _traffic(mesh_axes, axis, nodes, r, dsize, C, El, disp_row, comb_row, dedup_row)
-    return _finish(m, batch_axes, p, h, y, r, keep, traffic)
+    return _finish(m, batch_axes, p, h, y, r, 1.0 - keep.mean(dtype=jnp.float32), traffic)
 
 
-def _finish(m: MoEConfig, batch_axes, p: MoEMLP, h, y, r, keep, traffic):
+def _finish(m: MoEConfig, batch_axes, p: MoEMLP, h, y, r, overflow, traffic):
     "Shared experts, and the layer's statistics, global over the batch axes."
     E = m.n_experts
     if p.shared_gate is not None:
@@ -168,7 +174,7 @@ def _finish(m: MoEConfig, batch_axes, p: MoEMLP, h, y, r, keep, traffic):
         "aux_loss": E * jnp.sum(jax.lax.stop_gradient(load) * prob),
         "z_loss": jax.lax.pmean(router_z_loss(r.logits), ba),
         "entropy": ent,
-        "overflow": jax.lax.pmean(1.0 - keep.mean(dtype=jnp.float32), ba),
+        "overflow": jax.lax.pmean(overflow, ba),
         "bias_next": bias_next,
         "expert_ids": r.expert_ids,  # [T_local, k]: the routing decisions, gathered over the batch axes
     }

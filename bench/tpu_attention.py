@@ -1,4 +1,5 @@
-"""The 8b preset at 8192 context compiled for a TPU slice with the reference attention and with the splash kernel.
+"""The 8b preset at 8192 context (or another, `--preset`) compiled for a TPU slice with the reference attention and
+with the splash kernel.
 
     JAX_PLATFORMS=cpu ALLOW_MULTIPLE_LIBTPU_LOAD=1 nice -n 10 .venv/bin/python bench/tpu_attention.py --attention reference
     JAX_PLATFORMS=cpu ALLOW_MULTIPLE_LIBTPU_LOAD=1 nice -n 10 .venv/bin/python bench/tpu_attention.py --attention splash
@@ -25,8 +26,8 @@ def compile_run(attention: str, target: str, preset: str = "8b") -> dict:
 
     cfg = PRESETS[preset]()
     cfg = cfg.replace(model=cfg.model.replace(attention=attention))
-    r = compile_for_slice(cfg, target)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    r = compile_for_slice(cfg, target)  # the commit above is the code it traced (the working tree at the start)
     return {
         "config": preset,
         "slice": target,
@@ -65,19 +66,20 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--attention", choices=["reference", "splash", "auto"], help="compile the step with this one")
     ap.add_argument("--slice", default=SLICE)
+    ap.add_argument("--preset", default="8b", help="a training preset (marin.train.cli.PRESETS)")
     ap.add_argument("--cache", default=os.path.expanduser("~/.cache/marin/tpu_attention.jsonl"))
     ap.add_argument("--table", action="store_true", help="print the table from the cache, compile nothing")
     a = ap.parse_args()
     os.makedirs(os.path.dirname(a.cache), exist_ok=True)
     if a.attention and not a.table:
-        print(f"compiling 8b for {a.slice} with attention={a.attention} ...", file=sys.stderr, flush=True)
-        row = compile_run(a.attention, a.slice)
+        print(f"compiling {a.preset} for {a.slice} with attention={a.attention} ...", file=sys.stderr, flush=True)
+        row = compile_run(a.attention, a.slice, a.preset)
         with open(a.cache, "a") as f:
             f.write(json.dumps(row) + "\n")
         print(json.dumps(row), file=sys.stderr, flush=True)
     rows = [json.loads(l) for l in open(a.cache) if l.strip()] if os.path.exists(a.cache) else []
-    latest = {(r["slice"], r["attention"]): r for r in rows}  # the last compile of each
-    print(table(sorted(latest.values(), key=lambda r: (r["slice"], r["attention"] != "reference"))))
+    latest = {(r["config"], r["slice"], r["attention"]): r for r in rows}  # the last compile of each
+    print(table(sorted(latest.values(), key=lambda r: (r["config"], r["devices"], r["attention"] != "reference"))))
 
 
 if __name__ == "__main__":

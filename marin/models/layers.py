@@ -52,15 +52,15 @@ def at_least_f32(dtype) -> jnp.dtype:
 def dense(
     x: Float[Array, "... D"], w: Float[Array, "D F"], out_dtype=None, matmul_dtype: str = "float32"
 ) -> Float[Array, "... F"]:
-    """`x @ w` as one 2-D matmul over the flattened leading axes (`[B·S, D] @ [D, F]`); `out_dtype` = accumulation
-    dtype. `matmul_dtype="bfloat16"` rounds float32 operands to bfloat16 and accumulates in float32 (`bf16_product`,
-    below); other input dtypes (bfloat16 compute, the float64 gradient check) ignore it."""
-    x2 = x.reshape(-1, x.shape[-1])
+    """`x @ w` over the last axis; `out_dtype` = accumulation dtype. `matmul_dtype="bfloat16"` rounds float32
+    operands to bfloat16 and accumulates in float32 (`bf16_product`, below: a 2-D matmul over the flattened leading
+    axes); other input dtypes (bfloat16 compute, the float64 gradient check) ignore it."""
     if matmul_dtype == "bfloat16" and x.dtype == w.dtype == jnp.float32:
-        y = bf16_product(x2, w)
-    else:
-        y = jnp.dot(x2, w, preferred_element_type=out_dtype)
-    return y.reshape(*x.shape[:-1], w.shape[-1])
+        return bf16_product(x.reshape(-1, x.shape[-1]), w).reshape(*x.shape[:-1], w.shape[-1])
+    # no flattening here: `[B, S] -> [B·S]` with S split over devices and B not (a microbatch of fewer sequences
+    # than devices) has no sharding, and XLA replicated the product (the 8b preset on 128 TPU chips: every chip held
+    # the whole batch's f32[8, 8192, 128256] logit gradient); XLA flattens after partitioning itself
+    return jax.lax.dot_general(x, w, (((x.ndim - 1,), (0,)), ((), ())), preferred_element_type=out_dtype)
 
 
 def rms_norm(

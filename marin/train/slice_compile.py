@@ -424,10 +424,7 @@ def estimate_per_chip(cfg: TrainConfig, target: str | SliceTarget | int, *, slic
     moments = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(jax.eval_shape(opt.init, jnp.zeros((1000,)))))
     state = params * (1 + moments / 4000)  # each moment shaped and sharded like its parameter
     V, H, F = m.vocab_size / tp, m.n_heads / tp, _mlp_width(m) / tp
-    if s < S:  # sequences split over devices: the loss's backward gathers whole sequences' logits (see above)
-        loss = b * S * V * (4 + 2 * c) + (head * (4 + c) if gathered else 0.0)
-    else:
-        loss = tok * V * (4 + c) + (head * (4 + c) if gathered else 0.0)
+    loss = tok * V * (4 + c) + (head * (4 + c) if gathered else 0.0)
     attention = b * H * s * S * (4 + 4 + 2 * c)
     mlp = tok * (3 * F + 2 * m.d_model) * c
     layer_phase = attention + mlp + (layer * (4 + c) if gathered else 0.0)

@@ -401,6 +401,11 @@ def _residual_bytes_per_token(cfg: TrainConfig, tensor: int, c: int) -> float:
     return (4 * D + 2 * q + 2 * k + 3 * F) * c + (2 * D) * 4  # everything, the norms' float32 copies too
 
 
+def _splash(m, S: int) -> bool:
+    "Whether the step's attention is the splash kernel on TPU (`auto`: where the layers share one mask)."
+    return S % 128 == 0 and (m.attention == "splash" or (m.attention == "auto" and not m.per_layer_attention))
+
+
 def _mlp_width(m) -> float:
     "The MLP width one token's activations see: d_ff, or (MoE) top_k experts and the shared ones."
     if m.moe is None:
@@ -425,7 +430,11 @@ def estimate_per_chip(cfg: TrainConfig, target: str | SliceTarget | int, *, slic
     state = params * (1 + moments / 4000)  # each moment shaped and sharded like its parameter
     V, H, F = m.vocab_size / tp, m.n_heads / tp, _mlp_width(m) / tp
     loss = tok * V * (4 + c) + (head * (4 + c) if gathered else 0.0)
-    attention = b * H * s * S * (4 + 4 + 2 * c)
+    if _splash(m, S):  # the TPU kernel: scores in VMEM tiles; keys and values of whole sequences, and their grads
+        Q, K = m.q_dim / tp, m.kv_dim / tp
+        attention = b * S * 2 * K * c * 2 + tok * Q * c * 4 + b * H * s * 4 * 2
+    else:  # float32 scores and probabilities, their compute-dtype copies: sequences x heads x queries x keys
+        attention = b * H * s * S * (4 + 4 + 2 * c)
     mlp = tok * (3 * F + 2 * m.d_model) * c
     layer_phase = attention + mlp + (layer * (4 + c) if gathered else 0.0)
     return ChipEstimate(

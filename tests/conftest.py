@@ -13,9 +13,13 @@ os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")  # compiling for TPU on
 # The tests' models are tiny, so XLA's compile time, not run time, dominates the suite: compile without LLVM's
 # optimisation passes (same HLO, same fusions; the generated loops are not vectorised, so float32 sums can differ in
 # their last bits from the default build's). About 3x faster compiles on CPU (a tiny Llama's jitted init: 5.2 s ->
-# 1.7 s); the whole pytest run: 22 min -> 13 min on 2 cores. Subprocesses inherit it through the env; `make nbtest`
-# passes the same flags to the notebooks' tests.
-COMPILE_FAST_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+# 1.7 s); the whole pytest run: 22 min -> 13 min on 2 cores. And with XLA's classic CPU emitters instead of its newer
+# MLIR fusion emitters (the same fused HLO, emitted straight to LLVM IR): a third less compile time again (an 8-device
+# MoE train step: 16 -> 10 CPU s; three MoE serving tests: 132 -> 88 CPU s). Subprocesses inherit it through the env;
+# `make nbtest` passes the same flags to the notebooks' tests.
+COMPILE_FAST_XLA_FLAGS = (
+    "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true --xla_cpu_use_fusion_emitters=false"
+)
 
 
 def xla_flags(*extra: str) -> str:
@@ -28,6 +32,68 @@ if COMPILE_FAST_XLA_FLAGS not in os.environ.get("XLA_FLAGS", ""):
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+
+
+# One child process for all of a test file's multi-device scripts: the device count is fixed when JAX starts, so they
+# cannot run in the test process, but starting Python, JAX and marin again for each script (and loading the same
+# compiled programs from the cache again) costs a few seconds a script. Each script runs in a fresh copy of the
+# prelude's namespace and reports with `print("RESULT", json.dumps(...))`; a script that raises does not stop the next.
+_SCRIPTS_CHILD = """
+import json, sys, traceback
+_prelude, _scripts = json.loads(sys.stdin.read())
+_ns = {"__name__": "__main__"}
+exec(compile(_prelude, "<prelude>", "exec"), _ns)
+for _name, _body in _scripts.items():
+    print("SCRIPT", _name, flush=True)
+    try:
+        exec(compile(_body, f"<{_name}>", "exec"), dict(_ns))
+    except BaseException:
+        print("ERROR", json.dumps(traceback.format_exc()), flush=True)
+"""
+
+
+class ScriptResults:
+    "What `run_scripts` returns: `results[name]` is the dict a script printed after RESULT (asserting that it did)."
+
+    def __init__(self, results: dict, errors: dict, output: str):
+        self.results, self.errors, self.output = results, errors, output
+
+    def __getitem__(self, name: str) -> dict:
+        assert name not in self.errors, f"script {name} raised:\n{self.errors[name]}"
+        assert name in self.results, f"script {name} printed no RESULT; the child's output:\n{self.output[-4000:]}"
+        return self.results[name]
+
+
+def run_scripts(scripts: dict[str, str], prelude: str = "", devices: int = 8, timeout: float = 900, env=None):
+    "Run `scripts` (name -> Python source) one after another in one child with `devices` CPU devices."
+    import json, textwrap
+
+    env = dict(os.environ if env is None else env)
+    env.update(XLA_FLAGS=xla_flags(f"--xla_force_host_platform_device_count={devices}"), JAX_PLATFORMS="cpu")
+    payload = json.dumps([textwrap.dedent(prelude), {k: textwrap.dedent(v) for k, v in scripts.items()}])
+    try:
+        r = subprocess.run(
+            [sys.executable, "-c", _SCRIPTS_CHILD],
+            input=payload,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        stdout, output = r.stdout, r.stdout + r.stderr + f"\n(exit {r.returncode})"
+    except subprocess.TimeoutExpired as e:
+        stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        output = stdout + f"\nthe child ran past {timeout} s"
+    results, errors, current = {}, {}, None
+    for line in stdout.splitlines():
+        if line.startswith("SCRIPT "):
+            current = line[len("SCRIPT ") :]
+        elif line.startswith("RESULT ") and current is not None:
+            results[current] = json.loads(line[len("RESULT ") :])
+        elif line.startswith("ERROR ") and current is not None:
+            errors[current] = json.loads(line[len("ERROR ") :])
+    return ScriptResults(results, errors, output)
+
 
 # XLA's persistent compilation cache (the Makefile sets the same): the suite compiles the same tiny programs in many
 # tests and processes; a cache hit returns the very executable a compile would, so results do not change.

@@ -1,9 +1,9 @@
 "MoE communication on 8 CPU devices as 2 nodes x 4: all-to-all byte accounting vs the HLO, expert placement, node-limited routing."
 
-import json, os, re, subprocess, sys, textwrap
+import textwrap
 import numpy as np
 import pytest
-from conftest import xla_flags
+from conftest import run_scripts
 
 PRELUDE = textwrap.dedent("""
     import json, re
@@ -53,15 +53,6 @@ PRELUDE = textwrap.dedent("""
 """)
 
 
-def run(body: str) -> dict:
-    env = dict(os.environ, XLA_FLAGS=xla_flags("--xla_force_host_platform_device_count=8"), JAX_PLATFORMS="cpu")
-    r = subprocess.run(
-        [sys.executable, "-c", PRELUDE + textwrap.dedent(body)], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads([l for l in r.stdout.splitlines() if l.startswith("RESULT")][0][len("RESULT ") :])
-
-
 ACCOUNTING = """
     out = {}
     h = jax.random.normal(jax.random.PRNGKey(1), (8, 64, 16))  # one row of 64 tokens per device
@@ -84,9 +75,9 @@ ACCOUNTING = """
 """
 
 
-def test_a2a_bytes_match_routing_and_hlo():
+def test_a2a_bytes_match_routing_and_hlo(child):
     "The in-step byte counts equal a host recount from the routing decisions; full buffers equal the HLO's all-to-alls."
-    out = run(ACCOUNTING)
+    out = child["accounting"]
     for name, o in out.items():
         s, host = o["stats"], o["host"]
         hlo_total = 8 * o["hlo_per_device"]  # the HLO is one device's program
@@ -122,9 +113,9 @@ TRAINER = """
 """
 
 
-def test_a2a_bytes_logged_per_layer_by_the_trainer():
+def test_a2a_bytes_logged_per_layer_by_the_trainer(child):
     "MeshConfig(expert=8, devices_per_node=4): the tracker's record has moe/a2a_bytes/{intra,cross} per layer."
-    rec = run(TRAINER)
+    rec = child["trainer"]
     row = 16 * 4 + 4 + 16 * 4
     for l in (0, 1):
         intra, cross = rec[f"moe/a2a_bytes/intra/l{l}"], rec[f"moe/a2a_bytes/cross/l{l}"]
@@ -173,9 +164,9 @@ PLACEMENT = """
 """
 
 
-def test_placement_keeps_logits_bit_identical_and_training_continues():
+def test_placement_keeps_logits_bit_identical_and_training_continues(child):
     "A learned placement applied to a trained state (weights, router, bias, Adam moments): same logits, same training."
-    o = run(PLACEMENT)
+    o = child["placement"]
     assert o["identical"], o["max_diff"]
     assert o["perm"][0] != list(range(8))  # something moved
     assert o["mu_permuted"] and o["n_mu"] >= 2, o  # both Adam moments of the expert weights follow their experts
@@ -206,9 +197,9 @@ NODE_LIMITED = """
 """
 
 
-def test_node_limited_routing_respects_the_node_limit():
+def test_node_limited_routing_respects_the_node_limit(child):
     "node_limit=1 on 2 nodes x 4: no token's experts span both nodes (any balancer), so a two-stage dispatch sends <= 1 copy."
-    o = run(NODE_LIMITED)
+    o = child["node_limited"]
     row = 16 * 4 + 4 + 16 * 4
     for bal in ("quantile", "aux_free", "switch"):
         assert o[f"1/{bal}"]["spans"] == 0, (bal, o)
@@ -251,9 +242,9 @@ TWO_STAGE = """
 """
 
 
-def test_two_stage_dispatch_equals_flat_and_its_cross_bytes_are_the_hlo_and_the_dedup_count():
+def test_two_stage_dispatch_equals_flat_and_its_cross_bytes_are_the_hlo_and_the_dedup_count(child):
     "ep_dispatch='two_stage': the flat layer's outputs and gradients; its cross-node bytes = cross_dedup = the HLO's."
-    o = run(TWO_STAGE)
+    o = child["two_stage"]
     row = 2 * 16 * 4 + 2 * (4 + 4)  # a copy out (16 f32 + 2 ids + 2 weights) and its sum back
     for dpn in ("4", "2"):
         d = o[dpn]
@@ -271,3 +262,10 @@ def test_two_stage_dispatch_equals_flat_and_its_cross_bytes_are_the_hlo_and_the_
     assert full["stats"]["a2a_cross"] == 8 * 64 * (2 * 16 * 4 + 5 * (4 + 4))  # one copy per token to the other node
     top2 = o["top2"]  # padded worst-case buffers: the HLO moves at least the copies counted
     assert top2["hlo"]["cross"] == full["hlo"]["cross"] * row / (2 * 16 * 4 + 5 * 8) > top2["stats"]["a2a_cross"], top2
+
+
+@pytest.fixture(scope="module")
+def child():
+    "All of this file's scripts in one 8-device child process (tests/conftest.py: run_scripts)."
+    scripts = {"accounting": ACCOUNTING, "trainer": TRAINER, "placement": PLACEMENT, "node_limited": NODE_LIMITED}
+    return run_scripts({**scripts, "two_stage": TWO_STAGE}, prelude=PRELUDE)

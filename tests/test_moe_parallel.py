@@ -1,16 +1,16 @@
 "Expert parallelism: the MoE model on 8 CPU devices (experts sharded, all-to-all) equals 1 device."
 
-import os, subprocess, sys, textwrap
-from conftest import xla_flags
+import pytest
+from conftest import run_scripts
 
-SCRIPT = textwrap.dedent("""
-    import json, sys
+SCRIPT = """
+    import json
     import jax, jax.numpy as jnp, numpy as np
     from jax.sharding import Mesh
     from marin.models.transformer import LlamaConfig, init, next_token_loss
     from marin.models.moe import MoEConfig
     from marin.models.layers import ActivationSharding
-    n = len(jax.devices())
+    assert len(jax.devices()) == 8
     out = {}
     for balance in ("quantile",):
         cfg = LlamaConfig(vocab_size=32, seq_len=16, d_model=16, n_layers=1, n_heads=2, n_kv_heads=2, d_ff=24,
@@ -18,40 +18,32 @@ SCRIPT = textwrap.dedent("""
         model = init(cfg, key=jax.random.PRNGKey(0))
         toks = jax.random.randint(jax.random.PRNGKey(1), (8, 16), 0, 32)
         batch = {"tokens": toks, "loss_mask": jnp.ones((8, 16))}
-        f = lambda m: next_token_loss(m, batch)
-        if n > 1:
-            mesh = Mesh(np.array(jax.devices()), ("expert",))
-            ep = ActivationSharding(mesh=mesh, expert_axis="expert")  # passed explicitly, no context
-            f = lambda m: next_token_loss(m, batch, sharding=ep)
-        (loss, aux), grads = jax.jit(jax.value_and_grad(f, has_aux=True))(model)
-        out[balance] = {"loss": float(loss), "bias": np.asarray(aux["moe_bias_next"]).tolist(), "cv": float(aux["moe/load_cv"]),
-                        "grad": [np.asarray(x).ravel()[:50].tolist() for x in jax.tree.leaves(grads)]}
-    print(json.dumps(out))
-""")
+        mesh = Mesh(np.array(jax.devices()), ("expert",))
+        ep = ActivationSharding(mesh=mesh, expert_axis="expert")  # passed explicitly, no context
+        # 1 device: no sharding, so the jitted program runs on the first device alone; 8: experts over the expert axis
+        for name, f in {"1": lambda m: next_token_loss(m, batch), "8": lambda m: next_token_loss(m, batch, sharding=ep)}.items():
+            (loss, aux), grads = jax.jit(jax.value_and_grad(f, has_aux=True))(model)
+            assert len(loss.sharding.device_set) == int(name), loss.sharding
+            out[f"{name}/{balance}"] = {"loss": float(loss), "bias": np.asarray(aux["moe_bias_next"]).tolist(),
+                                        "cv": float(aux["moe/load_cv"]), "grad": [np.asarray(x).ravel()[:50].tolist() for x in jax.tree.leaves(grads)]}
+    print("RESULT", json.dumps(out))
+"""
 
 
-def run(n):
-    env = dict(os.environ, XLA_FLAGS=xla_flags(f"--xla_force_host_platform_device_count={n}"), JAX_PLATFORMS="cpu")
-    r = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    import json
-
-    return json.loads(r.stdout.strip().splitlines()[-1])
-
-
-def test_one_vs_eight_devices_agree():
+def test_one_vs_eight_devices_agree(child):
     import numpy as np
 
-    a, b = run(1), run(8)
-    for bal in a:
-        assert abs(a[bal]["loss"] - b[bal]["loss"]) < 1e-5, bal
-        assert abs(a[bal]["cv"] - b[bal]["cv"]) < 1e-5, bal
-        assert np.allclose(a[bal]["bias"], b[bal]["bias"], atol=1e-5), bal
-        for x, y in zip(a[bal]["grad"], b[bal]["grad"]):
+    out = child["one_vs_eight"]
+    for bal in ("quantile",):
+        a, b = out[f"1/{bal}"], out[f"8/{bal}"]
+        assert abs(a["loss"] - b["loss"]) < 1e-5, bal
+        assert abs(a["cv"] - b["cv"]) < 1e-5, bal
+        assert np.allclose(a["bias"], b["bias"], atol=1e-5), bal
+        for x, y in zip(a["grad"], b["grad"]):
             assert np.allclose(x, y, atol=1e-5), bal
 
 
-TRAIN_SCRIPT = textwrap.dedent("""
+TRAIN_SCRIPT = """
     import json, jax, numpy as np
     from marin.models.transformer import LlamaConfig
     from marin.models.moe import MoEConfig
@@ -75,17 +67,14 @@ TRAIN_SCRIPT = textwrap.dedent("""
         out[name] = {"losses": losses, "cv": float(m["moe/load_cv"]), "bias": np.asarray(state.params.blocks.moe.router_bias).tolist(),
                      "expert_spec": str(eg.sharding.spec), "all_to_all": "all_to_all" in hlo or "all-to-all" in hlo}
     print("RESULT", json.dumps(out))
-""")
+"""
 
 
-def test_expert_mesh_axis_in_the_trainer_agrees_with_one_device(tmp_path):
+def test_expert_mesh_axis_in_the_trainer_agrees_with_one_device(child):
     "MeshConfig(expert=n) alone turns on expert parallelism in the trainer; 8 devices give the 1-device numbers."
-    import json, numpy as np
+    import numpy as np
 
-    env = dict(os.environ, XLA_FLAGS=xla_flags("--xla_force_host_platform_device_count=8"), JAX_PLATFORMS="cpu")
-    r = subprocess.run([sys.executable, "-c", TRAIN_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    out = json.loads([l for l in r.stdout.splitlines() if l.startswith("RESULT")][0][len("RESULT ") :])
+    out = child["trainer"]
     ref = out["1 device"]
     assert not ref["all_to_all"] and ref["losses"][-1] < ref["losses"][0]
     for name in ("fsdp=2 expert=4",):  # batch over expert x fsdp, expert weights' embed over fsdp
@@ -94,3 +83,9 @@ def test_expert_mesh_axis_in_the_trainer_agrees_with_one_device(tmp_path):
         assert "expert" in o["expert_spec"], (name, o["expert_spec"])  # experts live on the expert axis
         assert np.allclose(o["losses"], ref["losses"], atol=1e-5), (name, o["losses"], ref["losses"])
         assert abs(o["cv"] - ref["cv"]) < 1e-4 and np.allclose(o["bias"], ref["bias"], atol=1e-5), name
+
+
+@pytest.fixture(scope="module")
+def child():
+    "Both scripts in one 8-device child process (tests/conftest.py: run_scripts)."
+    return run_scripts({"one_vs_eight": SCRIPT, "trainer": TRAIN_SCRIPT})

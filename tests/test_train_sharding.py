@@ -1,10 +1,11 @@
 """The same training code on 1 CPU device and on 8 (data, data+fsdp, data+tensor, fsdp+tensor) gives the same losses
 within float tolerance. Runs in a subprocess because the device count is fixed when JAX starts."""
 
-import json, os, subprocess, sys, textwrap
-from conftest import xla_flags
+import os, textwrap
+import pytest
+from conftest import run_scripts
 
-WORKER = textwrap.dedent("""
+WORKER = """
     import json, jax, numpy as np
     from marin.models.transformer import LlamaConfig
     from marin.train.optim import OptimizerConfig
@@ -28,16 +29,11 @@ WORKER = textwrap.dedent("""
         out[name] = {"losses": losses, "devices": t.mesh.size, "wq_spec": str(wq.sharding.spec),
                      "wq_shards": len({str(s.index) for s in wq.addressable_shards}), "param_sum": float(sum(np.abs(np.asarray(x)).sum() for x in jax.tree.leaves(state.params)))}
     print("RESULT", json.dumps(out))
-""")
+"""
 
 
-def test_one_and_eight_devices_agree(tmp_path):
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER)
-    env = dict(os.environ, XLA_FLAGS=xla_flags("--xla_force_host_platform_device_count=8"), JAX_PLATFORMS="cpu")
-    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
-    assert res.returncode == 0, res.stdout + res.stderr
-    out = json.loads([l for l in res.stdout.splitlines() if l.startswith("RESULT")][0][len("RESULT ") :])
+def test_one_and_eight_devices_agree(child):
+    out = child["meshes"]
     ref = out["1 device"]
     assert ref["devices"] == 1
     for name, r in out.items():
@@ -51,7 +47,7 @@ def test_one_and_eight_devices_agree(tmp_path):
     assert out["fsdp=2 tensor=4"]["wq_shards"] == 8
 
 
-RESHARD_WORKER = textwrap.dedent("""
+RESHARD_WORKER = """
     import json, os, shutil, sys, tempfile, jax, numpy as np
     from marin.models.transformer import LlamaConfig
     from marin.train.checkpoint import CheckpointConfig, list_checkpoints, step_dir
@@ -63,7 +59,7 @@ RESHARD_WORKER = textwrap.dedent("""
     def cfg(mc): return TrainConfig(model=model, data=SyntheticDataConfig(vocab_size=64, batch_size=8, seq_len=16), mesh=mc,
                                     optimizer=OptimizerConfig(learning_rate=1e-2, warmup=0), num_train_steps=4, tracker="disabled",
                                     progress=False, log_every=1, checkpoint=CheckpointConfig(every=2, keep_last=5, format="orbax"))
-    root = sys.argv[1]
+    root = ROOT
     a, b = os.path.join(root, "a"), os.path.join(root, "b")
     train(cfg(MeshConfig(data=2, fsdp=4)), a)                          # uninterrupted, on data=2 x fsdp=4
     shutil.copytree(a, b); shutil.rmtree(step_dir(os.path.join(b, "checkpoints"), 4))   # as if killed after step 2's save
@@ -74,27 +70,25 @@ RESHARD_WORKER = textwrap.dedent("""
     print("RESULT", json.dumps({"resumed_from": s["train/resumed_from"], "loss_a": hist(a), "loss_b": hist(b),
                                 "max_param_diff": max(float(np.abs(np.asarray(x) - np.asarray(y)).max()) for x, y in zip(pa, pb)),
                                 "files": sorted(os.listdir(os.path.join(ck, "state.orbax"))), "ckpts": [s for s, _ in list_checkpoints(os.path.join(b, "checkpoints"))]}))
-""")
+"""
 
 
-def test_orbax_checkpoint_resumes_on_another_mesh(tmp_path):
+def test_orbax_checkpoint_resumes_on_another_mesh(child):
     "format='orbax': saved on data=2 x fsdp=4, resumed on fsdp=2 x tensor=4; the run ends where the uninterrupted one did."
-    script = tmp_path / "worker.py"
-    script.write_text(RESHARD_WORKER)
-    env = dict(
-        os.environ,
-        XLA_FLAGS=xla_flags("--xla_force_host_platform_device_count=8"),
-        JAX_PLATFORMS="cpu",
-        MARIN_TRACKER="disabled",
-    )
-    res = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "runs")], capture_output=True, text=True, env=env, timeout=600
-    )
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    out = json.loads([l for l in res.stdout.splitlines() if l.startswith("RESULT")][0][len("RESULT ") :])
+    out = child["reshard"]
     assert out["resumed_from"] == 2 and out["ckpts"] == [2, 4]
     assert len(out["loss_a"]) == len(out["loss_b"]) == 4
     for x, y in zip(out["loss_a"], out["loss_b"]):
         assert abs(x - y) <= 1e-5 * max(1.0, abs(x)), (out["loss_a"], out["loss_b"])
     assert out["max_param_diff"] < 1e-5, out["max_param_diff"]
     assert "ocdbt.process_0" in out["files"], out["files"]  # each process writes its own shard files
+
+
+@pytest.fixture(scope="module")
+def child(tmp_path_factory):
+    "Both scripts in one 8-device child process (tests/conftest.py: run_scripts)."
+    root = tmp_path_factory.mktemp("runs")
+    env = dict(os.environ, MARIN_TRACKER="disabled")
+    return run_scripts(
+        {"meshes": WORKER, "reshard": f"ROOT = {str(root)!r}\n" + textwrap.dedent(RESHARD_WORKER)}, env=env
+    )

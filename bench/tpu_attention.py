@@ -53,7 +53,7 @@ def table(rows: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        total = f"{gib(r['total_bytes'])} (of {gib(r['hbm_bytes'])})" if r["fits"] else "OOM: " + r["error"][:80]
+        total = f"{gib(r['total_bytes'])} (of {gib(r['hbm_bytes'])})" if r["fits"] else "does not fit (compiler: OOM)"
         out.append(
             f"| {r['config']} (S={r['seq_len']}) | {r['slice']} ({r['devices']} chips, {r['hosts']} hosts) "
             f"| {r['attention']} | {gib(r['temp_bytes'])} | {total} | {r['flops']:.4g} | {r['compile_s']:.0f} "
@@ -79,7 +79,14 @@ def main():
         print(json.dumps(row), file=sys.stderr, flush=True)
     rows = [json.loads(l) for l in open(a.cache) if l.strip()] if os.path.exists(a.cache) else []
     latest = {(r["config"], r["slice"], r["attention"]): r for r in rows}  # the last compile of each
-    print(table(sorted(latest.values(), key=lambda r: (r["config"], r["devices"], r["attention"] != "reference"))))
+    print(
+        table(
+            sorted(
+                latest.values(),
+                key=lambda r: (r["config"] != "8b", r["config"], r["devices"], r["attention"] != "reference"),
+            )
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -41,15 +41,16 @@ def load_recipe(spec: str, budget: float, **overrides):
 
 # %% ../../nbs/44_scaling_cli.ipynb #4c31dae4
 def accelerator_train_config(plan: ScalingPlan, n_devices: int, kind: str):
-    "The TrainConfig the dry run sizes: FSDP over all devices; bf16 compute and block remat on accelerators."
+    "The TrainConfig the dry run sizes: FSDP over all devices; bf16, block remat and `auto` attention on accelerators."
     from marin.train.sharding import MeshConfig
 
     cpu = kind == "cpu"
-    return plan.train_config(
+    cfg = plan.train_config(
         compute_dtype="float32" if cpu else "bfloat16",
         remat="none" if cpu else "block",
         mesh=MeshConfig(data=1, fsdp=-1, devices=n_devices),
     )
+    return cfg if cpu else cfg.replace(model=cfg.model.replace(attention="auto"))  # splash when traced for TPU
 
 
 def memory_plan(plan: ScalingPlan, device_kind: str = "", devices: int = 0) -> dict:

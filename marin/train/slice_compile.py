@@ -429,7 +429,7 @@ def estimate_per_chip(cfg: TrainConfig, target: str | SliceTarget | int, *, slic
     moments = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(jax.eval_shape(opt.init, jnp.zeros((1000,)))))
     state = params * (1 + moments / 4000)  # each moment shaped and sharded like its parameter
     V, H, F = m.vocab_size / tp, m.n_heads / tp, _mlp_width(m) / tp
-    loss = tok * V * (4 + c) + (head * (4 + c) if gathered else 0.0)
+    loss = tok * V * 4 + (head * (4 + c) if gathered else 0.0)  # the logits' gradient is written over them
     if _splash(m, S):  # the TPU kernel: scores in VMEM tiles; keys and values of whole sequences, and their grads
         Q, K = m.q_dim / tp, m.kv_dim / tp
         attention = b * S * 2 * K * c * 2 + tok * Q * c * 4 + b * H * s * 4 * 2

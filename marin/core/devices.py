@@ -23,6 +23,7 @@ DEVICE_PEAK_FLOPS = {  # dense bf16 FLOP/s per device
     "TPU v5 lite": 197e12,
     "TPU v5e": 197e12,
     "TPU v5p": 459e12,
+    "TPU v5": 459e12,  # the device_kind a v5p chip reports
     "TPU v6 lite": 918e12,
     "TPU v6e": 918e12,
 }
@@ -37,6 +38,7 @@ DEVICE_MEMORY_GB = {  # HBM per device
     "TPU v5 lite": 16,
     "TPU v5e": 16,
     "TPU v5p": 95,
+    "TPU v5": 95,  # the device_kind a v5p chip reports
     "TPU v6 lite": 32,
     "TPU v6e": 32,
 }

@@ -437,9 +437,9 @@ def train_cmd(
     if init_from:
         cfg = _continued_from(cfg, init_from, prefix)
     if target:  # the TPU compiler's own bytes and FLOPs for the exact step, on a slice this machine does not have
-        from marin.train.slice_compile import slice_dry_run
+        from marin.train.slice_cache import cached_slice_dry_run
 
-        text, fits = slice_dry_run(cfg, target, slices=slices)
+        text, fits = cached_slice_dry_run(cfg, target, slices=slices, prefix=prefix or None)  # compiles cached
         typer.echo(text)
         raise typer.Exit(0 if fits else 2)
     from marin.core.executor import Executor

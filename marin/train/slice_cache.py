@@ -4,7 +4,7 @@
 
 # %% ../../nbs/36_slice_cache.ipynb #f4c892a4
 from __future__ import annotations
-import contextlib, dataclasses, importlib.metadata
+import contextlib, dataclasses, functools, hashlib, importlib.metadata, importlib.util, pathlib
 from ..core import storage
 from ..core.config import canonical_json, config_hash, _digest
 from ..core.ledger import provenance, utcnow
@@ -13,8 +13,8 @@ from . import slice_compile
 from .slice_compile import SliceCompile, SliceTarget, parse_target
 
 # %% auto #0
-__all__ = ['toolchain', 'compile_key', 'cache_path', 'to_record', 'from_record', 'cached_compile', 'compile_cache',
-           'cached_slice_dry_run']
+__all__ = ['toolchain', 'program_code', 'compile_key', 'cache_path', 'to_record', 'from_record', 'cached_compile',
+           'compile_cache', 'cached_slice_dry_run']
 
 # %% ../../nbs/36_slice_cache.ipynb #11eb8c3d
 def _version(dist: str) -> str:
@@ -29,9 +29,25 @@ def toolchain() -> dict:
     return {d: _version(d) for d in ("jax", "jaxlib", "libtpu")}
 
 
+@functools.cache
+def program_code() -> str:
+    """A digest of the lab's code that builds the traced step (`marin/models`, `marin/kernels`, `marin/train`): a
+    compile read back must be of the program this checkout would compile (a fix to `dense` changed the 8b step's
+    bytes 12x under an unchanged config)."""
+    root = pathlib.Path(importlib.util.find_spec("marin").origin).parent  # the installed lab
+    files = sorted(p for d in ("models", "kernels", "train") for p in (root / d).glob("*.py"))
+    return hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in files)).hexdigest()[:16]
+
+
 def compile_key(cfg, target: SliceTarget) -> dict:
-    "Everything the compiled step depends on besides the lab's code: the whole config, the slice, the compiler."
-    return {"config": config_hash(cfg), "topology": target.topology, "slices": target.slices, **toolchain()}
+    "Everything the compiled step depends on: the whole config, the slice, the compiler, the lab's program code."
+    return {
+        "config": config_hash(cfg),
+        "topology": target.topology,
+        "slices": target.slices,
+        **toolchain(),
+        "code": program_code(),
+    }
 
 
 def cache_path(cfg, target: SliceTarget, prefix: str | None = None) -> str:

@@ -64,16 +64,20 @@ def node_names(cluster) -> dict[str, str]:
 
 def test_sweep_packs_fractional_devices_and_equals_local(cluster, store):
     "6 tiny steps at half a device each run 4 at a time on 2 devices; outputs, hashes and metrics equal the local backend's."
-    points = [
-        Step(
-            f"sweep/p{i}",
-            cs.sweep_point,
-            cs.SweepConfig(index=i, seconds=2.0),
-            resources=Resources(cpus=0.5, custom={"device": 0.5}),
-        )
-        for i in range(6)
-    ]
-    table = Step("sweep/table", cs.gather, cs.GatherConfig(points=tuple(points)), resources=Resources(cpus=0.25))
+
+    def sweep(seconds):
+        points = [
+            Step(
+                f"sweep/p{i}",
+                cs.sweep_point,
+                cs.SweepConfig(index=i, seconds=seconds),
+                resources=Resources(cpus=0.5, custom={"device": 0.5}),
+            )
+            for i in range(6)
+        ]
+        return Step("sweep/table", cs.gather, cs.GatherConfig(points=tuple(points)), resources=Resources(cpus=0.25))
+
+    table = sweep(2.0)  # each point holds its slot 2 s: time for 4 of them to overlap on the cluster
     backend = RayBackend(verbose=True)
     ex = Executor(str(store / "ray"), backend=backend, verbose=False)
     r = ex.run([table])
@@ -91,8 +95,10 @@ def test_sweep_packs_fractional_devices_and_equals_local(cluster, store):
     assert led.node.str.len().min() == 56 and (led.duration_s > 0).all()
     assert set(led.node) <= set(cluster.alive_nodes().values())
     # the local backend gives the same outputs: same names (hashes of configs), same content hashes, same metrics
+    # (its points hold no slot: `seconds` is not versioned, so they are the same steps, and one after another they
+    # would only add 12 s)
     loc = Executor(str(store / "local"), backend="local", verbose=False)
-    rl = loc.run([table])
+    rl = loc.run([sweep(0.0)])
     assert {k for k in rl.statuses} == {k for k in r.statuses}
     for name in r.statuses:
         assert read_status(r.outputs[name])["output_hash"] == read_status(rl.outputs[name])["output_hash"], name

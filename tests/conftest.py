@@ -105,25 +105,35 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(2 * 10**9))  # least
 # `make test` runs the files on 2 pytest-xdist workers, one whole file per worker at a time (module fixtures such as a
 # Ray cluster start once). xdist hands files out in order; by default it sorts them by their number of tests, which
 # sent the single-test files (the Ray CLI test, the quickstart: minutes each) last, so one worker finished them while
-# the other sat idle. Longest first instead (LPT): the files' rough seconds on 2 cores, from `make test`'s
-# `--durations` (approximate; a file not listed counts as short and keeps its alphabetical place).
+# the other sat idle. Longest first instead (LPT): the files' rough seconds on 2 cores, from `--durations=0` (the sums of
+# a whole run on a busy machine, 2026-12-07: only their order matters; a file not listed counts as short and keeps its
+# alphabetical place).
 FILE_SECONDS = {
-    "test_cluster_ray.py": 400,
-    "test_serve_hf.py": 250,
-    "test_cluster_cli.py": 130,
+    "test_cluster_ray.py": 305,
+    "test_serve_hf.py": 240,
+    "test_slice_compile.py": 220,
+    "test_serve_moe.py": 160,
+    "test_cluster_cli.py": 125,
+    "test_moe_layer.py": 125,
+    "test_train_sharding.py": 120,
     "test_core_experiments.py": 120,
-    "test_train_sharding.py": 110,
-    "test_serve_moe.py": 90,
-    "test_quickstart.py": 80,
-    "test_moe_parallel.py": 70,
-    "test_serve_engine.py": 70,
+    "test_serve_engine.py": 105,
+    "test_scaling_fits.py": 95,
+    "test_quickstart.py": 90,
+    "test_moe_locality.py": 85,
+    "test_serve_api.py": 80,
+    "test_tpu_kernels.py": 80,
+    "test_models_transformer.py": 80,
+    "test_data_scale.py": 70,
+    "test_tpu_attention.py": 65,
+    "test_moe_parallel.py": 65,
     "test_train_resume.py": 60,
-    "test_moe_layer.py": 60,
-    "test_serve_hostile.py": 55,
-    "test_slice_compile.py": 90,
-    "test_replay_runs.py": 70,
-    "test_models_smollm2.py": 55,
-    "test_tpu_kernels.py": 45,
+    "test_cpu_kernels_portable.py": 55,
+    "test_slice_targets.py": 50,
+    "test_core_cli.py": 45,
+    "test_replay_runs.py": 40,
+    "test_models_gguf.py": 40,
+    "test_models_smollm2.py": 35,
 }
 
 

@@ -1,8 +1,8 @@
 """Every training preset compiled by the TPU compiler for real TPU slices (no TPU needed), against the estimates.
 
-    JAX_PLATFORMS=cpu /tmp/tpuvenv/bin/python bench/tpu_presets.py            # every run below, cached
-    JAX_PLATFORMS=cpu /tmp/tpuvenv/bin/python bench/tpu_presets.py --only 1b  # the runs whose name has "1b"
-    JAX_PLATFORMS=cpu /tmp/tpuvenv/bin/python bench/tpu_presets.py --table    # the table from the cache only
+    JAX_PLATFORMS=cpu .venv/bin/python bench/tpu_presets.py            # every run below, cached
+    JAX_PLATFORMS=cpu .venv/bin/python bench/tpu_presets.py --only 1b  # the runs whose name has "1b"
+    JAX_PLATFORMS=cpu .venv/bin/python bench/tpu_presets.py --table    # the table from the cache only
 
 Needs libtpu (the `tpu` extra). Each (preset, slice) is compiled once by `marin.train.slice_compile.compile_for_slice`
 and cached in a JSON-lines file keyed by the config's hash and the slice (`--cache`); the table prints per device:
@@ -96,6 +96,7 @@ def main():
     ap.add_argument("--only", default="", help="run only the (config, slice) pairs whose 'config@slice' has this")
     ap.add_argument("--cache", default=os.path.expanduser("~/.cache/marin/tpu_presets.jsonl"))
     ap.add_argument("--table", action="store_true", help="print the table from the cache, compile nothing")
+    ap.add_argument("--force", action="store_true", help="compile the chosen runs again (the lab's code changed)")
     a = ap.parse_args()
     os.makedirs(os.path.dirname(a.cache), exist_ok=True)
     cache = load_cache(a.cache)
@@ -104,7 +105,7 @@ def main():
         if a.only and a.only not in f"{name}@{target}":
             continue
         key = (name, target, config_hash(CONFIGS[name]()))
-        if key not in cache and not a.table:
+        if (key not in cache or a.force) and not a.table:
             print(f"compiling {name} for {target} ...", file=sys.stderr, flush=True)
             try:
                 cache[key] = compile_run(name, target)

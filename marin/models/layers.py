@@ -214,13 +214,14 @@ def reference_attention(
     G = H // K
     ft = at_least_f32(q.dtype)
     q = q * jnp.asarray(1 / math.sqrt(dh) if scale is None else scale, q.dtype)
-    qh = q.reshape(B, S, K, G, dh).transpose(0, 2, 3, 1, 4).reshape(B, K, G * S, dh)  # [B, K, G·Sq, dh]
-    kh, vh = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)  # [B, K, Sk, dh]
-    scores = jnp.einsum("bkqd,bksd->bkqs", qh, kh, preferred_element_type=ft).reshape(B, K, G, S, S)
+    # G and Sq stay separate axes: merged as `[G·Sq]` with Sq split over devices and G not (a microbatch of fewer
+    # sequences than devices), the merged axis has no sharding and XLA gathered every sequence's queries on each chip
+    qh = q.reshape(B, S, K, G, dh)  # [B, Sq, K, G, dh]
+    scores = jnp.einsum("bqkgd,bskd->bkgqs", qh, k, preferred_element_type=ft)  # [B, K, G, Sq, Sk]
     scores = jnp.where(mask[:, :, None], softcap(scores, logit_cap), jnp.finfo(ft).min)  # mask [B,1,1,Sq,Sk]
-    probs = softmax_last_axis(scores).astype(v.dtype).reshape(B, K, G * S, S)
-    out = jnp.einsum("bkqs,bksd->bkqd", probs, vh)  # [B, K, G·Sq, dh]
-    return out.reshape(B, K, G, S, dh).transpose(0, 3, 1, 2, 4).reshape(B, S, H, dh)
+    probs = softmax_last_axis(scores).astype(v.dtype)
+    out = jnp.einsum("bkgqs,bskd->bqkgd", probs, v)  # [B, Sq, K, G, dh]
+    return out.reshape(B, S, H, dh)
 
 
 def _no_cap(name: str, logit_cap: float):

@@ -1,6 +1,6 @@
 "Shared test setup: offline tracking, CPU JAX, and a private storage prefix and reports dir per test."
 
-import contextlib, os, subprocess, sys, time, urllib.request
+import contextlib, functools, os, subprocess, sys, time, urllib.request
 from pathlib import Path
 import pytest
 
@@ -238,3 +238,14 @@ def replayed(request, tmp_path_factory):
         child_output = f"the replay child ran past its bound: {e}"
     lines = results.read_text().splitlines() if results.exists() else []
     return Replayed({(d := json.loads(line))["name"]: d for line in lines}, workdir, cases, child_output)
+
+
+@functools.cache
+def tpu_topology(name: str):
+    "The abstract devices of a TPU topology (deviceless compilation), or a skip saying why libtpu cannot give them."
+    try:
+        from jax.experimental import topologies
+
+        return topologies.get_topology_desc(platform="tpu", topology_name=name)
+    except Exception as e:  # no libtpu, or one that cannot load here
+        pytest.skip(f"deviceless TPU compilation needs libtpu (the tpu extra): {type(e).__name__}: {str(e)[:200]}")

@@ -6,7 +6,7 @@ gradients) are checked in `nbs/20a_layers.ipynb`; here the `shard_map` layout ov
 repeated), and Mosaic's own checks (tile shapes) that interpret mode does not make. Where libtpu cannot be loaded the
 compile tests skip with the reason."""
 
-import functools, os, subprocess, sys, textwrap
+import os, subprocess, sys, textwrap
 import pytest
 
 os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
@@ -14,18 +14,7 @@ os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
 import jax, jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P, SingleDeviceSharding
 
-from conftest import xla_flags
-
-
-@functools.cache
-def topology(name: str):
-    "The abstract devices of a TPU topology, or a skip saying why libtpu cannot give them."
-    try:
-        from jax.experimental import topologies
-
-        return topologies.get_topology_desc(platform="tpu", topology_name=name)
-    except Exception as e:  # no libtpu, or one that cannot load here
-        pytest.skip(f"deviceless TPU compilation needs libtpu (the tpu extra): {type(e).__name__}: {str(e)[:200]}")
+from conftest import tpu_topology as topology, xla_flags
 
 
 SHARDED = textwrap.dedent(

@@ -5,7 +5,7 @@ then runs the real TPU compiler, Mosaic included, which checks what interpret mo
 DMA alignment). Where libtpu cannot be loaded (not installed, another OS or CPU) every test here skips with the
 reason. Run them with libtpu installed: `python -m pytest tests/test_tpu_kernels.py`."""
 
-import functools, os
+import os
 import pytest
 
 # Several processes (pytest workers, a notebook, a bench) may load libtpu at once; with no TPU attached there is no
@@ -15,16 +15,7 @@ os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
 import jax, jax.numpy as jnp
 from jax.sharding import SingleDeviceSharding
 
-
-@functools.cache
-def topology(name: str):
-    "The abstract devices of a TPU topology, or a skip saying why libtpu cannot give them."
-    try:
-        from jax.experimental import topologies
-
-        return topologies.get_topology_desc(platform="tpu", topology_name=name)
-    except Exception as e:  # no libtpu, or one that cannot load here
-        pytest.skip(f"deviceless TPU compilation needs libtpu (the tpu extra): {type(e).__name__}: {str(e)[:200]}")
+from conftest import tpu_topology as topology
 
 
 def on_chip(name: str, shape, dtype):

@@ -35,11 +35,12 @@ from .moe_parallel import moe_mlp_expert_parallel
 
 # %% auto #0
 __all__ = ['ROPE_SCALINGS', 'ACTIVATION_NAMES', 'ATTENTION_IMPLS', 'LAYER_LOOPS', 'EMBEDDING_AXES', 'ATTENTION_AXES',
-           'PARAM_AXES', 'LEGACY_STATE_KEYS', 'REMAT_POLICIES', 'LlamaConfig', 'Block', 'Transformer', 'moe_layer_ids',
-           'init', 'count_params', 'param_axes', 'upgrade_state_keys', 'mlp_forward', 'block_forward_with_stats',
-           'block_forward', 'layer_params', 'scan_blocks', 'to_compute_dtype', 'layer_attention', 'embed_tokens',
-           'forward', 'vocab_projection', 'output_logits', 'next_token_loss', 'post_step_update',
-           'directional_grad_check', 'generate']
+           'PARAM_AXES', 'LEGACY_STATE_KEYS', 'REMAT_POLICIES', 'LOSS_CHUNK_BYTES', 'LOSS_CHUNK_MIN_ROWS',
+           'LlamaConfig', 'Block', 'Transformer', 'moe_layer_ids', 'init', 'count_params', 'param_axes',
+           'upgrade_state_keys', 'mlp_forward', 'block_forward_with_stats', 'block_forward', 'layer_params',
+           'scan_blocks', 'to_compute_dtype', 'layer_attention', 'embed_tokens', 'forward', 'vocab_projection',
+           'project_to_vocab', 'output_logits', 'loss_chunks', 'chunked_token_logits', 'next_token_loss',
+           'post_step_update', 'directional_grad_check', 'generate']
 
 # %% ../../nbs/20_transformer.ipynb #2acb9b3c
 ROPE_SCALINGS = ("none", "linear", "ntk", "llama3")
@@ -552,8 +553,7 @@ def forward(
     x = rms_norm(x, m.final_norm, cfg.norm_eps, cfg.norm_offset)
     if hidden_only:
         return (x, stats) if return_stats else x
-    logits = softcap(dense(x, vocab_projection(m), at_least_f32(x.dtype), cfg.matmul_dtype), cfg.logit_softcap)
-    logits = sharding(logits, ("batch", "seq", "act_vocab"))
+    logits = sharding(project_to_vocab(cfg, x, vocab_projection(m)), ("batch", "seq", "act_vocab"))
     return (logits, stats) if return_stats else logits
 
 
@@ -566,11 +566,56 @@ def vocab_projection(model: Transformer):
     return model.embed.T if model.lm_head is None else model.lm_head
 
 
+def project_to_vocab(cfg: LlamaConfig, x: Float[Array, "... D"], w: Float[Array, "D V"]) -> Float[Array, "... V"]:
+    "Logits (float32, soft-capped where the family caps them) of final hidden states `x` through the projection `w`."
+    return softcap(dense(x, w, at_least_f32(x.dtype), cfg.matmul_dtype), cfg.logit_softcap)
+
+
 def output_logits(model: Transformer, x: Float[Array, "... D"], *, compute_dtype=jnp.float32) -> Float[Array, "... V"]:
     "Logits (float32) of final hidden states `x` (`forward(..., hidden_only=True)`) at whatever positions `x` holds."
-    m = to_compute_dtype(model, jnp.dtype(compute_dtype))
-    cfg = model.cfg
-    return softcap(dense(x, vocab_projection(m), at_least_f32(x.dtype), cfg.matmul_dtype), cfg.logit_softcap)
+    return project_to_vocab(model.cfg, x, vocab_projection(to_compute_dtype(model, jnp.dtype(compute_dtype))))
+
+# %% ../../nbs/20_transformer.ipynb #79467121
+LOSS_CHUNK_BYTES = 2**28  # a device's float32 logits in one chunk of the loss
+LOSS_CHUNK_MIN_ROWS = 128  # positions a device projects per chunk, at least
+
+
+def loss_chunks(B: int, S: int, V: int, devices: int = 1) -> int:
+    """How many chunks of positions the loss of a `[B, S]` batch over `devices` makes its logits in: the fewest
+    (a power of two dividing `S`) that keep a device's float32 logits under `LOSS_CHUNK_BYTES`, each chunk still
+    `LOSS_CHUNK_MIN_ROWS` positions a device."""
+    n = 1
+    while B * S * V * 4 / (devices * n) > LOSS_CHUNK_BYTES and S % (2 * n) == 0:
+        if B * S / (2 * n * devices) < LOSS_CHUNK_MIN_ROWS:
+            break
+        n *= 2
+    return n
+
+
+def chunked_token_logits(
+    cfg: LlamaConfig, x: Float[Array, "B S D"], w: Float[Array, "D V"], targets: Int[Array, "B S"], n: int, sharding
+) -> tuple[Float[Array, "B S"], Float[Array, "B S"]]:
+    """Per position, the logsumexp of the logits of final hidden states `x` through `w` and the `targets`' logit,
+    the logits made in `n` strided chunks of positions, each rematerialised in the backward pass."""
+
+    def one(x, t):
+        x = sharding(x, ("batch", "seq", "act_embed"))
+        logits = sharding(project_to_vocab(cfg, x, w), ("batch", "seq", "act_vocab"))
+        # the target's logit as a masked sum, not `take_along_axis`: the gradient of a gather is a scatter that
+        # XLA's SPMD partitioner does not split along the sequence (the 8b preset on 128 TPU chips held the whole
+        # batch's f32[8, 8192, 128256] for it); a compare-and-select is elementwise and fuses into the loss
+        picked = jnp.where(jnp.arange(logits.shape[-1]) == t[..., None], logits, 0.0).sum(-1)
+        return jax.nn.logsumexp(logits, axis=-1), picked
+
+    if n == 1:
+        return one(x, targets)
+    B, S = targets.shape
+    if S % n:
+        raise ValueError(f"chunks={n} does not divide the sequence length {S}; pick a divisor")
+    strided = lambda a: jnp.moveaxis(a.reshape(B, S // n, n, *a.shape[2:]), 2, 0)  # [n, B, S/n, ...]
+    body = jax.checkpoint(lambda _, xt: (None, one(*xt)), prevent_cse=False)
+    _, out = jax.lax.scan(body, None, (strided(x), strided(targets)))
+    return tuple(jnp.moveaxis(a, 0, 2).reshape(B, S) for a in out)
 
 # %% ../../nbs/20_transformer.ipynb #334e2cbd
 def next_token_loss(
@@ -581,34 +626,26 @@ def next_token_loss(
     remat: str = "none",
     z_loss_weight: float = 0.0,
     sharding: ActivationSharding | None = None,
+    chunks: int | None = None,
 ) -> tuple[Float[Array, ""], dict]:
     """Mean cross-entropy of predicting `tokens[:, i+1]` at position `i`, where `loss_mask[:, i]` is 1, plus
-    `z_loss_weight * logsumexp(logits)^2` (PaLM's z-loss, which keeps the softmax normaliser near 1)."""
-    tokens = batch["tokens"]
-    logits, stats = forward(
-        model,
-        tokens,
-        batch.get("segment_ids"),
-        compute_dtype=compute_dtype,
-        remat=remat,
-        return_stats=True,
-        sharding=sharding,
-    )  # [B, S, V]
-    mask = batch["loss_mask"].astype(logits.dtype)
-    targets = jnp.roll(tokens, -1, axis=1)
-    mask = mask.at[:, -1].set(0.0)  # the last position has no next token
-    lse = jax.nn.logsumexp(logits, axis=-1)  # [B, S]
-    # the target's logit as a masked sum over the vocabulary, not `take_along_axis`: the gradient of a gather is a
-    # scatter that XLA's SPMD partitioner does not split along the sequence (on the 8b preset over 128 TPU chips
-    # every chip held f32[8, 8192, 128256] for it); a compare-and-select is elementwise and fuses into the loss
-    picked = jnp.where(jnp.arange(logits.shape[-1]) == targets[..., None], logits, 0.0).sum(-1)
+    `z_loss_weight * logsumexp(logits)^2` (PaLM's z-loss, which keeps the softmax normaliser near 1).
+    The logits are made `chunks` chunks of positions at a time (default: `loss_chunks` of the batch and mesh)."""
+    tokens, sharding = batch["tokens"], NO_SHARDING if sharding is None else sharding
+    kw = dict(compute_dtype=compute_dtype, remat=remat, return_stats=True, sharding=sharding, hidden_only=True)
+    x, stats = forward(model, tokens, batch.get("segment_ids"), **kw)  # [B, S, D]
+    devices = 1 if sharding.mesh is None else sharding.mesh.size
+    n = loss_chunks(*tokens.shape, model.cfg.vocab_size, devices) if chunks is None else chunks
+    w = vocab_projection(to_compute_dtype(model, jnp.dtype(compute_dtype)))
+    lse, picked = chunked_token_logits(model.cfg, x, w, jnp.roll(tokens, -1, axis=1), n, sharding)  # [B, S] each
+    mask = batch["loss_mask"].astype(lse.dtype).at[:, -1].set(0.0)  # the last position has no next token
     nll = lse - picked
     n = jnp.maximum(mask.sum(), 1.0)
     ce = (nll * mask).sum() / n
     z = (jnp.square(lse) * mask).sum() / n
     loss, aux = ce + z_loss_weight * z, {"ce": ce, "z_loss": z, "n_tokens": mask.sum()}
     for k in [k for k in batch if k.startswith("loss_mask/")]:  # a Sample's typed masks: NLL sum and count per type
-        mk = batch[k].astype(logits.dtype).at[:, -1].set(0.0)
+        mk = batch[k].astype(lse.dtype).at[:, -1].set(0.0)
         aux[f"nll_sum/{k[10:]}"], aux[f"n_tokens/{k[10:]}"] = (nll * mk).sum(), mk.sum()
     if stats:  # MoE: router losses and moe/ metrics
         extra, metrics = moe_loss_and_metrics(model.cfg.moe, stats, model.cfg.n_layers)

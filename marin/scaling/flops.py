@@ -60,7 +60,7 @@ def compiled_training_flops(
     params, static = eqx.partition(m1, eqx.is_array)
     toks = jnp.zeros((batch_size, S), jnp.int32)
     batch = {"tokens": toks, "segment_ids": jnp.ones_like(toks), "loss_mask": jnp.ones((batch_size, S), jnp.float32)}
-    loss = lambda p: next_token_loss(eqx.combine(p, static), batch)[0]
+    loss = lambda p: next_token_loss(eqx.combine(p, static), batch, chunks=1)[0]  # no loop: all counted
     total = _cost_flops(loss if forward_only else jax.grad(loss), params)
     if model.n_layers > 1:
         layer = jax.tree.map(lambda a: a[0], m1.blocks)  # one layer's weights, no leading axis

@@ -8,6 +8,7 @@ import contextlib, dataclasses, math, os, re, time
 import jax
 import jax.numpy as jnp
 from ..core.devices import DEVICE_PEAK_FLOPS
+from ..models.transformer import loss_chunks
 from .optim import build_optimizer
 from .sharding import ShardingError, batch_sharding, logical_to_spec, make_mesh
 from .trainer import TrainConfig, abstract_state, base_shardings, make_train_step, state_shardings
@@ -175,6 +176,9 @@ def counted_flops(cfg: TrainConfig, devices: int) -> float:
     per_token = m.flops_per_token(S)
     head = 6.0 * m.vocab_size * m.d_model  # the vocabulary projection, outside the layers
     layer = (per_token - head) / m.n_layers
+    chunks = loss_chunks(B // A, S, m.vocab_size, devices)
+    if chunks > 1:  # the loss's scan over chunks of positions, each projected again in the backward pass
+        head = head * 4 / 3 / chunks
     if cfg.remat not in ("none", "dots") and not cfg.remat.startswith(("dots", "checkpoint_dots")):
         layer *= 4 / 3  # the forward again in the backward pass
     layers_counted = m.n_layers if m.unroll_layers else 1

@@ -8,7 +8,9 @@ Needs libtpu (the `tpu` extra). Each (preset, slice) is compiled once by `marin.
 and cached in a JSON-lines file keyed by the config's hash and the slice (`--cache`); the table prints per device:
 the dry run's old estimate (`marin.train.cli.estimate_memory`), the new one (`estimate_per_chip`), the compiler's
 bytes (arguments + temporaries + outputs not aliased), each estimate's ratio to the compiler, the compiler's FLOPs
-against the lab's counter (counted the same way) and the compile time. Big compiles take CPU minutes each."""
+against the lab's counter (counted the same way; "N loops": the partitioner ran N matmuls as collective-matmul
+loops, whose bodies the cost analysis counts once, so the ratio is not comparable) and the compile time. Big
+compiles take CPU minutes each. Rows compiled from other code than the checkout's are named on stderr."""
 
 import argparse, dataclasses, json, os, sys, time
 
@@ -17,6 +19,7 @@ os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
 from marin.core.config import config_hash
 from marin.models.moe import MoEConfig
 from marin.train.cli import PRESETS, estimate_memory
+from marin.train.slice_cache import program_code
 from marin.train.slice_compile import compile_for_slice, parse_target
 
 
@@ -52,7 +55,8 @@ def compile_run(name: str, target: str) -> dict:
         "hosts": r.hosts,
         "mesh": r.mesh,
         **{k: getattr(r, k) for k in ("argument_bytes", "output_bytes", "alias_bytes", "temp_bytes", "flops")},
-        **{k: getattr(r, k) for k in ("counted_flops", "lower_s", "compile_s", "fits", "error")},
+        **{k: getattr(r, k) for k in ("counted_flops", "lower_s", "compile_s", "fits", "error", "windowed_loops")},
+        "code": program_code(),  # the lab's program code it was compiled from (`slice_cache.program_code`)
         "total_bytes": r.total_bytes,
         "when": time.strftime("%Y-%m-%d %H:%M"),
     }
@@ -84,6 +88,8 @@ def table(rows: list[dict]) -> str:
         with traced_for("tpu"):  # the counter as the TPU program's loops count (rows cached before it was so)
             counted = counted_flops(cfg, r["devices"])
         flops = f"{r['flops'] / counted:.3f}" if r["fits"] else "-"
+        if r.get("windowed_loops"):  # collective-matmul loops: the cost analysis counts each body once
+            flops += f" ({r['windowed_loops']} loops)"
         out.append(
             f"| {r['config']} | {t.name} ({t.topology}) | {r['devices']} ({r['hosts']}) | {mesh} | {gib(old)} "
             f"| {gib(new)} | {ctext} | {old / comp:.2f} | {new / comp:.2f} | {flops} | {r['compile_s']:.0f} |"
@@ -117,6 +123,8 @@ def main():
             print(json.dumps(cache[key]), file=sys.stderr, flush=True)
         if key in cache:
             rows.append(cache[key])
+            if cache[key].get("code") != program_code():
+                print(f"note: {name}@{target} was compiled from other code than this checkout's (--force)", file=sys.stderr)
     print(table(rows))
 
 

@@ -15,8 +15,8 @@ from .reports import render_notebook, reports_dir, write_run_card
 from .settings import settings
 
 # %% auto #0
-__all__ = ['ExperimentError', 'ExperimentParam', 'experiment_parameters', 'check_parameters', 'record_metrics', 'ExperimentRun',
-           'record_target', 'read_planned_configs', 'run_experiment']
+__all__ = ['ExperimentError', 'ExperimentParam', 'experiment_parameters', 'check_parameters', 'read_run_metrics',
+           'record_metrics', 'ExperimentRun', 'record_target', 'read_planned_configs', 'run_experiment']
 
 # %% ../../nbs/07_experiments.ipynb #55c7096e
 class ExperimentError(ValueError):
@@ -142,17 +142,26 @@ def check_parameters(
     return {k: _coerce(declared[k], v) for k, v in given.items()}
 
 # %% ../../nbs/07_experiments.ipynb #15520c80
-def record_metrics(**metrics: Any) -> None:
-    "Report headline numbers of the experiment run (they go to the ledger and the report index)."
+def read_run_metrics(path: str) -> dict:
+    'What a notebook recorded in its metrics file: `{"metrics": {...}, "headline": [names]}` (empty: nothing yet).'
+    cur = storage.read_json(path, {})
+    return {"metrics": dict(cur.get("metrics", {})), "headline": list(cur.get("headline", []))}
+
+
+def record_metrics(*, headline: bool = False, **metrics: Any) -> None:
+    """Report numbers of the experiment run (they go to the ledger and the report index); `headline=True`: these are
+    the run's headline, the numbers shown first wherever the run is listed."""
     path = os.environ.get("MARIN_RUN_METRICS")
     clean = {
         k: (float(v) if hasattr(v, "__float__") and not isinstance(v, (int, bool)) else v) for k, v in metrics.items()
     }
     if not path:
-        print("record_metrics (not under `marin run`):", clean)
+        print(f"record_metrics{' (headline)' if headline else ''} (not under `marin run`):", clean)
         return
-    cur = storage.read_json(path, {})
-    cur.update(clean)
+    cur = read_run_metrics(path)
+    cur["metrics"].update(clean)
+    if headline:
+        cur["headline"] += [k for k in clean if k not in cur["headline"]]
     storage.write_json(path, cur)
 
 # %% ../../nbs/07_experiments.ipynb #13ab561a
@@ -164,6 +173,7 @@ class ExperimentRun:
     html: Path | None
     error: str = ""
     metrics: dict = dataclasses.field(default_factory=dict)
+    headline: list = dataclasses.field(default_factory=list)  # the names of its headline metrics
     plan: str = ""  # a dry run's step plan
     planned: list = dataclasses.field(default_factory=list)  # a dry run's steps to run: (name, config or None, why not)
 
@@ -185,12 +195,12 @@ def _env(**kv):
                 os.environ[k] = v
 
 # %% ../../nbs/07_experiments.ipynb #c0ba339b
-def record_target(name: str, met: Any, detail: str = "") -> bool:
+def record_target(name: str, met: Any, detail: str = "", headline: bool = False) -> bool:
     """Record whether a result met its target (`target/NAME`: true or false, in the ledger and the report) and print
-    the verdict; a miss never fails the run. Returns the verdict."""
+    the verdict; a miss never fails the run (`headline`: the verdict is a headline). Returns the verdict."""
     met = bool(met)
     print(f"target {name}: {'met' if met else 'MISSED'}" + (f" ({detail})" if detail else ""))
-    record_metrics(**{f"target/{name}": met})
+    record_metrics(**{f"target/{name}": met}, headline=headline)
     return met
 
 # %% ../../nbs/07_experiments.ipynb #31479d87
@@ -297,7 +307,9 @@ def _execute(
 
 # %% ../../nbs/07_experiments.ipynb #9453ea94
 def _finish(ledger, base, card, out_nb, status, err, tb, failing, metrics_file) -> dict:
-    metrics = storage.read_json(metrics_file, {})
+    "Append the final record and write the final card; what the notebook recorded (`read_run_metrics`)."
+    recorded = read_run_metrics(metrics_file)
+    metrics, headline = recorded["metrics"], recorded["headline"]
     Path(metrics_file).unlink(missing_ok=True)
     ended = utcnow()
     ledger.append(
@@ -308,6 +320,7 @@ def _finish(ledger, base, card, out_nb, status, err, tb, failing, metrics_file) 
             traceback=tb,
             failing_cell=failing,
             metrics=metrics or None,
+            headline=headline or None,
             **base,
         )
     )
@@ -319,11 +332,12 @@ def _finish(ledger, base, card, out_nb, status, err, tb, failing, metrics_file) 
             ended_at=ended.isoformat(),
             duration_s=(ended - base["started_at"]).total_seconds(),
             metrics=metrics,
+            headline=headline,
             error=err,
             failing_cell=failing,
         ),
     )
-    return metrics
+    return recorded
 
 # %% ../../nbs/07_experiments.ipynb #0fd3e979
 def read_planned_configs(path: Path) -> list[tuple[str, Any, str]]:
@@ -398,8 +412,8 @@ def run_experiment(
     status, err, tb, failing = _execute(
         notebook, out_nb, values, env, progress=progress, log_output=log_output, on_interrupt=finish
     )
-    metrics = finish(status, err, tb, failing)
+    recorded = finish(status, err, tb, failing)
     html = None
     if render and out_nb.exists():
         html = render_notebook(out_nb, root / "_site" / name / f"{run_id}.html")
-    return ExperimentRun(run_id, status, out_nb, html, err, metrics)
+    return ExperimentRun(run_id, status, out_nb, html, err, recorded["metrics"], headline=recorded["headline"])

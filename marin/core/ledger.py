@@ -14,8 +14,10 @@ from . import storage
 from .settings import settings
 
 # %% auto #0
-__all__ = ['LEDGER_SCHEMA', 'TRACKED_PACKAGES', 'utcnow', 'new_run_id', 'RunRecord', 'git_state', 'package_versions', 'hardware',
-           'provenance', 'run_annotations', 'annotate', 'Ledger', 'LedgerWarning', 'record_from_row']
+__all__ = ['LEDGER_SCHEMA', 'TRACKED_PACKAGES', 'DEFAULT_HEADLINE', 'utcnow', 'new_run_id', 'RunRecord', 'git_state',
+           'package_versions', 'hardware', 'provenance', 'run_annotations', 'annotate', 'Ledger', 'LedgerWarning',
+           'record_from_row', 'headline_metrics', 'run_headline', 'short_metric_names', 'format_metric',
+           'format_metrics']
 
 # %% ../../nbs/03_ledger.ipynb #9038f994
 def utcnow() -> dt.datetime:
@@ -59,6 +61,7 @@ class RunRecord:
     traceback: str = ""
     failing_cell: str = ""
     metrics: dict | None = None
+    headline: list | None = None  # the names of the metrics the run declared its headline, in order
     report_path: str = ""
     record_id: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)
 
@@ -67,7 +70,7 @@ class RunRecord:
         return None if self.ended_at is None else (self.ended_at - self.started_at).total_seconds()
 
 # %% ../../nbs/03_ledger.ipynb #f873d1cb
-_JSON_FIELDS = ("config", "input_hashes", "packages", "hardware", "metrics")
+_JSON_FIELDS = ("config", "input_hashes", "packages", "hardware", "metrics", "headline")
 _TS = pa.timestamp("us", tz="UTC")
 LEDGER_SCHEMA = pa.schema(
     [
@@ -101,6 +104,7 @@ LEDGER_SCHEMA = pa.schema(
         ("traceback", pa.string()),
         ("failing_cell", pa.string()),
         ("metrics", pa.string()),
+        ("headline", pa.string()),
         ("report_path", pa.string()),
     ]
 )
@@ -464,6 +468,75 @@ def running_record(self: Ledger, run_id: str) -> RunRecord | None:
     "The `RUNNING` record of `run_id`, or None when it has none."
     rows = self._query("SELECT * FROM records WHERE run_id = ? AND status = 'RUNNING' ORDER BY written_at", [run_id])
     return record_from_row(rows.iloc[0].to_dict()) if len(rows) else None
+
+# %% ../../nbs/03_ledger.ipynb #4e10d7de
+DEFAULT_HEADLINE = (
+    "train/final_loss",  # a training run: where its loss ended
+    "eval/overall/bpb",  # held-out bits per byte: an eval suite pooled over its domains ...
+    "eval/*/bpb",  # ... or the trainer's evaluator, one held-out set
+    "*/acc",  # an eval task's score (multiple choice) ...
+    "*/acc_norm",
+    "*/exact_match",  # ... or generation
+    "throughput/tokens_per_s",
+    "throughput/mfu",
+    "data/documents",  # a data step: what it produced
+    "data/tokens",
+)
+_BOOKKEEPING = ("_stderr", "/n", "/chance", "/seconds", "/bytes", "/tokens", "/documents")
+
+
+def headline_metrics(metrics: dict | None, headline: list | None = None, limit: int = 4) -> dict:
+    """The metrics to show first for a run, in order: those it declared its `headline` (all of them), else the first
+    match of each `DEFAULT_HEADLINE` pattern (at most `limit`), else its first `limit` metrics by name that are not
+    bookkeeping."""
+    import fnmatch
+
+    m = metrics or {}
+    named = {k: m[k] for k in headline or () if k in m}
+    if named:
+        return named
+    picked: dict = {}
+    for pat in DEFAULT_HEADLINE:
+        hit = next((k for k in sorted(m) if k not in picked and fnmatch.fnmatchcase(k, pat)), None)
+        if hit is not None and len(picked) < limit:
+            picked[hit] = m[hit]
+    if picked:
+        return picked
+    rest = [k for k in sorted(m) if not k.endswith(_BOOKKEEPING)] or sorted(m)
+    return {k: m[k] for k in rest[:limit]}
+
+# %% ../../nbs/03_ledger.ipynb #93f8cb64
+def _json_value(v: Any) -> Any:
+    "A JSON column's value: parsed when it is a string, None when null or NaN."
+    if isinstance(v, str):
+        return json.loads(v) if v else None
+    return None if v is None or (isinstance(v, float) and v != v) else v
+
+
+def run_headline(rec: dict, limit: int = 4) -> dict:
+    "The headline metrics of a ledger row or `Ledger.show` record (records without a `headline` field included)."
+    m, h = _json_value(rec.get("metrics")), _json_value(rec.get("headline"))
+    return headline_metrics(m if isinstance(m, dict) else None, h if isinstance(h, list) else None, limit)
+
+
+def short_metric_names(names: list[str]) -> dict[str, str]:
+    "Each name's shortest tail after a `/` that no other name in `names` ends with."
+    out = {}
+    for n in names:
+        parts = n.split("/")
+        tails = ["/".join(parts[i:]) for i in range(len(parts) - 1, -1, -1)]
+        out[n] = next(t for t in tails if t == n or not any(o != n and (o == t or o.endswith("/" + t)) for o in names))
+    return out
+
+
+def format_metric(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def format_metrics(metrics: dict, short: bool = True) -> str:
+    "`name=value` pairs on one line (`short`: names cut to their shortest unambiguous tail)."
+    names = short_metric_names(list(metrics)) if short else {k: k for k in metrics}
+    return " ".join(f"{names[k]}={format_metric(v)}" for k, v in metrics.items())
 
 # %% ../../nbs/03_ledger.ipynb #1dd25b01
 @patch

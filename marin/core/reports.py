@@ -8,6 +8,7 @@ import datetime as dt, html, json, os, shutil, subprocess
 from pathlib import Path
 from typing import Any
 from . import storage
+from .ledger import format_metric, format_metrics, headline_metrics
 from .settings import settings
 
 # %% auto #0
@@ -78,12 +79,12 @@ td,th{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}t
 code{font-size:90%}.err{color:#c01919;font-size:90%}</style>"""
 
 # %% ../../nbs/06_reports.ipynb #a407ab27
-def _fmt_metrics(m: dict | None, limit: int = 6) -> str:
-    if not m:
-        return ""
-    items = list(m.items())[:limit]
-    f = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)
-    return "<br>".join(f"<code>{html.escape(str(k))}</code> = {html.escape(f(v))}" for k, v in items)
+def _fmt_metrics(m: dict | None, headline: list | None = None, limit: int = 6) -> str:
+    "A run's headline metrics (`headline`: the names it declared), one per line."
+    shown = headline_metrics(m, headline, limit)
+    return "<br>".join(
+        f"<code>{html.escape(str(k))}</code> = {html.escape(format_metric(v))}" for k, v in shown.items()
+    )
 
 
 def _index_row(c: dict) -> str:
@@ -95,17 +96,19 @@ def _index_row(c: dict) -> str:
     return (
         f"<tr class='run' data-status='{st}'><td class='{st}'>{st}</td><td>{started}</td>"
         f"<td>{html.escape(c.get('experiment', ''))}</td><td>{html.escape(str(c.get('issue', '')))}</td>"
-        f"<td>{_fmt_metrics(c.get('metrics'))}{err}</td><td>{link}</td></tr>"
+        f"<td>{_fmt_metrics(c.get('metrics'), c.get('headline'))}{err}</td><td>{link}</td></tr>"
     )
 
 # %% ../../nbs/06_reports.ipynb #79af1983
 def index_html(cards: list[dict], retrospectives: list[tuple[str, str]]) -> str:
-    "The index page: every run (status, date, experiment, issue, key metrics, link) and the retrospectives."
+    "The index page: every run (status, date, experiment, issue, headline metrics, link) and the retrospectives."
     rows = [_index_row(c) for c in cards]
     retro = "".join(f"<li><a href='{html.escape(h)}'>{html.escape(t)}</a></li>" for t, h in retrospectives)
     n_fail = sum(c.get("status") == "FAILED" for c in cards)
     built = f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M}"
-    header = "".join(f"<th>{h}</th>" for h in ("status", "started (UTC)", "experiment", "issue", "key metrics", "run"))
+    header = "".join(
+        f"<th>{h}</th>" for h in ("status", "started (UTC)", "experiment", "issue", "headline metrics", "run")
+    )
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>Marin reports</title>{_STYLE}</head><body>"
         f"<h1>Marin reports</h1><p>{len(cards)} runs, {n_fail} failed. Built {built} UTC.</p>"
@@ -118,10 +121,18 @@ def index_html(cards: list[dict], retrospectives: list[tuple[str, str]]) -> str:
 
 def index_markdown(cards: list[dict]) -> str:
     "The same index as Markdown, for the Quarto site."
-    lines = ["# Marin reports", "", "| status | started | experiment | issue | run |", "|---|---|---|---|---|"]
+    lines = [
+        "# Marin reports",
+        "",
+        "| status | started | experiment | issue | headline | run |",
+        "|---|---|---|---|---|---|",
+    ]
     for c in cards:
+        shown = format_metrics(headline_metrics(c.get("metrics"), c.get("headline"), 6), short=False).replace(
+            "|", "\\|"
+        )
         lines.append(
-            f"| {c.get('status')} | {c.get('started_at', '')[:19]} | {c.get('experiment')} | {c.get('issue', '')} | [{c['run_id']}]({c['_href_md']}) |"
+            f"| {c.get('status')} | {c.get('started_at', '')[:19]} | {c.get('experiment')} | {c.get('issue', '')} | {shown} | [{c['run_id']}]({c['_href_md']}) |"
         )
     return "\n".join(lines) + "\n"
 

@@ -35,12 +35,12 @@ from .moe_parallel import moe_mlp_expert_parallel
 
 # %% auto #0
 __all__ = ['ROPE_SCALINGS', 'ACTIVATION_NAMES', 'ATTENTION_IMPLS', 'LAYER_LOOPS', 'EMBEDDING_AXES', 'ATTENTION_AXES',
-           'PARAM_AXES', 'LEGACY_STATE_KEYS', 'REMAT_POLICIES', 'LOSS_CHUNK_BYTES', 'LOSS_CHUNK_MIN_ROWS',
-           'LlamaConfig', 'Block', 'Transformer', 'moe_layer_ids', 'init', 'count_params', 'param_axes',
-           'upgrade_state_keys', 'mlp_forward', 'block_forward_with_stats', 'block_forward', 'layer_params',
-           'scan_blocks', 'to_compute_dtype', 'layer_attention', 'embed_tokens', 'forward', 'vocab_projection',
-           'project_to_vocab', 'output_logits', 'loss_chunks', 'chunked_token_logits', 'next_token_loss',
-           'post_step_update', 'directional_grad_check', 'generate']
+           'PARAM_AXES', 'LEGACY_STATE_KEYS', 'REMAT_POLICIES', 'LOSS_CHUNK_BYTES', 'CPU_LOSS_CHUNK_BYTES',
+           'LOSS_CHUNK_MIN_ROWS', 'LlamaConfig', 'Block', 'Transformer', 'moe_layer_ids', 'init', 'count_params',
+           'param_axes', 'upgrade_state_keys', 'mlp_forward', 'block_forward_with_stats', 'block_forward',
+           'layer_params', 'scan_blocks', 'to_compute_dtype', 'layer_attention', 'embed_tokens', 'forward',
+           'vocab_projection', 'project_to_vocab', 'output_logits', 'loss_chunks', 'chunked_token_logits',
+           'next_token_loss', 'post_step_update', 'directional_grad_check', 'generate']
 
 # %% ../../nbs/20_transformer.ipynb #2acb9b3c
 ROPE_SCALINGS = ("none", "linear", "ntk", "llama3")
@@ -576,16 +576,17 @@ def output_logits(model: Transformer, x: Float[Array, "... D"], *, compute_dtype
     return project_to_vocab(model.cfg, x, vocab_projection(to_compute_dtype(model, jnp.dtype(compute_dtype))))
 
 # %% ../../nbs/20_transformer.ipynb #79467121
-LOSS_CHUNK_BYTES = 2**28  # a device's float32 logits in one chunk of the loss
+LOSS_CHUNK_BYTES = 2**28  # an accelerator's float32 logits in one chunk of the loss
+CPU_LOSS_CHUNK_BYTES = 2**32  # a CPU's memory is the host's RAM: chunk only what would crowd it
 LOSS_CHUNK_MIN_ROWS = 128  # positions a device projects per chunk, at least
 
 
-def loss_chunks(B: int, S: int, V: int, devices: int = 1) -> int:
+def loss_chunks(B: int, S: int, V: int, devices: int = 1, platform: str = "tpu") -> int:
     """How many chunks of positions the loss of a `[B, S]` batch over `devices` makes its logits in: the fewest
-    (a power of two dividing `S`) that keep a device's float32 logits under `LOSS_CHUNK_BYTES`, each chunk still
-    `LOSS_CHUNK_MIN_ROWS` positions a device."""
-    n = 1
-    while B * S * V * 4 / (devices * n) > LOSS_CHUNK_BYTES and S % (2 * n) == 0:
+    (a power of two dividing `S`) that keep a device's float32 logits under `LOSS_CHUNK_BYTES`
+    (`CPU_LOSS_CHUNK_BYTES` on `platform="cpu"`), each chunk still `LOSS_CHUNK_MIN_ROWS` positions a device."""
+    budget, n = CPU_LOSS_CHUNK_BYTES if platform == "cpu" else LOSS_CHUNK_BYTES, 1
+    while B * S * V * 4 / (devices * n) > budget and S % (2 * n) == 0:
         if B * S / (2 * n * devices) < LOSS_CHUNK_MIN_ROWS:
             break
         n *= 2
@@ -635,7 +636,7 @@ def next_token_loss(
     kw = dict(compute_dtype=compute_dtype, remat=remat, return_stats=True, sharding=sharding, hidden_only=True)
     x, stats = forward(model, tokens, batch.get("segment_ids"), **kw)  # [B, S, D]
     devices = 1 if sharding.mesh is None else sharding.mesh.size
-    n = loss_chunks(*tokens.shape, model.cfg.vocab_size, devices) if chunks is None else chunks
+    n = loss_chunks(*tokens.shape, model.cfg.vocab_size, devices, jax.default_backend()) if chunks is None else chunks
     w = vocab_projection(to_compute_dtype(model, jnp.dtype(compute_dtype)))
     lse, picked = chunked_token_logits(model.cfg, x, w, jnp.roll(tokens, -1, axis=1), n, sharding)  # [B, S] each
     mask = batch["loss_mask"].astype(lse.dtype).at[:, -1].set(0.0)  # the last position has no next token

@@ -276,13 +276,18 @@ def state_shardings(cfg: TrainConfig, mesh, opt) -> TrainState:
         pshapes = abstract_adapter(cfg.lora, cfg.model)
         pshard = jax.tree.map(lambda _: rep, pshapes)
     opt_shapes = jax.eval_shape(opt.init, pshapes)
+
+    def like_param(x, p, s):  # a moment is sharded like its parameter; a per-matrix norm is replicated
+        return x if isinstance(x, optax.MaskedNode) else s if x.shape == p.shape else rep
+
     oshard = optax.tree_map_params(
         opt,
-        lambda _, s: s,
+        like_param,
         opt_shapes,
+        pshapes,
         pshard,
         transform_non_params=lambda _: rep,
-        is_leaf=lambda x: isinstance(x, jax.ShapeDtypeStruct),
+        is_leaf=lambda x: isinstance(x, (jax.ShapeDtypeStruct, optax.MaskedNode)),
     )
     return TrainState(step=rep, params=pshard, opt_state=oshard, key=rep)
 

@@ -124,7 +124,10 @@ def main():
         if key in cache:
             rows.append(cache[key])
             if cache[key].get("code") != program_code():
-                print(f"note: {name}@{target} was compiled from other code than this checkout's (--force)", file=sys.stderr)
+                print(
+                    f"note: {name}@{target} was compiled from other code than this checkout's (--force)",
+                    file=sys.stderr,
+                )
     print(table(rows))
 
 

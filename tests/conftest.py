@@ -123,6 +123,7 @@ FILE_SECONDS = {
     "test_moe_locality.py": 85,
     "test_serve_api.py": 80,
     "test_tpu_kernels.py": 80,
+    "test_optimizers_train.py": 80,
     "test_models_transformer.py": 80,
     "test_data_scale.py": 70,
     "test_tpu_attention.py": 65,

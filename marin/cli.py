@@ -13,8 +13,9 @@ from .core.experiments import ExperimentError
 
 # %% auto #0
 __all__ = ['app', 'runs_app', 'report_app', 'USER_ERRORS', 'LAYER_COMMANDS', 'UserError', 'settings_cmd', 'parse_param_args',
-           'run_cmd', 'runs_list', 'runs_show', 'runs_sql', 'runs_doctor', 'runs_compact', 'report_build', 'lab_cmd',
-           'load_layer_command', 'LazyLayerGroup', 'skip_iri_grammar', 'exit_code_for', 'main']
+           'run_cmd', 'runs_list', 'run_summary', 'runs_show', 'runs_sql', 'flatten_config', 'compare_runs',
+           'runs_compare', 'runs_doctor', 'runs_compact', 'report_build', 'lab_cmd', 'load_layer_command',
+           'LazyLayerGroup', 'skip_iri_grammar', 'exit_code_for', 'main']
 
 # %% ../nbs/90_cli.ipynb #e3263995
 app = typer.Typer(
@@ -212,6 +213,7 @@ def run_cmd(
 
 # %% ../nbs/90_cli.ipynb #66d7e177
 _LIST_COLS = ["run_id", "kind", "status", "experiment", "step", "issue", "started_at", "duration_s"]
+_KINDS = ("experiment", "step", "eval")
 
 
 def _print_df(df) -> None:
@@ -224,9 +226,9 @@ def _print_df(df) -> None:
 
 
 def _list_query(kind: str | None, status: str | None, limit: int) -> str:
-    "The SQL behind `marin runs list`."
-    if kind and kind not in ("experiment", "step"):
-        raise UserError(f"--kind {kind!r}: use experiment or step")
+    "The SQL behind `marin runs list` (every column: old ledgers lack the newer ones, which are read when present)."
+    if kind and kind not in _KINDS:
+        raise UserError(f"--kind {kind!r}: use {', '.join(_KINDS[:-1])} or {_KINDS[-1]}")
     if status and status.upper() not in ("RUNNING", "SUCCESS", "FAILED"):
         raise UserError(f"--status {status!r}: use RUNNING, SUCCESS or FAILED")
     if limit < 1:
@@ -235,31 +237,130 @@ def _list_query(kind: str | None, status: str | None, limit: int) -> str:
     where = " AND ".join(
         w for w in [f"kind = '{kind}'" if kind else "", f"status = '{status.upper()}'" if status else ""] if w
     )
-    return f"SELECT {', '.join(_LIST_COLS)} FROM runs {'WHERE ' + where if where else ''} ORDER BY started_at DESC LIMIT {int(limit)}"
+    return f"SELECT * FROM runs {'WHERE ' + where if where else ''} ORDER BY started_at DESC LIMIT {int(limit)}"
+
+
+def _terminal_width() -> int:
+    "The terminal's width (`COLUMNS` first); 160 when the output is not a terminal."
+    return shutil.get_terminal_size((160, 24)).columns
+
+
+def _cut(s: str, width: int, middle: bool = False) -> str:
+    "`s` in at most `width` characters, `…` where it was cut (`middle`: keep both ends, as run ids differ at the end)."
+    if len(s) <= width:
+        return s
+    if not middle:
+        return s[: max(width - 1, 0)] + "…"
+    head = (width - 1) // 2
+    return s[:head] + "…" + s[len(s) - (width - 1 - head) :]
+
+# %% ../nbs/90_cli.ipynb #b25cf7b6
+def _list_table(df, width: int) -> str:
+    "Rows of the `runs` view as `marin runs list` prints them: the usual columns, then each run's headline, in `width`."
+    import pandas as pd
+    from marin.core.ledger import format_metrics, run_headline
+
+    if not len(df):
+        return "(no rows)"
+    shown = df.reindex(columns=_LIST_COLS)
+    shown["started_at"] = pd.to_datetime(shown["started_at"], utc=True).dt.strftime("%Y-%m-%d %H:%M:%S")
+    shown["duration_s"] = pd.to_numeric(shown["duration_s"]).round(1)
+    with pd.option_context("display.width", 10**6, "display.max_columns", 50, "display.max_colwidth", 60):
+        lines = shown.to_string(index=False).splitlines()
+    heads = [format_metrics(run_headline(r)) for r in df.to_dict("records")]
+    room = max(24, width - max(map(len, lines)) - 2)
+    rows = [f"{line}  {_cut(h, room)}" for line, h in zip(lines[1:], heads)]
+    return "\n".join(r.rstrip() for r in [f"{lines[0]}  headline", *rows])
 
 
 @runs_app.command("list")
 def runs_list(
-    kind: Annotated[Optional[str], typer.Option(help="experiment or step")] = None,
+    kind: Annotated[Optional[str], typer.Option(help="experiment, step or eval")] = None,
     status: Annotated[Optional[str], typer.Option(help="RUNNING, SUCCESS or FAILED")] = None,
     limit: Annotated[int, typer.Option(help="most recent N runs")] = 50,
 ):
-    "List runs, newest first."
+    "List runs, newest first, with their headline metrics."
     from marin.core.ledger import Ledger
 
     query = _list_query(kind, status, limit)
-    _print_df(Ledger().sql(query))
+    typer.echo(_list_table(Ledger().sql(query), _terminal_width()))
 
 # %% ../nbs/90_cli.ipynb #a1f8d996
+def _given(v):
+    '`v`, or None for what a ledger row holds for "not recorded" (None, NaN, NaT, "").'
+    import numpy as np, pandas as pd
+
+    if v is None or v == "" or (not isinstance(v, (dict, list)) and pd.isna(v)):
+        return None
+    return v.item() if isinstance(v, np.generic) else v  # a plain bool or number, as JSON writes it
+
+
+def _fmt_seconds(s: float) -> str:
+    if s < 60:
+        return f"{s:.1f} s"
+    return f"{int(s // 60)} min {int(s % 60)} s" if s < 3600 else f"{int(s // 3600)} h {int(s % 3600 // 60)} min"
+
+
+def _hardware_line(hw: dict | None) -> str:
+    "`4 x TPU v5 lite (tpu) on host`, or the host's CPUs when the run did not use JAX's devices."
+    if not hw:
+        return ""
+    where = f" on {hw['host']}" if hw.get("host") else ""
+    if hw.get("device_kind"):
+        return f"{hw.get('device_count', '?')} x {hw['device_kind']} ({hw.get('backend', '?')}){where}"
+    return f"{hw.get('cpu_count', '?')} CPUs{where}"
+
+# %% ../nbs/90_cli.ipynb #0bdbc819
+def run_summary(rec: dict) -> list[tuple[str, str]]:
+    "The lines `marin runs show` leads with, as (label, text), from a `Ledger.show` record."
+    from marin.core.ledger import format_metrics, run_headline
+
+    g = {k: _given(v) for k, v in rec.items()}
+    about = [f"{k} {g[k]}" for k in ("experiment", "step", "issue") if g.get(k)]
+    status = g.get("status") or "?"
+    status += f", attempt {int(g['attempt'])}" if (g.get("attempt") or 1) > 1 else ""
+    status += f", {int(g['retries'])} retries" if g.get("retries") else ""
+    when = f"{g['started_at']:%Y-%m-%d %H:%M:%S} UTC" if g.get("started_at") is not None else "?"
+    took = g.get("duration_s")
+    when += f", took {_fmt_seconds(took)}" if took is not None else ", no end recorded (still running, or killed)"
+    git = (g.get("git_commit") or "")[:12] + (" (dirty)" if g.get("git_dirty") else "")
+    rows = [
+        ("run", g["run_id"]),
+        ("kind", (g.get("kind") or "?") + (f" ({', '.join(about)})" if about else "")),
+        ("status", status),
+        ("when", when),
+        ("git", git or "not recorded"),
+        ("hardware", _hardware_line(g.get("hardware")) or "not recorded"),
+        ("headline", format_metrics(run_headline(rec), short=False) or "no metrics"),
+    ]
+    if g.get("error"):
+        rows.append(("error", g["error"].strip().splitlines()[0] if g["error"].strip() else g["error"]))
+    for label, key in (("report", "report_path"), ("parent", "parent_run_id"), ("tracker", "tracker_url")):
+        if g.get(key):
+            rows.append((label, g[key]))
+    return rows
+
+# %% ../nbs/90_cli.ipynb #c632e2f3
 @runs_app.command("show")
-def runs_show(run_id: Annotated[str, typer.Argument(help="a run id (a unique prefix is enough)")]):
-    "Show every field of one run."
+def runs_show(
+    run_id: Annotated[str, typer.Argument(help="a run id (a unique prefix is enough)")],
+    as_json: Annotated[bool, typer.Option("--json", help="print only the record, as one JSON object")] = False,
+):
+    "Show one run: a summary (status, when, git, hardware, headline metrics, error), then every field."
     import json
     from marin.core.ledger import Ledger
 
     rec = Ledger().show(run_id)
+    if as_json:
+        typer.echo(json.dumps({k: _given(v) for k, v in rec.items()}, indent=1, default=str))
+        return
+    summary = run_summary(rec)
+    w = max(len(k) for k, _ in summary)
+    for k, v in summary:
+        typer.echo(f"{k:<{w}}  {v}")
+    typer.echo("\nevery field:")
     for k, v in rec.items():
-        if v is None or (isinstance(v, float) and v != v) or v == "":
+        if _given(v) is None:
             continue
         if isinstance(v, (dict, list)):
             v = json.dumps(v, indent=1, default=str)
@@ -286,6 +387,94 @@ def runs_sql(
     except duckdb.Error as e:
         raise UserError(f"SQL error: {str(e).splitlines()[0]}") from None
     _print_df(df)
+
+# %% ../nbs/90_cli.ipynb #d862460c
+_ABSENT = "-"  # a config field or metric a run does not have
+
+
+def flatten_config(cfg, prefix: str = "") -> dict:
+    "A nested config as one level, keys joined with dots (`model.n_layers`); lists and scalars are values."
+    if not isinstance(cfg, dict):
+        return {} if cfg is None else {prefix.rstrip(".") or "config": cfg}
+    out = {}
+    for k, v in cfg.items():
+        out.update(flatten_config(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
+    return out
+
+
+def compare_runs(recs: list[dict]) -> dict:
+    """The comparison of `Ledger.show` records: each run's identity, the config fields that differ (`{field: [value
+    per run]}`, None where a run lacks it), how many agree, and the union of their headline metrics' values."""
+    from marin.core.ledger import json_field, run_headline
+
+    flat = [flatten_config(json_field(_given(r.get("config")))) for r in recs]
+    fields = list(dict.fromkeys(k for f in flat for k in sorted(f)))
+    differ = {k: [f.get(k) for f in flat] for k in fields if any(k not in f or f[k] != flat[0].get(k) for f in flat)}
+    metrics = [json_field(_given(r.get("metrics"))) or {} for r in recs]
+    names = list(dict.fromkeys(k for r in recs for k in run_headline(r)))
+    ident = ("run_id", "kind", "experiment", "step", "status", "started_at", "duration_s", "git_commit", "git_dirty")
+    return dict(
+        runs=[{k: _given(r.get(k)) for k in ident} | {"error": _given(r.get("error"))} for r in recs],
+        config_diff=differ,
+        config_same=len(fields) - len(differ),
+        headline={k: [m.get(k) for m in metrics] for k in names},
+    )
+
+# %% ../nbs/90_cli.ipynb #7aed0abb
+def _compare_text(c: dict, width: int) -> str:
+    "The comparison `compare_runs` returns as a table of one column per run, cut to `width`."
+    from marin.core.ledger import format_metric
+
+    v = lambda x: _ABSENT if x is None else x if isinstance(x, str) else format_metric(x)
+    runs = c["runs"]
+    when = lambda r: f"{r['started_at']:%Y-%m-%d %H:%M}" if r["started_at"] is not None else "?"
+    rows = [
+        ("kind", [r["kind"] for r in runs]),
+        ("experiment/step", [r["experiment"] or r["step"] for r in runs]),
+        ("status", [r["status"] for r in runs]),
+        ("started (UTC)", [when(r) for r in runs]),
+        ("duration", [_fmt_seconds(r["duration_s"]) if r["duration_s"] is not None else None for r in runs]),
+        ("git", [(r["git_commit"] or "")[:10] + (" (dirty)" if r["git_dirty"] else "") or None for r in runs]),
+    ]
+    if any(r["error"] for r in runs):
+        rows.append(("error", [(r["error"] or "").strip().split("\n")[0] or None for r in runs]))
+    n_diff = len(c["config_diff"])
+    rows.append((f"config: {n_diff} field(s) differ, {c['config_same']} the same", None))
+    rows += [(f"  {k}", vals) for k, vals in c["config_diff"].items()]
+    rows.append(("headline metrics" if c["headline"] else "headline metrics: none recorded", None))
+    rows += [(f"  {k}", vals) for k, vals in c["headline"].items()]
+    label_w = min(max(len(k) for k, vals in rows if vals is not None), 40)
+    cell_w = max(12, (width - label_w - 2) // len(runs) - 2)
+    head = [_cut(r["run_id"], cell_w, middle=True) for r in runs]
+    colw = [max([len(h)] + [len(_cut(v(vals[i]), cell_w)) for _, vals in rows if vals]) for i, h in enumerate(head)]
+    line = lambda label, cells: (
+        f"{_cut(label, label_w):<{label_w}}  " + "  ".join(f"{s:<{w}}" for s, w in zip(cells, colw))
+    ).rstrip()
+    out = [line("", head)]
+    for label, vals in rows:
+        out.append(line(label, [_cut(v(x), cell_w, middle=True) for x in vals]) if vals is not None else "\n" + label)
+    return "\n".join(out)
+
+
+@runs_app.command("compare")
+def runs_compare(
+    run_ids: Annotated[list[str], typer.Argument(help="2 to 8 run ids (unique prefixes are enough)")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the comparison as one JSON object")] = False,
+):
+    "Put 2-8 runs side by side: what differs in their configs, and their headline metrics."
+    import json
+    from marin.core.ledger import Ledger
+
+    if not 2 <= len(run_ids) <= 8:
+        raise UserError(f"runs compare takes 2 to 8 run ids, got {len(run_ids)}; `marin runs list` shows the ids")
+    led = Ledger()
+    recs = [led.show(r) for r in run_ids]  # a KeyError names the id that is not there
+    ids = [r["run_id"] for r in recs]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        raise UserError(f"{', '.join(twice)} given twice (ids or prefixes of the same run); compare different runs")
+    c = compare_runs(recs)
+    typer.echo(json.dumps(c, indent=1, default=str) if as_json else _compare_text(c, _terminal_width()))
 
 # %% ../nbs/90_cli.ipynb #90dc3666
 def _doctor(repair: bool) -> None:

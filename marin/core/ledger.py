@@ -16,7 +16,7 @@ from .settings import settings
 # %% auto #0
 __all__ = ['LEDGER_SCHEMA', 'TRACKED_PACKAGES', 'DEFAULT_HEADLINE', 'utcnow', 'new_run_id', 'RunRecord', 'git_state',
            'package_versions', 'hardware', 'provenance', 'run_annotations', 'annotate', 'Ledger', 'LedgerWarning',
-           'record_from_row', 'headline_metrics', 'run_headline', 'short_metric_names', 'format_metric',
+           'record_from_row', 'headline_metrics', 'json_field', 'run_headline', 'short_metric_names', 'format_metric',
            'format_metrics']
 
 # %% ../../nbs/03_ledger.ipynb #9038f994
@@ -506,7 +506,7 @@ def headline_metrics(metrics: dict | None, headline: list | None = None, limit: 
     return {k: m[k] for k in rest[:limit]}
 
 # %% ../../nbs/03_ledger.ipynb #93f8cb64
-def _json_value(v: Any) -> Any:
+def json_field(v: Any) -> Any:
     "A JSON column's value: parsed when it is a string, None when null or NaN."
     if isinstance(v, str):
         return json.loads(v) if v else None
@@ -515,7 +515,7 @@ def _json_value(v: Any) -> Any:
 
 def run_headline(rec: dict, limit: int = 4) -> dict:
     "The headline metrics of a ledger row or `Ledger.show` record (records without a `headline` field included)."
-    m, h = _json_value(rec.get("metrics")), _json_value(rec.get("headline"))
+    m, h = json_field(rec.get("metrics")), json_field(rec.get("headline"))
     return headline_metrics(m if isinstance(m, dict) else None, h if isinstance(h, list) else None, limit)
 
 

@@ -14,6 +14,7 @@ from ..core.executor import Step, StepOrPath
 from ..train.optim import OptimizerConfig
 from .chat_template import ChatTemplateError, JinjaChatTemplate, token_offsets
 from marin.posttrain.sft import (
+    ROLES,
     ChatTemplate,
     load_conversations,
     resolve_chat_template,
@@ -23,28 +24,38 @@ from marin.posttrain.sft import (
 )
 
 # %% auto #0
-__all__ = ['DPO_REWARDS', 'load_pairs', 'pairs_from_conversations', 'encode_preference', 'preference_rows', 'sequence_logps',
-           'dpo_loss', 'PreferenceDataConfig', 'PreferenceLoader', 'DPOConfig', 'dpo_step_fn', 'dpo_log_metrics',
-           'dpo_summary', 'run_dpo', 'dpo_step']
+__all__ = ['DPO_REWARDS', 'pair_records', 'load_pairs', 'pairs_from_conversations', 'encode_preference', 'preference_rows',
+           'sequence_logps', 'dpo_loss', 'PreferenceDataConfig', 'PreferenceLoader', 'DPOConfig', 'dpo_step_fn',
+           'dpo_log_metrics', 'dpo_summary', 'run_dpo', 'dpo_step']
 
 # %% ../../nbs/56_dpo.ipynb #9b6596ff
+def _check_pair(where: str, r: dict) -> dict:
+    "The pair of record `r` (at `where`), or a ValueError naming `where` and what is wrong."
+    for f in ("prompt", "chosen", "rejected"):
+        if f not in r:
+            raise ValueError(f"{where}: missing field {f!r}")
+    p, c, rj = r["prompt"], r["chosen"], r["rejected"]
+    if not isinstance(p, (str, list)) or not isinstance(c, str) or not isinstance(rj, str):
+        raise ValueError(f"{where}: prompt is a string or a list of messages; chosen and rejected are strings")
+    for m in p if isinstance(p, list) else ():
+        if not isinstance(m, dict) or m.get("role") not in ROLES or not isinstance(m.get("content"), str):
+            raise ValueError(f"{where}: each prompt message needs role in {ROLES} and a string content, got {m!r:.80}")
+    if c.strip() == rj.strip():
+        raise ValueError(f"{where}: chosen and rejected are the same answer; DPO learns from their difference")
+    return {"prompt": p, "chosen": c, "rejected": rj}
+
+
+def pair_records(path: str, limit: int = 0):
+    "Each validated `{prompt, chosen, rejected}` record as `(where, pair)`, `where` being `path:line`."
+    for n, (where, r) in enumerate(storage.jsonl_records(path, f"{path}: no such preference file"), 1):
+        yield where, _check_pair(where, r)
+        if limit and n >= limit:
+            break
+
+
 def load_pairs(path: str, limit: int = 0) -> list[dict]:
     "Validated `{prompt, chosen, rejected}` records; errors name the line."
-    out = []
-    for where, r in storage.jsonl_records(path, f"{path}: no such preference file"):
-        for f in ("prompt", "chosen", "rejected"):
-            if f not in r:
-                raise ValueError(f"{where}: missing field {f!r}")
-        if (
-            not isinstance(r["prompt"], (str, list))
-            or not isinstance(r["chosen"], str)
-            or not isinstance(r["rejected"], str)
-        ):
-            raise ValueError(f"{where}: prompt is a string or a list of messages; chosen and rejected are strings")
-        out.append({"prompt": r["prompt"], "chosen": r["chosen"], "rejected": r["rejected"]})
-        if limit and len(out) >= limit:
-            break
-    return out
+    return [p for _, p in pair_records(path, limit)]
 
 # %% ../../nbs/56_dpo.ipynb #6a255ba7
 def pairs_from_conversations(convs: Sequence[list[dict]], seed: int = 0) -> list[dict]:

@@ -22,7 +22,7 @@ from ..train.optim import OptimizerConfig
 
 # %% auto #0
 __all__ = ['ROLES', 'CHAT_TEMPLATE_FILE', 'FROM_TOKENIZER', 'ChatTemplate', 'load_chat_template', 'template_value',
-           'resolve_chat_template', 'save_chat_template', 'load_conversations', 'encode_conversation',
+           'resolve_chat_template', 'save_chat_template', 'chat_records', 'load_conversations', 'encode_conversation',
            'pack_conversations', 'sft_loss_mask', 'pad_conversations', 'resolve_tokenizer', 'SFTDataConfig',
            'SFTLoader', 'SFTConfig', 'sft_train_config', 'seed_from_base', 'run_sft', 'sft_step']
 
@@ -140,30 +140,27 @@ def save_chat_template(folder: str, template, tokenizer=None) -> str:
     return f
 
 # %% ../../nbs/55_sft.ipynb #10be2fb8
-def load_conversations(path: str, limit: int = 0) -> list[list[dict]]:
-    "Validated `messages` lists from a JSONL file; errors name the line."
-    out = []
-    if not storage.exists(path):
-        raise FileNotFoundError(f"{path}: no such chat file")
-    for ln, line in enumerate(storage.read_text(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{ln}: not valid JSON ({e.msg})") from None
-        msgs = r.get("messages") if isinstance(r, dict) else None
+def chat_records(path: str, limit: int = 0):
+    "Each validated conversation of a chat JSONL as `(where, messages)`, `where` being `path:line`; errors name it."
+    n = 0
+    for where, r in storage.jsonl_records(path, f"{path}: no such chat file"):
+        msgs = r.get("messages")
         if not isinstance(msgs, list) or not msgs:
-            raise ValueError(f"{path}:{ln}: missing field 'messages' (a non-empty list of {{role, content}})")
+            raise ValueError(f"{where}: missing field 'messages' (a non-empty list of {{role, content}})")
         for m in msgs:
             if not isinstance(m, dict) or m.get("role") not in ROLES or not isinstance(m.get("content"), str):
-                raise ValueError(f"{path}:{ln}: each message needs role in {ROLES} and a string content, got {m!r:.80}")
+                raise ValueError(f"{where}: each message needs role in {ROLES} and a string content, got {m!r:.80}")
         if not any(m["role"] == "assistant" for m in msgs):
-            raise ValueError(f"{path}:{ln}: no assistant message, nothing to learn")
-        out.append(msgs)
-        if limit and len(out) >= limit:
+            raise ValueError(f"{where}: no assistant message, nothing to learn")
+        yield where, msgs
+        n += 1
+        if limit and n >= limit:
             break
-    return out
+
+
+def load_conversations(path: str, limit: int = 0) -> list[list[dict]]:
+    "Validated `messages` lists from a JSONL file; errors name the line."
+    return [m for _, m in chat_records(path, limit)]
 
 # %% ../../nbs/55_sft.ipynb #bef77156
 def encode_conversation(

@@ -583,10 +583,11 @@ LOSS_CHUNK_MIN_ROWS = 128  # positions a device projects per chunk, at least
 
 def loss_chunks(B: int, S: int, V: int, devices: int = 1, platform: str = "tpu") -> int:
     """How many chunks of positions the loss of a `[B, S]` batch over `devices` makes its logits in: the fewest
-    (a power of two dividing `S`) that keep a device's float32 logits under `LOSS_CHUNK_BYTES`
-    (`CPU_LOSS_CHUNK_BYTES` on `platform="cpu"`), each chunk still `LOSS_CHUNK_MIN_ROWS` positions a device."""
+    (a power of two) that keep a device's float32 logits under `LOSS_CHUNK_BYTES` (`CPU_LOSS_CHUNK_BYTES` on
+    `platform="cpu"`), each chunk still `LOSS_CHUNK_MIN_ROWS` positions a device and a multiple of `devices`
+    positions long (a sequence split over every device splits each chunk the same way)."""
     budget, n = CPU_LOSS_CHUNK_BYTES if platform == "cpu" else LOSS_CHUNK_BYTES, 1
-    while B * S * V * 4 / (devices * n) > budget and S % (2 * n) == 0:
+    while B * S * V * 4 / (devices * n) > budget and S % (2 * n * devices) == 0:
         if B * S / (2 * n * devices) < LOSS_CHUNK_MIN_ROWS:
             break
         n *= 2

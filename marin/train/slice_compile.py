@@ -448,7 +448,9 @@ def estimate_per_chip(cfg: TrainConfig, target: str | SliceTarget | int, *, slic
     loss = logits * (2 if chunks > 1 else 1) + (head * (4 + 2 * c) if gathered else 0.0)
     if _splash(m, S):  # the TPU kernel: scores in VMEM tiles; keys and values of whole sequences, and their grads
         Q, K = m.q_dim / tp, m.kv_dim / tp
-        attention = b * S * 2 * K * c * 2 + tok * Q * c * 4 + b * H * s * 4 * 2
+        # its float32 logsumexp per query and head comes out padded to the 128 lanes of a vector register
+        # (`f32[b, H, s, 128]`, forward and backward): 165 MiB a chip on the 1e18 rung, the term that was missing
+        attention = b * S * 2 * K * c * 2 + tok * Q * c * 4 + b * H * s * 128 * 4 * 2
     else:  # float32 scores and probabilities, their compute-dtype copies: sequences x heads x queries x keys
         attention = b * H * s * S * (4 + 4 + 2 * c)
     mlp = tok * (3 * F + 2 * m.d_model) * c
@@ -456,7 +458,7 @@ def estimate_per_chip(cfg: TrainConfig, target: str | SliceTarget | int, *, slic
     return ChipEstimate(
         state=state,
         batch=12 * A * b * s,  # tokens and segment ids (int32), the loss mask (float32)
-        grads=params * (2 if A > 1 else 1),
+        grads=params * (1 + c / 4 if A > 1 else 1),  # accumulated: the float32 sum, a microbatch's in compute dtype
         compute_copy=params * c / 4 if c < 4 else 0.0,
         residuals=m.n_layers * tok * _residual_bytes_per_token(cfg, tp, c),
         loss_phase=loss,

@@ -568,6 +568,16 @@ LAYER_COMMANDS: dict[str, tuple[str, bool, str]] = {
         False,
         "Evaluate a checkpoint on tasks (accuracy, exact match) and perplexity suites (loss, bits per byte).",
     ),
+    "sft": (
+        "marin.posttrain.cli",
+        False,
+        "Supervised fine-tuning on chat data (all weights, or LoRA with --lora R); --dry-run checks and plans only.",
+    ),
+    "dpo": (
+        "marin.posttrain.cli",
+        False,
+        "Direct preference optimisation against the frozen base (all weights, or LoRA with --lora R); --dry-run plans only.",
+    ),
     "export": (
         "marin.serve.cli",
         False,

@@ -131,6 +131,7 @@ FILE_SECONDS = {
     "test_train_resume.py": 60,
     "test_cpu_kernels_portable.py": 55,
     "test_slice_targets.py": 50,
+    "test_runs_terminal.py": 40,
     "test_core_cli.py": 45,
     "test_replay_runs.py": 40,
     "test_models_gguf.py": 40,

@@ -8,14 +8,19 @@ import dataclasses, importlib, math, os
 from typing import Any
 import typer
 from ..core.devices import DEVICE_MEMORY_GB, device_spec  # noqa: F401 (re-exported for the CLI)
-from .recipe import ComputeOptimalRecipe, TinyCpuRecipe, MoERecipe, ScalingPlan
+from .recipe import ComputeOptimalRecipe, CompletedAdamHRecipe, TinyCpuRecipe, MoERecipe, ScalingPlan
 
 # %% auto #0
 __all__ = ['RECIPES', 'TINY_BELOW', 'TPU_MAX_DAYS', 'TPU_MARGIN', 'app', 'load_recipe', 'accelerator_train_config', 'memory_plan',
            'format_memory', 'SliceChoice', 'slice_config', 'tpu_slices', 'recommend_slice', 'scale_cmd']
 
 # %% ../../nbs/44_scaling_cli.ipynb #31e16df7
-RECIPES = {"compute-optimal": ComputeOptimalRecipe, "tiny-cpu": TinyCpuRecipe, "moe": MoERecipe}
+RECIPES = {
+    "compute-optimal": ComputeOptimalRecipe,
+    "tiny-cpu": TinyCpuRecipe,
+    "moe": MoERecipe,
+    "completed-adamh": CompletedAdamHRecipe,
+}
 
 
 TINY_BELOW = 1e14  # `--recipe auto`: TinyCpuRecipe below this budget
@@ -269,7 +274,7 @@ def scale_cmd(
     ),
     devices: int = typer.Option(0, "--devices", help="device count (0: the fewest power of two on which it fits)"),
     recipe: str = typer.Option(
-        "auto", "--recipe", help="auto, compute-optimal, tiny-cpu, moe, or package.module:Class"
+        "auto", "--recipe", help="auto, compute-optimal, tiny-cpu, moe, completed-adamh, or package.module:Class"
     ),
     tokens_per_param: float = typer.Option(
         0.0, "--tokens-per-param", help="override the recipe's tokens per parameter"

@@ -13,7 +13,8 @@ from ..train.optim import OptimizerConfig
 from .flops import training_flops_per_token, effective_params
 
 # %% auto #0
-__all__ = ['ScalingPlan', 'ComputeOptimalRecipe', 'TinyCpuRecipe', 'MoERecipe']
+__all__ = ['ADAMH_REFERENCE', 'ScalingPlan', 'ComputeOptimalRecipe', 'TinyCpuRecipe', 'MoERecipe', 'AdamHReference',
+           'CompletedAdamHRecipe', 'half_life_tokens']
 
 # %% ../../nbs/41_recipe.ipynb #0cfbade0
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +29,7 @@ class ScalingPlan:
     optimizer: OptimizerConfig
     recipe: str = ""
     target_params: float = 0.0  # the N the recipe aimed at (the model's N_eff is the nearest buildable one)
+    rationale: str = ""  # why the recipe chose the optimizer's settings (describe prints it)
 
     @property
     def tokens_per_step(self) -> int:
@@ -122,6 +124,22 @@ def summary(self: ScalingPlan) -> dict:
     }
 
 # %% ../../nbs/41_recipe.ipynb #75b9750a
+_OPTIMIZER_NAMES = {"adamw": "AdamW", "adamh": "AdamH", "muon": "Muon"}
+
+
+def _optimizer_line(s: dict, o: OptimizerConfig) -> str:
+    tail = f"warmup {int(s['warmup_steps'])} steps, {s['schedule']} to {s['min_lr_ratio']:.0%}"
+    if o.name == "adamw":
+        return (
+            f"optimizer: AdamW lr={s['learning_rate']:.3g} betas=({s['beta1']}, {s['beta2']:.4g}) "
+            f"eps={s['eps']:.1e} wd={s['weight_decay']}, " + tail
+        )
+    return (
+        f"optimizer: {_OPTIMIZER_NAMES[o.name]} lr={o.learning_rate:.3g} (matrices) adam_lr={o.adam_lr:.3g} (the rest) "
+        f"betas=({o.beta1}, {o.beta2:.6g}) eps={o.eps:.2e} wd={o.weight_decay}, " + tail
+    )
+
+
 @patch
 def describe(self: ScalingPlan) -> str:
     s = self.summary()
@@ -132,12 +150,11 @@ def describe(self: ScalingPlan) -> str:
             f"  effective params N_eff = FLOPs/token / 6 = {s['effective_params']:,.0f}",
             f"data: {self.num_steps:,} steps × {self.batch_size} seqs × {self.seq_len} tokens = {self.tokens:,} "
             f"tokens ({s['tokens_per_param']:.1f} tokens/param)",
-            f"optimizer: AdamW lr={s['learning_rate']:.3g} betas=({s['beta1']}, {s['beta2']:.4g}) eps={s['eps']:.1e} "
-            f"wd={s['weight_decay']}, "
-            f"warmup {int(s['warmup_steps'])} steps, {s['schedule']} to {s['min_lr_ratio']:.0%}",
+            _optimizer_line(s, self.optimizer),
             f"training FLOPs (exact): {self.flops:.6e} = {self.flops_per_token:,.0f} FLOPs/token × {self.tokens:,} "
             f"tokens ({self.flops_error:+.3%} vs budget)",
         ]
+        + ([self.rationale] if self.rationale else [])
     )
 
 # %% ../../nbs/41_recipe.ipynb #9811107b
@@ -435,3 +452,178 @@ class MoERecipe(ComputeOptimalRecipe):
         return dense.replace(
             moe=MoEConfig(n_experts=self.n_experts, top_k=self.granularity, d_expert=d_expert, balance=self.balance)
         )
+
+# %% ../../nbs/41_recipe.ipynb #c07634c0
+@dataclasses.dataclass(frozen=True)
+class AdamHReference(Config):
+    "The point the completed-AdamH rules scale from: AdamH's best settings measured at one batch and token horizon."
+
+    version: str  # a new measurement is a new version
+    source: str  # who measured it, on what
+    batch_tokens: float  # B0: tokens per step
+    tokens: float  # T0: tokens in the whole run
+    learning_rate: float  # the matrices' relative step at (B0, T0)
+    adam_lr: float  # the other parameters' Adam rate at (B0, T0)
+    eps: float
+    beta1: float
+    beta2: float  # at B0
+    schedule: str = "linear"  # the schedule the rates were measured under
+    warmup_fraction: float = 0.1
+    min_lr_ratio: float = 0.0
+    provisional: bool = True  # True until this lab's own sweep has measured it
+
+    def validate(self):
+        for f in ("batch_tokens", "tokens", "learning_rate", "adam_lr", "eps"):
+            check(getattr(self, f) > 0, f, f"must be positive, got {getattr(self, f)}")
+        check(0 <= self.beta1 < 1, "beta1", f"must be in [0, 1), got {self.beta1}")
+        check(0 < self.beta2 < 1, "beta2", f"must be in (0, 1), got {self.beta2}")
+        check(
+            self.schedule in ("cosine", "wsd", "linear", "constant"),
+            "schedule",
+            f"{self.schedule!r}: cosine, wsd, linear or constant",
+        )
+        check(
+            0 <= self.warmup_fraction < 1,
+            "warmup_fraction",
+            f"a share of the run in [0, 1), got {self.warmup_fraction}",
+        )
+        check(0 <= self.min_lr_ratio <= 1, "min_lr_ratio", f"must be in [0, 1], got {self.min_lr_ratio}")
+        check(bool(self.version and self.source), "version", "say which measurement this is and where it came from")
+
+# %% ../../nbs/41_recipe.ipynb #c1b9b758
+ADAMH_REFERENCE = AdamHReference(
+    version="seed-moe-v0",
+    source=(
+        "PROVISIONAL: the seed lab's (Marin's) CompletedAdamHHeuristic reference, its optimal AdamH for an MoE on the "
+        "Nemotron-CC mix at 32 x 4096 tokens a step and 1.4e9 tokens; not measured here. Replace it with the lab's "
+        "own small-scale sweep (issue #52 item 2) as a new version."
+    ),
+    batch_tokens=32 * 4096,
+    tokens=1.4e9,
+    learning_rate=0.003701,
+    adam_lr=0.002356,
+    eps=1e-15,
+    beta1=0.9062,
+    beta2=0.999,
+)
+
+# %% ../../nbs/41_recipe.ipynb #fead1629
+@dataclasses.dataclass(frozen=True)
+class CompletedAdamHRecipe(ComputeOptimalRecipe):
+    "compute-optimal-v1's model, batch and steps; AdamH's settings scaled by batch and token horizon from one reference."
+
+    name: str = "completed-adamh-v1"
+    reference: AdamHReference = ADAMH_REFERENCE
+    lr_batch_exp: float = 0.5  # lr ∝ (B/B0)^this
+    lr_horizon_exp: float = 0.3  # lr ∝ (T0/T)^this
+    adamh_beta2_min: float = 0.95  # beta2 = beta2_0^(B/B0) clipped to [min, max]
+    adamh_beta2_max: float = 0.9999
+
+    def validate(self):
+        ComputeOptimalRecipe.validate(self)
+        check(
+            isinstance(self.reference, AdamHReference), "reference", "must be an AdamHReference (see ADAMH_REFERENCE)"
+        )
+        check(self.lr_batch_exp >= 0, "lr_batch_exp", f"must be >= 0, got {self.lr_batch_exp}")
+        check(self.lr_horizon_exp >= 0, "lr_horizon_exp", f"must be >= 0, got {self.lr_horizon_exp}")
+        check(
+            0 < self.adamh_beta2_min <= self.adamh_beta2_max < 1,
+            "adamh_beta2_min",
+            f"need 0 < adamh_beta2_min <= adamh_beta2_max < 1, got {self.adamh_beta2_min}, {self.adamh_beta2_max}",
+        )
+
+# %% ../../nbs/41_recipe.ipynb #1ad6dd73
+@patch
+def steps_ratio(self: CompletedAdamHRecipe, batch_tokens: float, tokens: float) -> float:
+    "r / r0 with r = B / T (one over the number of steps): (B · T0) / (B0 · T)."
+    ref = self.reference
+    return (batch_tokens * ref.tokens) / (ref.batch_tokens * tokens)
+
+
+@patch
+def adamh_lr(self: CompletedAdamHRecipe, batch_tokens: float, tokens: float) -> float:
+    "lr0 · (B/B0)^0.5 · (T0/T)^0.3, capped at max_learning_rate."
+    ref = self.reference
+    lr = (
+        ref.learning_rate
+        * (batch_tokens / ref.batch_tokens) ** self.lr_batch_exp
+        * (ref.tokens / tokens) ** self.lr_horizon_exp
+    )
+    return float(min(lr, self.max_learning_rate))
+
+
+@patch
+def adamh_adam_lr(self: CompletedAdamHRecipe, batch_tokens: float, tokens: float) -> float:
+    "adam_lr0 · sqrt(r/r0), capped at max_learning_rate."
+    return float(
+        min(self.reference.adam_lr * math.sqrt(self.steps_ratio(batch_tokens, tokens)), self.max_learning_rate)
+    )
+
+
+@patch
+def adamh_eps(self: CompletedAdamHRecipe, batch_tokens: float, tokens: float) -> float:
+    "eps0 · sqrt(r0/r)."
+    return float(self.reference.eps / math.sqrt(self.steps_ratio(batch_tokens, tokens)))
+
+
+@patch
+def adamh_beta2(self: CompletedAdamHRecipe, batch_tokens: float) -> float:
+    "beta2_0^(B/B0): the same half-life in tokens at every batch; clipped to [adamh_beta2_min, adamh_beta2_max]."
+    b2 = self.reference.beta2 ** (batch_tokens / self.reference.batch_tokens)
+    return float(min(max(b2, self.adamh_beta2_min), self.adamh_beta2_max))
+
+
+def half_life_tokens(beta2: float, batch_tokens: float) -> float:
+    "Tokens after which an exponential average with decay `beta2` per step of `batch_tokens` has halved a gradient."
+    return batch_tokens * math.log(2) / -math.log(beta2)
+
+# %% ../../nbs/41_recipe.ipynb #38935866
+@patch
+def optimizer_for(
+    self: CompletedAdamHRecipe, budget: float, model: LlamaConfig, tokens_per_step: int, num_steps: int
+) -> OptimizerConfig:
+    B, T, ref = tokens_per_step, tokens_per_step * num_steps, self.reference
+    return OptimizerConfig(
+        name="adamh",
+        learning_rate=self.adamh_lr(B, T),
+        adam_lr=self.adamh_adam_lr(B, T),
+        schedule=ref.schedule,
+        warmup=float(math.ceil(ref.warmup_fraction * num_steps)),
+        min_lr_ratio=ref.min_lr_ratio,
+        beta1=ref.beta1,
+        beta2=self.adamh_beta2(B),
+        eps=self.adamh_eps(B, T),
+        weight_decay=0.0,  # AdamH keeps each matrix's norm: nothing for decay to do
+    )
+
+
+@patch
+def rationale(self: CompletedAdamHRecipe, batch_tokens: float, tokens: float) -> str:
+    "The optimizer's settings for (B, T) with the arithmetic that gives them, against the reference."
+    ref, B, T = self.reference, batch_tokens, tokens
+    capped = lambda v, raw: " (capped at max_learning_rate)" if v < raw else ""
+    x = ref.learning_rate * (B / ref.batch_tokens) ** self.lr_batch_exp * (ref.tokens / T) ** self.lr_horizon_exp
+    y, s = ref.adam_lr * math.sqrt(self.steps_ratio(B, T)), self.steps_ratio(B, T)
+    b2, raw_b2 = self.adamh_beta2(B), ref.beta2 ** (B / ref.batch_tokens)
+    clip = "" if b2 == raw_b2 else f" (clipped from {raw_b2:.6g})"
+    return "\n".join(
+        [
+            f"why (optimizer): B = {B:,.0f} tokens/step = {B / ref.batch_tokens:.3g} B0, T = {T:.4g} tokens = "
+            f"{T / ref.tokens:.3g} T0; reference {ref.version} (B0 = {ref.batch_tokens:,.0f}, T0 = {ref.tokens:.3g})"
+            + (", PROVISIONAL until this lab's own sweep measures it" if ref.provisional else ""),
+            f"  lr      = {ref.learning_rate:g} × (B/B0)^{self.lr_batch_exp:g} × (T0/T)^{self.lr_horizon_exp:g} = "
+            f"{self.adamh_lr(B, T):.4g}{capped(self.adamh_lr(B, T), x)}",
+            f"  adam_lr = {ref.adam_lr:g} × (r/r0)^0.5 = {self.adamh_adam_lr(B, T):.4g}{capped(self.adamh_adam_lr(B, T), y)}"
+            f"   (r/r0 = (B/T)/(B0/T0) = {s:.3g})",
+            f"  eps     = {ref.eps:g} × (r/r0)^-0.5 = {self.adamh_eps(B, T):.3g}",
+            f"  beta2   = {ref.beta2:g}^(B/B0) = {b2:.6g}{clip}: half-life {half_life_tokens(b2, B):,.0f} tokens "
+            f"(at B0: {half_life_tokens(ref.beta2, ref.batch_tokens):,.0f})",
+        ]
+    )
+
+
+@patch
+def plan(self: CompletedAdamHRecipe, budget: float, *, vocab_size: int, n_params: float | None = None) -> ScalingPlan:
+    "compute-optimal-v1's plan for `budget`, with AdamH's settings and the reasons for them."
+    p = ComputeOptimalRecipe.plan(self, budget, vocab_size=vocab_size, n_params=n_params)
+    return dataclasses.replace(p, rationale=self.rationale(p.tokens_per_step, p.tokens))

@@ -8,7 +8,14 @@ import dataclasses, importlib, math, os
 from typing import Any
 import typer
 from ..core.devices import DEVICE_MEMORY_GB, device_spec  # noqa: F401 (re-exported for the CLI)
-from .recipe import ComputeOptimalRecipe, CompletedAdamHRecipe, TinyCpuRecipe, MoERecipe, ScalingPlan
+from marin.scaling.recipe import (
+    ComputeOptimalRecipe,
+    CompletedAdamHRecipe,
+    TinyCpuRecipe,
+    TinyCpuAdamHRecipe,
+    MoERecipe,
+    ScalingPlan,
+)
 
 # %% auto #0
 __all__ = ['RECIPES', 'TINY_BELOW', 'TPU_MAX_DAYS', 'TPU_MARGIN', 'app', 'load_recipe', 'accelerator_train_config', 'memory_plan',
@@ -20,6 +27,7 @@ RECIPES = {
     "tiny-cpu": TinyCpuRecipe,
     "moe": MoERecipe,
     "completed-adamh": CompletedAdamHRecipe,
+    "tiny-cpu-adamh": TinyCpuAdamHRecipe,
 }
 
 
@@ -274,7 +282,9 @@ def scale_cmd(
     ),
     devices: int = typer.Option(0, "--devices", help="device count (0: the fewest power of two on which it fits)"),
     recipe: str = typer.Option(
-        "auto", "--recipe", help="auto, compute-optimal, tiny-cpu, moe, completed-adamh, or package.module:Class"
+        "auto",
+        "--recipe",
+        help="auto, compute-optimal, tiny-cpu, moe, completed-adamh, tiny-cpu-adamh, or package.module:Class",
     ),
     tokens_per_param: float = typer.Option(
         0.0, "--tokens-per-param", help="override the recipe's tokens per parameter"

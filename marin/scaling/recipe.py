@@ -14,7 +14,7 @@ from .flops import training_flops_per_token, effective_params
 
 # %% auto #0
 __all__ = ['ADAMH_REFERENCE', 'ScalingPlan', 'ComputeOptimalRecipe', 'TinyCpuRecipe', 'MoERecipe', 'AdamHReference',
-           'CompletedAdamHRecipe', 'half_life_tokens']
+           'CompletedAdamHRecipe', 'half_life_tokens', 'TinyCpuAdamHRecipe']
 
 # %% ../../nbs/41_recipe.ipynb #0cfbade0
 @dataclasses.dataclass(frozen=True)
@@ -627,3 +627,10 @@ def plan(self: CompletedAdamHRecipe, budget: float, *, vocab_size: int, n_params
     "compute-optimal-v1's plan for `budget`, with AdamH's settings and the reasons for them."
     p = ComputeOptimalRecipe.plan(self, budget, vocab_size=vocab_size, n_params=n_params)
     return dataclasses.replace(p, rationale=self.rationale(p.tokens_per_step, p.tokens))
+
+# %% ../../nbs/41_recipe.ipynb #a2c57584
+@dataclasses.dataclass(frozen=True)
+class TinyCpuAdamHRecipe(TinyCpuRecipe, CompletedAdamHRecipe):
+    "TinyCpuRecipe's shapes (1e10–1e13 FLOPs) with completed AdamH's optimizer settings."
+
+    name: str = "tiny-cpu-adamh-v1"

@@ -450,7 +450,10 @@ def estimate_per_chip(cfg: TrainConfig, target: str | SliceTarget | int, *, slic
         Q, K = m.q_dim / tp, m.kv_dim / tp
         # its float32 logsumexp per query and head comes out padded to the 128 lanes of a vector register
         # (`f32[b, H, s, 128]`, forward and backward): 165 MiB a chip on the 1e18 rung, the term that was missing
-        attention = b * S * 2 * K * c * 2 + tok * Q * c * 4 + b * H * s * 128 * 4 * 2
+        # keys and values of whole sequences and their gradient; split sequences gather them from the other devices
+        # and hold the gradient in float32 until the reduce-scatter (the 1e23 rung: 792 x 4096 positions a chip)
+        kv = b * S * 2 * K * ((c + 4) if s < S else 2 * c)
+        attention = kv + tok * Q * c * 4 + b * H * s * 128 * 4 * 2
     else:  # float32 scores and probabilities, their compute-dtype copies: sequences x heads x queries x keys
         attention = b * H * s * S * (4 + 4 + 2 * c)
     mlp = tok * (3 * F + 2 * m.d_model) * c

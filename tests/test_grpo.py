@@ -48,13 +48,15 @@ def test_rollout_logprobs_are_the_trainers_for_the_same_weights(lab):
 def test_user_reward_by_module_function(lab, tmp_path, monkeypatch):
     from marin.posttrain.grpo import load_reward, score_completions
 
-    (tmp_path / "my_rewards.py").write_text("def short(completion, answer):\n    return 1.0 / (1 + len(completion))\n")
+    (tmp_path / "grpo_test_rewards.py").write_text(
+        "def short(completion, answer):\n    return 1.0 / (1 + len(completion))\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
-    fns = [load_reward("exact_match"), load_reward("format"), load_reward("my_rewards:short")]
+    fns = [load_reward("exact_match"), load_reward("format"), load_reward("grpo_test_rewards:short")]
     s = score_completions(fns, ["#### 7", "eight"], ["7", "7"])
     assert s.tolist() == [[1.0, 1.0, 1 / 7], [0.0, 0.0, 1 / 6]]
-    with pytest.raises(ValueError, match="'my_rewards:long'.*no attribute 'long'"):
-        load_reward("my_rewards:long")
+    with pytest.raises(ValueError, match="'grpo_test_rewards:long'.*no attribute 'long'"):
+        load_reward("grpo_test_rewards:long")
 
 
 @pytest.mark.parametrize("lora", [False, True])

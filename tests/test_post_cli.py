@@ -187,3 +187,76 @@ def test_bad_input_exits_2_naming_file_and_line_before_any_compile(lab, monkeypa
     assert r.exit_code == 2 and "missing.jsonl: no such file" in r.output
     r = invoke("sft", "--base", tmp_path / "nobase", "--data", "dolly")
     assert r.exit_code == 2 and "no checkpoints/ folder" in r.output
+
+
+def _grpo_prompts(tmp):
+    "Arithmetic prompts with their answers (the reward's reference)."
+    f = tmp / "problems.jsonl"
+    rows = [{"prompt": f"What is {a} plus {b}?", "answer": a + b} for a, b in [(2, 3), (4, 4), (1, 6), (5, 2)]]
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return f
+
+
+def test_grpo_runs_as_a_ledger_step_with_a_user_reward(lab, monkeypatch, tmp_path):
+    from marin.core.ledger import Ledger
+    from marin.models.io import load_model
+
+    tmp, base, _, _, _ = lab
+    monkeypatch.setenv("MARIN_PREFIX", str(tmp_path / "store"))
+    (tmp_path / "postcli_rewards.py").write_text(
+        "def brevity(completion, answer):\n    return 1.0 / (1 + len(completion))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    r = invoke("grpo", "--base", base, "--data", _grpo_prompts(tmp_path), "--steps", 2, "--batch-size", 2,
+               "--group-size", 3, "--max-tokens", 8, "--reward", "exact_match", "--reward", "postcli_rewards:brevity",
+               "--learning-rate", 1e-3, "--lora", 2)  # fmt: skip
+    assert r.exit_code == 0, (r.output, r.exception)
+    out = r.output.split("output: ")[1].split("\n")[0]
+    rec = Ledger().sql("select step, status, output_path from runs where kind = 'step' and step like 'grpo/%'")
+    assert list(zip(rec.step, rec.status, rec.output_path)) == [("grpo/base", "SUCCESS", out)]
+    hist = [json.loads(x) for x in open(os.path.join(out, "history.jsonl"))]
+    assert [h["step"] for h in hist] == [0, 1] and all(0 < h["reward/postcli_rewards:brevity"] <= 1 for h in hist)
+    assert all(h["completion_length"] <= 8 and h["grad_norm"] > 0 for h in hist)
+    policy, meta = load_model(out)  # the policy, LoRA merged, as a checkpoint the eval/export commands read
+    assert meta["posttrain"] == "grpo" and meta["step"] == 2 and os.path.exists(os.path.join(out, "chat_template.json"))
+
+
+def test_grpo_dry_run_and_bad_input(lab, monkeypatch, tmp_path):
+    tmp, base, _, _, _ = lab
+    monkeypatch.setenv("MARIN_PREFIX", str(tmp_path / "store"))
+    good = _grpo_prompts(tmp_path)
+    r = invoke(
+        "grpo",
+        "--base",
+        base,
+        "--data",
+        good,
+        "--steps",
+        10,
+        "--group-size",
+        4,
+        "--kl",
+        0.04,
+        "--max-tokens",
+        32,
+        "--dry-run",
+    )
+    assert r.exit_code == 0, (r.output, r.exception)
+    for says in ("4 prompts", "10 steps x 4 prompts x 4 samples = 16 completions", "exact_match + format", "beta=0.04",
+                 "KV cache", "What is 2 plus 3?"):  # fmt: skip
+        assert says in r.output, (says, r.output)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"prompt": "What is 1 plus 1?", "answer": 2}) + "\n" + json.dumps({"prompt": "x"}) + "\n")
+    cases = [
+        (["--data", bad, "--max-tokens", 32], f"{bad}:2: missing field 'answer'"),
+        (
+            ["--data", good, "--max-tokens", 32, "--reward", "no_such_mod_xyz:f"],
+            "reward 'no_such_mod_xyz:f': cannot import",
+        ),
+        (["--data", good, "--max-tokens", 32, "--group-size", 1], "group_size"),
+        (["--data", good, "--max-tokens", 200], f"{good}:1: the prompt is"),  # the tiny model's context is 128
+    ]
+    for extra, says in cases:
+        r = invoke("grpo", "--base", base, *extra)
+        assert r.exit_code == 2 and says in r.output, (extra, r.output, r.exception)
+    assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("checkpoints"))  # nothing ran

@@ -10,12 +10,22 @@ import numpy as np
 from ..core.config import Config, check, versioned
 from ..models.lora import LoraConfig
 from ..train.optim import OptimizerConfig
+from ..core.executor import Step, StepOrPath
+from .chat_template import JinjaChatTemplate
+from marin.posttrain.sft import (
+    ChatTemplate,
+    resolve_chat_template,
+    resolve_tokenizer,
+    save_chat_template,
+    template_value,
+)
 
 # %% auto #0
 __all__ = ['REWARDS', 'LOSS_NORMS', 'extract_answer', 'normalize_answer', 'exact_match_reward', 'format_reward', 'load_reward',
            'score_completions', 'group_advantages', 'grpo_loss', 'token_logps', 'Rollouts', 'load_policy_weights',
            'sample_seed', 'rollout', 'rollout_rows', 'grpo_step_fn', 'GRPOConfig', 'prompt_order', 'grpo_metrics',
-           'grpo_train']
+           'grpo_train', 'prompt_records', 'encode_prompt', 'GRPORunConfig', 'grpo_log_metrics', 'encode_prompt_file',
+           'run_grpo', 'grpo_summary', 'grpo_step']
 
 # %% ../../nbs/57a_grpo.ipynb #72f6c433
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
@@ -320,3 +330,171 @@ def grpo_train(base, prompts, answers, reward_fns, engine, sampling, decode: Cal
         if log is not None:
             log(row)
     return policy_of(params), params, rows
+
+# %% ../../nbs/57a_grpo.ipynb #2c480713
+def prompt_records(path: str, limit: int = 0):
+    "Each validated `{prompt, answer}` record of a JSONL file as `(where, record)`, `where` being `path:line`."
+    from marin.core import storage
+    from marin.posttrain.sft import ROLES
+
+    for n, (where, r) in enumerate(storage.jsonl_records(path, f"{path}: no such prompt file"), 1):
+        for f in ("prompt", "answer"):
+            if f not in r:
+                raise ValueError(f"{where}: missing field {f!r} (each line: {{'prompt': ..., 'answer': ...}})")
+        p, a = r["prompt"], r["answer"]
+        if not (isinstance(p, str) and p.strip()) and not (isinstance(p, list) and p):
+            raise ValueError(f"{where}: prompt must be a non-empty string or a list of chat messages")
+        for m in p if isinstance(p, list) else ():
+            if not isinstance(m, dict) or m.get("role") not in ROLES or not isinstance(m.get("content"), str):
+                raise ValueError(
+                    f"{where}: each prompt message needs role in {ROLES} and a string content, got {m!r:.80}"
+                )
+        if isinstance(a, bool) or not isinstance(a, (str, int, float)):
+            raise ValueError(f"{where}: answer must be a string (or a number), got {type(a).__name__}")
+        yield where, {"prompt": p, "answer": str(a)}
+        if limit and n >= limit:
+            break
+
+
+def encode_prompt(tok, template, prompt) -> list[int]:
+    "The prompt's tokens: the conversation rendered with the template's generation prompt (the assistant speaks next)."
+    msgs = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+    return [int(t) for t in tok.encode(template.render(msgs, add_generation_prompt=True))]
+
+# %% ../../nbs/57a_grpo.ipynb #4f5b2c3b
+@dataclasses.dataclass(frozen=True)
+class GRPORunConfig(Config):
+    "GRPO as an executor step: base (also the reference), `{prompt, answer}` JSONL, rewards, sampling, the update."
+
+    base: StepOrPath = versioned()  # a training output (or a step / HF folder / .gguf that grpo_step imports)
+    prompts: str = versioned()
+    tokenizer: str = versioned("")
+    template: ChatTemplate | JinjaChatTemplate | str = versioned(default_factory=ChatTemplate)
+    rewards: tuple[str, ...] = versioned(("exact_match", "format"))  # built-in names or module:function
+    grpo: GRPOConfig = versioned(default_factory=GRPOConfig)
+    max_tokens: int = versioned(128)  # completion tokens per sample
+    temperature: float = versioned(1.0)
+    limit: int = versioned(0)
+    base_step: int = versioned(-1)
+    engine: str = "marin.serve.engine"  # the rollout engine's module
+    max_batch: int = 0  # engine slots; 0 = one per sample of a step, at most 64
+    tracker: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "template", template_value(self.template))
+        object.__setattr__(self, "rewards", tuple(self.rewards) if isinstance(self.rewards, list) else self.rewards)
+        super().__post_init__()
+
+    def validate(self):
+        check(
+            isinstance(self.tokenizer, str) and self.tokenizer, "tokenizer", "give the tokenizer (a spec or a folder)"
+        )
+        check(self.prompts, "prompts", "give a {prompt, answer} JSONL file")
+        check(len(self.rewards) > 0, "rewards", "name at least one reward (exact_match, format, or module:function)")
+        check(self.max_tokens >= 1, "max_tokens", f"must be >= 1, got {self.max_tokens}")
+        check(
+            self.temperature > 0,
+            "temperature",
+            f"GRPO samples: must be > 0 (1.0 is the policy itself), got {self.temperature}",
+        )
+
+# %% ../../nbs/57a_grpo.ipynb #88a6a722
+def grpo_log_metrics(row: dict) -> dict:
+    "One step's row under the shared namespaces (`train/`, `train/grpo/`, `optim/`, `throughput/`)."
+    out = {"train/loss": row["loss"], "optim/grad_norm": row["grad_norm"]}
+    out.update({f"train/grpo/{k}": v for k, v in row.items() if k.startswith("reward") or k in _GRPO_KEYS})
+    out.update({"throughput/rollout_s": row["rollout_s"], "throughput/update_s": row["update_s"]})
+    return out
+
+
+_GRPO_KEYS = ("kl", "clip_fraction", "completion_length", "truncated")
+
+
+def encode_prompt_file(cfg: GRPORunConfig, tok, template, context: int) -> tuple[list, list]:
+    "(prompt token lists, answers) of the prompt file; a prompt that leaves no room for `max_tokens` names its line."
+    prompts, answers = [], []
+    for where, r in prompt_records(cfg.prompts, cfg.limit):
+        ids = encode_prompt(tok, template, r["prompt"])
+        if len(ids) + cfg.max_tokens > context:
+            raise ValueError(
+                f"{where}: the prompt is {len(ids)} tokens; with max_tokens={cfg.max_tokens} that exceeds the model's context of {context}"
+            )
+        prompts.append(ids)
+        answers.append(r["answer"])
+    if not prompts:
+        raise ValueError(f"{cfg.prompts}: no prompts")
+    return prompts, answers
+
+# %% ../../nbs/57a_grpo.ipynb #1e05cbbf
+def run_grpo(cfg: GRPORunConfig, output_path: str) -> dict:
+    "Executor step: GRPO-train the base against itself frozen; the policy written as a checkpoint, history.jsonl."
+    import json, os
+    import jax
+    from marin.core import storage
+    from marin.core.config import canonical
+    from marin.core.tracking import start_tracking
+    from marin.models.io import load_model
+    from marin.models.pretrained import write_model_checkpoint
+    from marin.train.trainer import plain_config
+
+    base, meta = load_model(str(cfg.base), None if cfg.base_step < 0 else cfg.base_step)
+    tok, template = resolve_tokenizer(cfg.tokenizer), resolve_chat_template(cfg.template, cfg.tokenizer)
+    if tok.vocab_size > base.cfg.vocab_size:
+        raise ValueError(
+            f"tokenizer has {tok.vocab_size} tokens but the base's vocab_size is {base.cfg.vocab_size}; use the base's tokenizer"
+        )
+    prompts, answers = encode_prompt_file(cfg, tok, template, base.cfg.seq_len)
+    fns = [load_reward(r) for r in cfg.rewards]  # a bad spec fails here, before any compile
+    serving = importlib.import_module(cfg.engine)
+    g = cfg.grpo
+    engine = serving.Engine(
+        base, max_batch=cfg.max_batch or min(64, g.group_size * g.prompts_per_step),
+        max_seq_len=max(map(len, prompts)) + cfg.max_tokens, decode_text=tok.decode,
+        eos_ids=[] if getattr(tok, "eos_id", None) is None else [tok.eos_id],
+    )  # fmt: skip
+    sampling = serving.SamplingParams(max_tokens=cfg.max_tokens, temperature=cfg.temperature)
+    save_chat_template(output_path, cfg.template, tok)
+    storage.write_json(storage.join(output_path, "train_config.json"), plain_config(cfg))
+    run = start_tracking(
+        os.path.basename(output_path.rstrip("/")) or "grpo",
+        config=plain_config(cfg),
+        dir=output_path,
+        **({"mode": cfg.tracker} if cfg.tracker else {}),
+    )
+    rows, t0 = [], time.perf_counter()
+    log = lambda row: (rows.append(row), run.log(grpo_log_metrics(row), step=row["step"] + 1))
+    try:
+        named = dict(zip(cfg.rewards, fns))
+        policy, _, _ = grpo_train(base, prompts, answers, list(named), engine, sampling, tok.decode, g, log=log)
+        out_meta = {"model_config": canonical(base.cfg), "model_config_versioned": canonical(base.cfg, versioned_only=True),
+                    "base_checkpoint": str(cfg.base), "posttrain": "grpo", "lora_merged": g.lora is not None}  # fmt: skip
+        write_model_checkpoint(output_path, jax.device_get(policy), out_meta, step=g.num_steps)
+    finally:
+        engine.close()
+        storage.write_text(storage.join(output_path, "history.jsonl"), "".join(json.dumps(r) + "\n" for r in rows))
+        summary = grpo_summary(rows, time.perf_counter() - t0)
+        run.summary(summary)
+        run.finish()
+    return summary
+
+# %% ../../nbs/57a_grpo.ipynb #0e16d819
+def grpo_summary(rows: list[dict], wall_s: float) -> dict:
+    "The step's summary: the first and last reward mean, the last loss and KL, steps run, wall time."
+    first, last = (rows[0], rows[-1]) if rows else ({}, {})
+    nan = float("nan")
+    return {
+        "train/final_loss": last.get("loss", nan),
+        "train/grpo/reward_mean": last.get("reward_mean", nan),
+        "train/grpo/initial_reward_mean": first.get("reward_mean", nan),
+        "train/grpo/kl": last.get("kl", nan),
+        "train/steps": len(rows),
+        "throughput/wall_s": wall_s,
+    }
+
+
+def grpo_step(cfg: GRPORunConfig, name: str = "grpo") -> Step:
+    "The GRPO step; a `base` that is a Hugging Face folder, GGUF file or hub id becomes its import step (run first)."
+    from marin.models.pretrained import as_training_output
+
+    cfg = cfg.replace(base=as_training_output(cfg.base))
+    return Step(name, run_grpo, cfg, description=f"GRPO (G={cfg.grpo.group_size}) for {cfg.grpo.num_steps} steps")

@@ -299,7 +299,10 @@ def grpo_train(base, prompts, answers, reward_fns, engine, sampling, decode: Cal
     if cfg.lora is not None:
         cfg.lora.check_model(base.cfg)
         params = init_adapter(cfg.lora, base.cfg, key=jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1))
-    policy_of = jax.jit(lambda p: eqx.combine(p, static) if cfg.lora is None else merge(base, p, cfg.lora))
+    # the reference's arrays are an argument, not constants folded into the program
+    policy_of = jax.jit(
+        lambda p, r: eqx.combine(p, static) if cfg.lora is None else merge(eqx.combine(r, static), p, cfg.lora)
+    )
     opt, _ = build_optimizer(cfg.optimizer_config, cfg.num_steps)
     opt_state = opt.init(params)
     step_fn = grpo_step_fn(opt, static, cfg.clip_eps, cfg.kl_coef, cfg.loss_norm, cfg.lora)
@@ -310,7 +313,7 @@ def grpo_train(base, prompts, answers, reward_fns, engine, sampling, decode: Cal
         t0 = time.perf_counter()
         ro = rollout(
             engine,
-            policy_of(params),
+            policy_of(params, ref_params),
             [prompts[i] for i in idx],
             cfg.group_size,
             sampling,
@@ -318,7 +321,7 @@ def grpo_train(base, prompts, answers, reward_fns, engine, sampling, decode: Cal
         )
         texts = [decode(c) for c in ro.completions]
         rewards = score_completions(fns, texts, [answers[i] for i in idx for _ in range(cfg.group_size)])
-        batch = rollout_rows(ro, seq_len, getattr(engine, "pad_id", 0) or 0)
+        batch = rollout_rows(ro, seq_len)  # padding: segment 0, outside the mask
         batch["advantages"] = group_advantages(rewards.sum(1).reshape(len(idx), cfg.group_size)).reshape(-1)
         t1 = time.perf_counter()
         params, opt_state, m = step_fn(params, opt_state, ref_params, {k: jnp.asarray(v) for k, v in batch.items()})
@@ -329,7 +332,7 @@ def grpo_train(base, prompts, answers, reward_fns, engine, sampling, decode: Cal
         rows.append(row)
         if log is not None:
             log(row)
-    return policy_of(params), params, rows
+    return policy_of(params, ref_params), params, rows
 
 # %% ../../nbs/57a_grpo.ipynb #2c480713
 def prompt_records(path: str, limit: int = 0):
@@ -444,7 +447,8 @@ def run_grpo(cfg: GRPORunConfig, output_path: str) -> dict:
             f"tokenizer has {tok.vocab_size} tokens but the base's vocab_size is {base.cfg.vocab_size}; use the base's tokenizer"
         )
     prompts, answers = encode_prompt_file(cfg, tok, template, base.cfg.seq_len)
-    fns = [load_reward(r) for r in cfg.rewards]  # a bad spec fails here, before any compile
+    for r in cfg.rewards:
+        load_reward(r)  # a bad spec fails here, before any compile
     serving = importlib.import_module(cfg.engine)
     g = cfg.grpo
     engine = serving.Engine(
@@ -464,8 +468,7 @@ def run_grpo(cfg: GRPORunConfig, output_path: str) -> dict:
     rows, t0 = [], time.perf_counter()
     log = lambda row: (rows.append(row), run.log(grpo_log_metrics(row), step=row["step"] + 1))
     try:
-        named = dict(zip(cfg.rewards, fns))
-        policy, _, _ = grpo_train(base, prompts, answers, list(named), engine, sampling, tok.decode, g, log=log)
+        policy, _, _ = grpo_train(base, prompts, answers, list(cfg.rewards), engine, sampling, tok.decode, g, log=log)
         out_meta = {"model_config": canonical(base.cfg), "model_config_versioned": canonical(base.cfg, versioned_only=True),
                     "base_checkpoint": str(cfg.base), "posttrain": "grpo", "lora_merged": g.lora is not None}  # fmt: skip
         write_model_checkpoint(output_path, jax.device_get(policy), out_meta, step=g.num_steps)

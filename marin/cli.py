@@ -578,6 +578,11 @@ LAYER_COMMANDS: dict[str, tuple[str, bool, str]] = {
         False,
         "Direct preference optimisation against the frozen base (all weights, or LoRA with --lora R); --dry-run plans only.",
     ),
+    "grpo": (
+        "marin.posttrain.cli",
+        False,
+        "RL from verifiable rewards (GRPO) with rollouts from the lab's engine; --dry-run checks and plans only.",
+    ),
     "export": (
         "marin.serve.cli",
         False,

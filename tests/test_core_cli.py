@@ -23,6 +23,7 @@ def run(*args, env=None, cwd=REPO):
         ["runs", "compare"],
         ["sft"],
         ["dpo"],
+        ["grpo"],
         ["report"],
         ["report", "build"],
         ["lab"],

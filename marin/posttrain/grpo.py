@@ -22,10 +22,10 @@ from marin.posttrain.sft import (
 
 # %% auto #0
 __all__ = ['REWARDS', 'LOSS_NORMS', 'extract_answer', 'normalize_answer', 'exact_match_reward', 'format_reward', 'load_reward',
-           'score_completions', 'group_advantages', 'grpo_loss', 'token_logps', 'Rollouts', 'load_policy_weights',
-           'sample_seed', 'rollout', 'rollout_rows', 'grpo_step_fn', 'GRPOConfig', 'prompt_order', 'grpo_metrics',
-           'grpo_train', 'prompt_records', 'encode_prompt', 'GRPORunConfig', 'grpo_log_metrics', 'encode_prompt_file',
-           'run_grpo', 'grpo_summary', 'grpo_step']
+           'score_completions', 'group_advantages', 'grpo_loss', 'token_logps', 'Rollouts', 'sample_seed', 'rollout',
+           'rollout_rows', 'grpo_step_fn', 'GRPOConfig', 'prompt_order', 'grpo_metrics', 'grpo_train', 'prompt_records',
+           'encode_prompt', 'GRPORunConfig', 'grpo_log_metrics', 'encode_prompt_file', 'run_grpo', 'grpo_summary',
+           'grpo_step']
 
 # %% ../../nbs/57a_grpo.ipynb #72f6c433
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
@@ -158,16 +158,6 @@ class Rollouts:
     finish_reasons: list  # [P*G] "stop" | "length"
 
 
-def load_policy_weights(engine, model) -> None:
-    "Point `engine` at `model`'s in-memory weights and forget the prompt K/V its old weights computed."
-    if engine.in_flight:
-        raise RuntimeError("engine: requests are in flight; load weights between rollouts")
-    if model.cfg != engine.cfg:
-        raise ValueError("engine: the policy's model config differs from the engine's; build the engine from the base")
-    engine.model = model
-    engine._held = [[] for _ in range(engine.max_batch)]  # nbs/63: Engine.load_weights would own this
-
-
 def sample_seed(seed: int, prompt: int, sample: int) -> int:
     "The engine seed of sample `sample` of prompt `prompt` in the rollout seeded `seed`."
     return int(np.random.SeedSequence([seed, prompt, sample]).generate_state(1)[0])
@@ -177,7 +167,7 @@ def rollout(engine, model, prompts: Sequence[Sequence[int]], group_size: int, sa
     """`group_size` completions of each prompt (token ids) from `engine` running `model`'s weights; `sampling`: the
     engine's `SamplingParams` (max_tokens, temperature, ...), its seed replaced per sample."""
     check(group_size >= 2, "group_size", f"GRPO compares completions within a group: need >= 2, got {group_size}")
-    load_policy_weights(engine, model)
+    engine.load_weights(model)  # the policy as it is now, in memory; the prefix cache dropped
     handles = [
         engine.submit(p, sampling.replace(seed=sample_seed(seed, i, g)))
         for i, p in enumerate(prompts)

@@ -720,3 +720,15 @@ def waiting(self: Engine) -> int:
 def running(self: Engine) -> int:
     "Requests holding a slot (decoding)."
     return sum(h is not None for h in self._slots)
+
+# %% ../../nbs/63_engine.ipynb #662ea576
+@patch
+def load_weights(self: Engine, model) -> None:
+    "Serve `model`'s weights from now on (its config must be the engine's); refused while requests are in flight."
+    with self._cv:
+        if self._pending or any(h is not None for h in self._slots):
+            raise RuntimeError("load_weights: requests are in flight; swap the weights between batches")
+        if model.cfg != self.cfg:
+            raise ValueError("load_weights: the model's config differs from the engine's; build an engine for it")
+        self.model = model
+        self._held = [[] for _ in range(self.max_batch)]  # the prefix cache's K/V came from the old weights

@@ -12,7 +12,7 @@ from ..core import storage
 # %% auto #0
 __all__ = ['app', 'CHAT_DATASETS', 'resolve_data', 'Base', 'resolve_base', 'chat_template_for', 'check_chat_data',
            'check_preference_data', 'mark_loss_tokens', 'lora_config', 'posttrain_memory', 'sft_report', 'dpo_report',
-           'next_commands', 'sft_cmd', 'dpo_cmd', 'grpo_report', 'grpo_cmd']
+           'next_commands', 'check_tokenizer_fits', 'sft_cmd', 'dpo_cmd', 'grpo_report', 'grpo_cmd']
 
 # %% ../../nbs/58_post_cli.ipynb #85114272
 app = typer.Typer(
@@ -331,6 +331,14 @@ def _optimizer(learning_rate: float, warmup: float, default_lr: float):
 def _name(kind: str, name: str, base: str) -> str:
     return name or f"{kind}/" + os.path.basename(base.rstrip("/")).removesuffix(".gguf").replace("@", "-")
 
+
+def check_tokenizer_fits(tok, b) -> None:
+    "Refuse a tokenizer with more ids than the base `b`'s vocabulary (its embedding has no row for them)."
+    if tok.vocab_size > b.model.vocab_size:
+        raise ValueError(
+            f"the tokenizer has {tok.vocab_size} tokens but the base's vocab_size is {b.model.vocab_size}; use the base's tokenizer"
+        )
+
 # %% ../../nbs/58_post_cli.ipynb #79913fcb
 _BASE_HELP = "a training output, a Hugging Face folder, a .gguf file or a hub id (what `marin eval` takes)"
 _TEMPLATE_HELP = "chat template: a .jinja file, a folder, or 'default' (the lab's); default: the tokenizer's own"
@@ -387,10 +395,7 @@ def sft_cmd(
             log_every=log_every,
             lora=lora_config(lora, lora_alpha, lora_targets, b.model),
         )
-        if tok.vocab_size > b.model.vocab_size:
-            raise ValueError(
-                f"the tokenizer has {tok.vocab_size} tokens but the base's vocab_size is {b.model.vocab_size}; use the base's tokenizer"
-            )
+        check_tokenizer_fits(tok, b)
         return b, cfg, tok, check_chat_data(path, tok, tmpl, limit)
 
     b, cfg, tok, encoded = _user_errors(build)
@@ -469,10 +474,7 @@ def dpo_cmd(
             log_every=log_every,
             lora=lora_config(lora, lora_alpha, lora_targets, b.model),
         )
-        if tok.vocab_size > b.model.vocab_size:
-            raise ValueError(
-                f"the tokenizer has {tok.vocab_size} tokens but the base's vocab_size is {b.model.vocab_size}; use the base's tokenizer"
-            )
+        check_tokenizer_fits(tok, b)
         return b, cfg, tok, check_preference_data(path, tok, tmpl, from_chat=from_chat, seed=seed, limit=limit)
 
     b, cfg, tok, encoded = _user_errors(build)
@@ -564,10 +566,7 @@ def grpo_cmd(
             base=b.run, prompts=path, tokenizer=b.tokenizer, template=tmpl, rewards=tuple(reward), grpo=g,
             max_tokens=max_tokens, temperature=temperature, limit=limit,
         )  # fmt: skip
-        if tok.vocab_size > b.model.vocab_size:
-            raise ValueError(
-                f"the tokenizer has {tok.vocab_size} tokens but the base's vocab_size is {b.model.vocab_size}; use the base's tokenizer"
-            )
+        check_tokenizer_fits(tok, b)
         for r in reward:
             load_reward(r)
         template_ = resolve_chat_template(tmpl, b.tokenizer)

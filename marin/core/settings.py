@@ -77,6 +77,12 @@ SETTINGS: tuple[Setting, ...] = (
         "JAX's persistent compilation cache (a directory; 'off' disables it): a rerun of the same training shape"
         " loads its compiled steps instead of compiling them again",
     ),
+    Setting(
+        "catalog_mirror",
+        "",
+        "a local folder or bucket that mirrors the data catalog's sources (NAME/ then each source's own layout),"
+        " read instead of their remote roots on clusters without internet; empty: read from where they live",
+    ),
 )
 SETTINGS_BY_KEY = {s.key: s for s in SETTINGS}
 
@@ -155,6 +161,7 @@ class Settings:
     data_workers: int = 0
     compilation_cache: str = "~/.cache/marin/jax"  # a directory, or "off"
     publish_dir: str = "reports"
+    catalog_mirror: str = ""  # a mirror of the data catalog (nbs/10a_catalog); empty: the remote roots
 
 
 def settings(start: str | Path | None = None) -> Settings:
@@ -173,6 +180,7 @@ def settings(start: str | Path | None = None) -> Settings:
             data_workers=int(d["data_workers"]),
             compilation_cache=d["compilation_cache"],
             publish_dir=d["publish_dir"],
+            catalog_mirror=d["catalog_mirror"],
         )
     except ValueError as e:
         raise ValueError(

@@ -10,19 +10,20 @@ from fastcore.basics import patch
 from ..core.config import Config, check, versioned
 from ..core.executor import Step
 from .sources import SourceConfig, import_step
+from .catalog import CatalogImportConfig, catalog_step
 from .tokenizers import BPETrainConfig, train_bpe_step
 from .shards import TokenizeConfig, tokenize_step
 from .mixture import MixtureComponent, MixtureConfig, MixtureStepConfig, mixture_step
 
 # %% auto #0
-__all__ = ['STDLIB_SKIP', 'ThreeSourceRecipe', 'python_stdlib_dir', 'python_stdlib_globs', 'local_recipe']
+__all__ = ['STDLIB_SKIP', 'ThreeSourceRecipe', 'python_stdlib_dir', 'python_stdlib_globs', 'local_recipe', 'seed_recipe']
 
 # %% ../../nbs/19a_recipe.ipynb #f3ef6223
 @dataclasses.dataclass(frozen=True)
 class ThreeSourceRecipe(Config):
-    web: SourceConfig = versioned()
-    code: SourceConfig = versioned()
-    math: SourceConfig = versioned()
+    web: SourceConfig | CatalogImportConfig = versioned()  # local files, or a catalog source
+    code: SourceConfig | CatalogImportConfig = versioned()  # local files, or a catalog source
+    math: SourceConfig | CatalogImportConfig = versioned()  # local files, or a catalog source
     weights: tuple[float, float, float] = versioned((0.6, 0.25, 0.15))  # web, code, math
     weight_unit: str = versioned("bytes")
     vocab_size: int = versioned(4096)
@@ -39,7 +40,7 @@ class ThreeSourceRecipe(Config):
         check(len(self.weights) == 3, "weights", "three weights: web, code, math")
 
     @property
-    def sources(self) -> dict[str, SourceConfig]:
+    def sources(self) -> dict[str, SourceConfig | CatalogImportConfig]:
         return {"web": self.web, "code": self.code, "math": self.math}
 
 # %% ../../nbs/19a_recipe.ipynb #35763236
@@ -68,10 +69,15 @@ def _clean_steps(recipe: ThreeSourceRecipe, docs: dict[str, Step]) -> dict[str, 
     return clean
 
 # %% ../../nbs/19a_recipe.ipynb #85250196
+def _import_step(s: SourceConfig | CatalogImportConfig) -> Step:
+    "A source's import: its files through `import_step`, or a catalog source through `catalog_step`."
+    return catalog_step(s) if isinstance(s, CatalogImportConfig) else import_step(s)
+
+
 @patch
 def steps(self: ThreeSourceRecipe) -> dict[str, Any]:
     "All steps of the chain, by stage; `steps()['mixture']` depends on everything else."
-    docs = {k: import_step(s) for k, s in self.sources.items()}
+    docs = {k: _import_step(s) for k, s in self.sources.items()}
     clean = _clean_steps(self, docs)
     from marin.data.sources import merge_step
 
@@ -131,5 +137,38 @@ def local_recipe(limit: int = 0, *, stdlib_packages: bool = False, **overrides) 
         math=SourceConfig(
             "math", (str(d / "math" / "*.tex"),), format="text", split="paragraphs", max_chars=3000, limit=limit
         ),
+        **overrides,
+    )
+
+# %% ../../nbs/19a_recipe.ipynb #b2ade4a0
+def seed_recipe(
+    limit: int = 0,
+    *,
+    root: str = "",
+    web: tuple[str, ...] = ("high",),
+    code: tuple[str, ...] = ("python",),
+    math: tuple[str, ...] = ("arxiv", "open-web-math", "algebraic-stack"),
+    max_files: int = 0,
+    workers: int = 0,
+    **overrides,
+) -> ThreeSourceRecipe:
+    """Nemotron-CC (`web` buckets) + StarCoderData (`code` languages) + ProofPile 2 (`math` subsets), each capped at
+    `limit` documents and `max_files` files a subset; read from `root`'s `NAME/` mirrors, the catalog_mirror setting,
+    or the sources' own roots."""
+    from marin.core.storage import join
+    from marin.data.catalog import catalog_source
+    from marin.data.decontam import EvalTexts
+
+    def source(name: str, subsets: tuple[str, ...]) -> CatalogImportConfig:
+        where = join(root, name) if root else ""
+        cfg = dict(limit=limit, max_files=max_files, root=where, workers=workers)
+        return CatalogImportConfig(catalog_source(name), tuple(subsets), **cfg)
+
+    overrides.setdefault("decontaminate", (EvalTexts("arc_easy", "arc_easy_test.jsonl"),))
+    return ThreeSourceRecipe(
+        web=source("nemotron_cc", web),
+        code=source("starcoderdata", code),
+        math=source("proof_pile_2", math),
+        workers=workers,
         **overrides,
     )

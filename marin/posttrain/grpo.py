@@ -24,8 +24,8 @@ from marin.posttrain.sft import (
 __all__ = ['REWARDS', 'LOSS_NORMS', 'extract_answer', 'normalize_answer', 'exact_match_reward', 'format_reward', 'load_reward',
            'score_completions', 'group_advantages', 'grpo_loss', 'token_logps', 'Rollouts', 'sample_seed', 'rollout',
            'rollout_rows', 'grpo_step_fn', 'GRPOConfig', 'prompt_order', 'grpo_metrics', 'grpo_train', 'prompt_records',
-           'encode_prompt', 'GRPORunConfig', 'grpo_log_metrics', 'encode_prompt_file', 'run_grpo', 'grpo_summary',
-           'grpo_step']
+           'encode_prompt', 'stop_token_ids', 'GRPORunConfig', 'grpo_log_metrics', 'encode_prompt_file', 'run_grpo',
+           'grpo_summary', 'grpo_step']
 
 # %% ../../nbs/57a_grpo.ipynb #72f6c433
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
@@ -354,6 +354,28 @@ def encode_prompt(tok, template, prompt) -> list[int]:
     msgs = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
     return [int(t) for t in tok.encode(template.render(msgs, add_generation_prompt=True))]
 
+# %% ../../nbs/57a_grpo.ipynb #29c23685
+_REPLY = "MARIN-REPLY-7f3a"  # a reply no template changes
+
+
+def stop_token_ids(tok, template) -> list[int]:
+    "Ids that end a completion: the tokenizer's end-of-text and the special token `template` writes after a reply."
+    ids = [] if getattr(tok, "eos_id", None) is None else [int(tok.eos_id)]
+    hf = getattr(tok, "tok", None)  # a Hugging Face `tokenizers.Tokenizer` (BPETokenizer); others have no specials
+    if hf is None or not hasattr(hf, "get_added_tokens_decoder"):
+        return ids
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _REPLY}]
+    try:
+        after = template.render(chat).split(_REPLY, 1)[1].lstrip()
+    except (ValueError, IndexError):  # the template refuses the exchange, or drops the reply
+        return ids
+    ends = [
+        (len(t.content), i)
+        for i, t in hf.get_added_tokens_decoder().items()
+        if t.special and after.startswith(t.content)
+    ]
+    return ids + [max(ends)[1]] if ends and max(ends)[1] not in ids else ids
+
 # %% ../../nbs/57a_grpo.ipynb #4f5b2c3b
 @dataclasses.dataclass(frozen=True)
 class GRPORunConfig(Config):
@@ -444,7 +466,7 @@ def run_grpo(cfg: GRPORunConfig, output_path: str) -> dict:
     engine = serving.Engine(
         base, max_batch=cfg.max_batch or min(64, g.group_size * g.prompts_per_step),
         max_seq_len=max(map(len, prompts)) + cfg.max_tokens, decode_text=tok.decode,
-        eos_ids=[] if getattr(tok, "eos_id", None) is None else [tok.eos_id],
+        eos_ids=stop_token_ids(tok, template),  # end-of-text and the turn's end
     )  # fmt: skip
     sampling = serving.SamplingParams(max_tokens=cfg.max_tokens, temperature=cfg.temperature)
     save_chat_template(output_path, cfg.template, tok)

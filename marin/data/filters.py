@@ -9,13 +9,14 @@ from typing import Sequence
 import numpy as np, pyarrow as pa, pyarrow.parquet as pq, xxhash
 from fastcore.basics import patch, patch_to
 from ..core import storage
-from ..core.config import Config, check, versioned
-from ..core.executor import Step
+from ..core.config import Config, added, check, versioned
+from ..core.executor import Step, StepOrPath
+from .fasttext import HQ_LABEL
 
 # %% auto #0
-__all__ = ['STOP_WORDS', 'N_FEATURES', 'SCORES_DIR', 'RuleConfig', 'document_stats', 'rule_verdict', 'hashed_features',
-           'QualityClassifier', 'ClassifierTrainConfig', 'train_classifier', 'train_classifier_step', 'QualityConfig',
-           'quality_attributes', 'top_fraction_cut', 'quality_filter', 'quality_step']
+__all__ = ['STOP_WORDS', 'N_FEATURES', 'FASTTEXT', 'SCORES_DIR', 'RuleConfig', 'document_stats', 'rule_verdict',
+           'hashed_features', 'QualityClassifier', 'ClassifierTrainConfig', 'train_classifier', 'train_classifier_step',
+           'QualityConfig', 'quality_attributes', 'top_fraction_cut', 'quality_filter', 'quality_step']
 
 # %% ../../nbs/12_filters.ipynb #cf2aeff7
 STOP_WORDS = frozenset("the be to of and that have with".split())
@@ -202,16 +203,25 @@ def train_classifier_step(cfg: ClassifierTrainConfig, name: str = "quality/class
     return Step(name, train_classifier, cfg, description="train the hashed n-gram quality classifier")
 
 # %% ../../nbs/12_filters.ipynb #0f28cad0
+FASTTEXT = "fasttext"  # `classifier=FASTTEXT`: score with the fastText model `model`
+
+
 @dataclasses.dataclass(frozen=True)
 class QualityConfig(Config):
     documents: StepOrPath = versioned()  # a document set (a Step or its path)
     rules: RuleConfig | None = versioned(default_factory=RuleConfig)  # None: no heuristic rules
-    classifier: StepOrPath | None = versioned(None)  # a trained classifier (step or path), or None
+    classifier: StepOrPath | None = versioned(None)  # a trained classifier (step or path), "fasttext", or None
     min_score: float = versioned(0.0)  # keep documents scoring at least this
     keep_top_fraction: float = versioned(1.0)  # of those passing the rules, keep the best-scoring fraction
     workers: int = 0  # processes or Ray tasks (0: the data_workers setting); not versioned, never changes the output
+    model: StepOrPath | None = added(None, versioned=True)  # classifier="fasttext": a .bin (path, URL or train step)
+    label: str = added(HQ_LABEL, versioned=True)  # classifier="fasttext": the label whose probability is the score
 
     def validate(self):
+        ft = self.classifier == FASTTEXT
+        check(not ft or self.model is not None, "model", "classifier: fasttext needs the path or URL of a .bin")
+        check(ft or self.model is None, "model", "is read only with classifier: fasttext; set that or drop model")
+        check(ft or self.label == HQ_LABEL, "label", "is read only with classifier: fasttext; set that or drop label")
         check(0 < self.keep_top_fraction <= 1, "keep_top_fraction", "a fraction in (0, 1]")
         check(0 <= self.min_score <= 1, "min_score", "a probability in [0, 1]")
         check(self.workers >= 0, "workers", "0 (the data_workers setting) or a number of processes")
@@ -229,6 +239,15 @@ def _classifier(path: str) -> QualityClassifier:
     return _load_classifier(path, f"{info.get('size')}:{info.get('mtime') or info.get('updated')}")
 
 
+def _scorer(cfg: QualityConfig):
+    "The classifier of `cfg` (its `score(texts)` a probability per text), loaded once per process."
+    if cfg.classifier == FASTTEXT:
+        from marin.data.fasttext import fasttext_scorer
+
+        return fasttext_scorer(str(cfg.model), cfg.label)
+    return _classifier(str(cfg.classifier))
+
+
 def quality_attributes(cfg: QualityConfig, docs: list[dict]) -> tuple[list[dict], dict]:
     "One batch's per-document verdicts (the rules, then the classifier's `min_score`): (kept documents, attributes)."
     reasons, stats = [], []
@@ -238,7 +257,7 @@ def quality_attributes(cfg: QualityConfig, docs: list[dict]) -> tuple[list[dict]
         stats.append(s)
     scores = np.full(len(docs), np.nan)
     if cfg.classifier is not None:
-        scores = _classifier(str(cfg.classifier)).score([d["text"] for d in docs])
+        scores = _scorer(cfg).score([d["text"] for d in docs])
         reasons = [r or ("classifier-score" if x < cfg.min_score else "") for r, x in zip(reasons, scores)]
     cols = {"id": [d["id"] for d in docs], "kept": [not r for r in reasons], "reason": reasons, "score": scores}
     for k in stats[0] if stats and stats[0] else {}:
@@ -321,6 +340,11 @@ def quality_filter(cfg: QualityConfig, output_path: str, *, batch_size: int = 20
     from marin.core.tasks import run_tasks
     from marin.data.sources import document_files, finish_document_stage, map_document_shard, map_documents
 
+    if cfg.classifier is not None and cfg.classifier != FASTTEXT:
+        f = storage.join(str(cfg.classifier), "classifier.npz")
+        check(storage.exists(f), "classifier", f"{f} does not exist; run train_classifier_step first")
+    if cfg.classifier is not None:
+        _scorer(cfg)  # a fastText model: downloaded (a URL, once), loaded and its label checked
     docs, kw = str(cfg.documents), dict(workers=cfg.workers, batch_size=batch_size)
     if cfg.classifier is None or cfg.keep_top_fraction >= 1:  # every verdict is per document: one pass
         return map_documents(quality_attributes, cfg, docs, output_path, stage="quality", **kw)

@@ -202,6 +202,11 @@ def from_canonical(v: Any) -> Any:
     return v
 
 
+def _tuples(v: Any) -> Any:
+    "Lists as tuples, all the way down: what a bare `tuple` field holds (a frozen config's values are hashable)."
+    return tuple(_tuples(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
 def _decode_dataclass(cls, d: Any, path: str, ignore_unknown: bool):
     if not isinstance(d, dict):
         raise ConfigError(f"{path}: expected a mapping of {cls.__name__} fields, got {type(d).__name__} {d!r}")
@@ -250,7 +255,7 @@ def decode(t: Any, v: Any, path: str = "config", *, ignore_unknown: bool = False
             if (len(args) == 2 and args[1] is Ellipsis) or len(args) == 1
             else (lambda i: args[i] if i < len(args) else Any)
         )
-        items = [rec(each(i) if args else Any, x, f"{path}[{i}]") for i, x in enumerate(v)]
+        items = [rec(each(i), x, f"{path}[{i}]") if args else _tuples(from_canonical(x)) for i, x in enumerate(v)]
         return tuple(items) if (origin or t) is tuple else items
     if origin is dict or t is dict:
         if not isinstance(v, dict):

@@ -18,8 +18,9 @@ from marin.scaling.recipe import (
 )
 
 # %% auto #0
-__all__ = ['RECIPES', 'TINY_BELOW', 'TPU_MAX_DAYS', 'TPU_MARGIN', 'app', 'load_recipe', 'accelerator_train_config', 'memory_plan',
-           'format_memory', 'SliceChoice', 'slice_config', 'tpu_slices', 'recommend_slice', 'scale_cmd']
+__all__ = ['RECIPES', 'TINY_BELOW', 'TPU_MAX_DAYS', 'TPU_MARGIN', 'EVALS_PER_RUN', 'MAX_CHECKPOINT_STEPS', 'app', 'load_recipe',
+           'accelerator_train_config', 'memory_plan', 'format_memory', 'SliceChoice', 'slice_config', 'tpu_slices',
+           'recommend_slice', 'run_cadence', 'rung_config', 'emit_rung', 'scale_cmd']
 
 # %% ../../nbs/44_scaling_cli.ipynb #31e16df7
 RECIPES = {
@@ -73,7 +74,7 @@ def memory_plan(plan: ScalingPlan, device_kind: str = "", devices: int = 0) -> d
     kind, mem, peak = device_spec(device_kind)
     candidates = [devices] if devices else [2**i for i in range(0, 17)]
     for n in candidates:
-        est = estimate_memory(accelerator_train_config(plan, n, kind), n)
+        est = estimate_memory(accelerator_train_config(plan, n, kind), n, "cpu" if kind == "cpu" else "tpu")
         if devices or est.total <= 0.9 * mem:
             break
     fits = est.total <= 0.9 * mem
@@ -219,6 +220,49 @@ def _train_plan(plan: ScalingPlan, data: str, V: int, prefix: str, force: bool) 
         )
     return 0 if status in ("SUCCESS", "cached") else 1
 
+# %% ../../nbs/44_scaling_cli.ipynb #ccb882a9
+EVALS_PER_RUN = 20  # evaluations (each with a checkpoint) over a run `--emit` writes
+MAX_CHECKPOINT_STEPS = 1000  # ... at most this many steps apart: what a preemption may cost
+
+
+def run_cadence(num_steps: int) -> int:
+    "Steps between a rung's evaluations and checkpoints: ~EVALS_PER_RUN a run, at most MAX_CHECKPOINT_STEPS, 1-2-5."
+    every = max(1, min(num_steps // EVALS_PER_RUN, MAX_CHECKPOINT_STEPS))
+    p = 10 ** int(math.log10(every))
+    return max(m * p for m in (1, 2, 5) if m * p <= every)
+
+
+def rung_config(plan: ScalingPlan, data: str, V: int, target=None, *, max_days: float = TPU_MAX_DAYS):
+    """(TrainConfig, SliceChoice or None): `plan` as `marin train` runs it, on `target` (else the recommended v5p
+    slice at accelerator budgets, else this CPU), with its data and its evaluation and checkpoint cadence."""
+    if target is not None:
+        choice = slice_config(plan, target)
+        if choice is None:
+            raise ValueError(
+                f"--target {target.name}: no grad_accum fits the plan by the estimate; take a larger slice"
+            )
+    else:
+        choice = recommend_slice(plan, max_days=max_days) if plan.budget >= TINY_BELOW else None
+    cfg = choice.config if choice else accelerator_train_config(plan, 1, "cpu")
+    mix, eval_data = _run_data(plan, data, V)
+    every = run_cadence(plan.num_steps)
+    cfg = cfg.replace(data=mix, eval_data=eval_data, eval_every=every, checkpoint=cfg.checkpoint.replace(every=every))
+    return cfg, choice
+
+
+def emit_rung(plan: ScalingPlan, path: str, data: str, V: int, target=None, *, max_days: float = TPU_MAX_DAYS):
+    "Write `rung_config` to `path` (YAML, atomically); the commands that check and train it."
+    from marin.train.cli import save_train_config
+
+    cfg, choice = rung_config(plan, data, V, target, max_days=max_days)
+    where = choice.describe() if choice else "this machine's CPU"
+    commands = [f"marin train --config {path}"]
+    if choice is not None:
+        commands.insert(0, f"marin train --config {path} --target {choice.target.name} --dry-run")
+    header = f"marin scale --flops {plan.budget:.3g} ({plan.recipe}): {plan.model.summary()}\non {where}\n"
+    save_train_config(cfg, path, header=header + "\n".join(commands))
+    return cfg, commands
+
 # %% ../../nbs/44_scaling_cli.ipynb #6a0c0512
 app = typer.Typer(help="Compute budgets to configurations.", no_args_is_help=True, add_completion=False)
 
@@ -275,6 +319,9 @@ def scale_cmd(
         False, "--dry-run", help="print the plan, its exact FLOPs and per-device memory; train nothing"
     ),
     run: bool = typer.Option(False, "--run", help="train the plan (an executor step, cached and in the ledger)"),
+    emit: str = typer.Option(
+        "", "--emit", help="write the plan as a config file `marin train --config FILE` runs (slice, cadence, data)"
+    ),
     device_kind: str = typer.Option(
         "",
         "--device-kind",
@@ -292,7 +339,9 @@ def scale_cmd(
     vocab_size: int = typer.Option(
         0, "--vocab-size", help="tokenizer vocabulary (0: 512 for runs and tiny-cpu, else 128256)"
     ),
-    data: str = typer.Option("local", "--data", help="--run data: local (the three-source mixture) or synthetic"),
+    data: str = typer.Option(
+        "", "--data", help="local (the three-source mixture; --run's default) or synthetic (--emit's default)"
+    ),
     prefix: str = typer.Option("", "--prefix", help="storage prefix (default: settings)"),
     force: bool = typer.Option(False, "--force", help="rerun even if the step already succeeded"),
     target: str = typer.Option(
@@ -307,16 +356,25 @@ def scale_cmd(
     refresh_compile: bool = typer.Option(False, "--refresh-compile", help="with --target: compile even if cached"),
 ):
     """Plan a run for a FLOPs budget (model, batch, schedule, optimizer, exact FLOPs, memory); --run trains it."""
-    if dry_run == run:
-        typer.echo("error: give exactly one of --dry-run or --run", err=True)
+    if dry_run + run + bool(emit) != 1:
+        typer.echo("error: give exactly one of --dry-run, --run or --emit FILE", err=True)
         raise typer.Exit(2)
+    data = data or ("synthetic" if emit else "local")
     try:
         t = _check_target(target, slices, run, max_days)
-        plan, V = _plan_for(flops, recipe, tokens_per_param, vocab_size, run, data)
+        plan, V = _plan_for(flops, recipe, tokens_per_param, vocab_size, run or bool(emit) and data == "local", data)
+        typer.echo(plan.describe())
+        if emit:
+            cfg, commands = emit_rung(plan, emit, data, V, t, max_days=max_days)
+            typer.echo(
+                f"wrote {emit}: {cfg.num_train_steps:,} steps, grad_accum {cfg.grad_accum}, "
+                f"{cfg.mesh.devices or 1} devices, evaluation and checkpoint every {cfg.eval_every:,} steps"
+            )
+            typer.echo("\n".join(commands))
+            raise typer.Exit(0)
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2)
-    typer.echo(plan.describe())
     if t is not None:
         raise typer.Exit(_slice_dry_run(plan, t, max_days, prefix, refresh_compile))
     if dry_run:

@@ -10,16 +10,19 @@ import typer
 from ..core import storage
 from ..core.config import ConfigError, decode, fields_as_flags, load_yaml
 from ..core.devices import device_memory_bytes
-from ..models.transformer import LlamaConfig
+import jax
+from ..models.transformer import LlamaConfig, loss_chunks
 from .optim import OptimizerConfig
 from .sharding import MeshConfig
 from ..models.io import CheckpointMismatch, META_FILE, latest_checkpoint
 from .checkpoint import CheckpointConfig, check_compatible
 from .trainer import TrainConfig, CharDataConfig, SyntheticDataConfig, data_problems
+from ..data.mixture import MixtureConfig
 
 # %% auto #0
-__all__ = ['PRESETS', 'app', 'MAX_TRAIN_STEPS', 'config_from_dict', 'load_train_config', 'MemoryEstimate', 'estimate_memory',
-           'DryRunReport', 'dry_run', 'train_cmd', 'check_sampling_flags', 'sample_cmd']
+__all__ = ['PRESETS', 'app', 'MAX_TRAIN_STEPS', 'config_from_dict', 'load_train_config', 'config_to_dict', 'save_train_config',
+           'MemoryEstimate', 'estimate_memory', 'DryRunReport', 'dry_run', 'train_cmd', 'check_sampling_flags',
+           'sample_cmd']
 
 # %% ../../nbs/34_train_cli.ipynb #b8aebd4a
 def _nano() -> TrainConfig:
@@ -101,7 +104,7 @@ PRESETS = {"nano": _nano, "150m": _150m, "1b": _1b, "8b": _8b}
 
 # %% ../../nbs/34_train_cli.ipynb #5cd1372a
 _SECTIONS = {"model": LlamaConfig, "optimizer": OptimizerConfig, "checkpoint": CheckpointConfig, "mesh": MeshConfig}
-_DATA_KINDS = {"char": CharDataConfig, "synthetic": SyntheticDataConfig}
+_DATA_KINDS = {"char": CharDataConfig, "synthetic": SyntheticDataConfig, "mixture": MixtureConfig}
 
 
 def _mapping(v: Any, where: str, what: str) -> dict:
@@ -112,7 +115,7 @@ def _mapping(v: Any, where: str, what: str) -> dict:
 
 
 def _data_from_dict(d: dict, where: str):
-    "A data config from its dict: `kind` (char | synthetic) picks the class, `Config.from_dict`'s decoder the rest."
+    "A data config from its dict: `kind` (char | synthetic | mixture) picks the class, `Config.from_dict`'s decoder the rest."
     d = dict(_mapping(d, where, "data"))
     kind = d.pop("kind", "char")
     if kind not in _DATA_KINDS:
@@ -180,6 +183,42 @@ def load_train_config(spec: str) -> TrainConfig:
         return cfg
     raise ValueError(f"--config {spec!r}: use a preset ({', '.join(PRESETS)}), a .py file or a .yaml file")
 
+# %% ../../nbs/34_train_cli.ipynb #bc7404f8
+_KIND_OF = {cls: kind for kind, cls in _DATA_KINDS.items()}
+
+
+def _plain(v: Any) -> Any:
+    "A config value as YAML holds it: dataclasses as mappings of their fields, tuples as lists."
+    if dataclasses.is_dataclass(v):
+        return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+    return [_plain(x) for x in v] if isinstance(v, (tuple, list)) else v
+
+
+def _data_to_dict(data: Any, where: str) -> dict:
+    if type(data) not in _KIND_OF:
+        raise ConfigError(f"{where}: {type(data).__name__} has no YAML form; a file can hold {list(_DATA_KINDS)}")
+    return {"kind": _KIND_OF[type(data)], **_plain(data)}
+
+
+def config_to_dict(cfg: TrainConfig) -> dict:
+    "Every field of `cfg` as the plain dict `config_from_dict` reads back (data sections with their `kind`)."
+    d = {f.name: _plain(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name not in ("data", "eval_data")}
+    d["data"] = _data_to_dict(cfg.data, "data")
+    d["eval_data"] = {name: _data_to_dict(x, f"eval_data.{name}") for name, x in cfg.eval_data}
+    return d
+
+
+def save_train_config(cfg: TrainConfig, path: str, header: str = "") -> str:
+    "`cfg` as a YAML file (atomically) that `marin train --config` reads back as `cfg`; `header`: comment lines."
+    import yaml
+
+    text = yaml.safe_dump(config_to_dict(cfg), sort_keys=False, width=120)
+    if (back := config_from_dict(yaml.safe_load(text))) != cfg:
+        diff = [k for k in config_to_dict(cfg) if getattr(back, k) != getattr(cfg, k)]
+        raise ConfigError(f"{path}: the YAML would read back with other {diff}; this config has no exact YAML form")
+    storage.write_text(path, "".join(f"# {line}\n" for line in header.splitlines()) + text)
+    return path
+
 # %% ../../nbs/34_train_cli.ipynb #3ec3c9a3
 @dataclasses.dataclass
 class MemoryEstimate:
@@ -240,8 +279,9 @@ def _activation_bytes_per_token(cfg: TrainConfig, S: int, tensor: int, c: int) -
     return per_token
 
 # %% ../../nbs/34_train_cli.ipynb #99f5a7f2
-def estimate_memory(cfg: TrainConfig, n_devices: int) -> MemoryEstimate:
-    "Per-device memory of a training step under `cfg`'s mesh, dtype, accumulation and remat policy (no compilation)."
+def estimate_memory(cfg: TrainConfig, n_devices: int, platform: str = "") -> MemoryEstimate:
+    """Per-device memory of a training step under `cfg`'s mesh, dtype, accumulation and remat policy (no compilation),
+    on `platform` (cpu, gpu, tpu; "": JAX's default backend), which sets the loss's logit chunks (`loss_chunks`)."""
     m = cfg.model
     ax = cfg.mesh.mesh_shape(n_devices)
     data, expert, fsdp, tensor = ax["data"], ax["expert"], ax["fsdp"], ax["tensor"]
@@ -259,7 +299,12 @@ def estimate_memory(cfg: TrainConfig, n_devices: int) -> MemoryEstimate:
         optimizer=8 * N,
         compute_copy=(c * N if c == 2 else 0.0),
         activations=b * S * per_token,
-        logits=3 * b * S * V * 4,
+        logits=3
+        * b
+        * S
+        * V
+        * 4
+        / loss_chunks(B // cfg.grad_accum, S, m.vocab_size, n_devices, platform or jax.default_backend()),
     )
 
 # %% ../../nbs/34_train_cli.ipynb #be80959e

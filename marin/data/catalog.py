@@ -63,6 +63,12 @@ class CatalogSource(Config):
         check(len(set(names)) == len(names), "subsets", f"{self.name}: subset names repeat ({names})")
         check(not self.any_subset or self.template is not None, "template", "any_subset needs a template subset")
 
+    @property
+    def file_kind(self) -> str:
+        "What its files are, from the first pattern's name: jsonl.zstd, parquet, warc.gz, ..."
+        name = self.subsets[0].patterns[0].rsplit("/", 1)[-1] if self.subsets else ""
+        return name.split(".", 1)[-1] if "." in name else self.format
+
     def subset(self, name: str) -> CatalogSubset:
         "The subset called `name`: a named one, or one made from the template; an error naming the choices."
         for s in self.subsets:
@@ -198,7 +204,7 @@ COMMON_CRAWL = CatalogSource(
         for c in ("CC-MAIN-2023-50", "CC-MAIN-2024-10", "CC-MAIN-2024-30", "CC-MAIN-2024-51")
     ),
     format="warc",
-    text_field="(the HTTP response body: HTML; run `marin data extract` on it)",
+    text_field="(HTTP response bodies: HTML for `marin data extract`)",
     id_field="WARC-Record-ID",
     default_subsets=("CC-MAIN-2024-30",),
     any_subset=_CRAWL,  # every crawl by its id
@@ -461,10 +467,11 @@ def _sample_nemotron(root, docs_per_file: int) -> None:
         recs = []
         for j in range(docs_per_file):
             t = paras[(k * docs_per_file + j) % len(paras)]
-            if j % 10 == 3:  # an exact copy of a paragraph elsewhere
-                t = paras[rng.randrange(len(paras))]
+            earlier = paras[rng.randrange(k * docs_per_file + j) % len(paras)] if k or j else t
+            if j % 10 == 3:  # an exact copy of an earlier document
+                t = earlier
             if j % 10 == 7:  # a near copy: one word changed
-                w = paras[rng.randrange(len(paras))].split()
+                w = earlier.split()
                 w[len(w) // 2] = "changed"
                 t = " ".join(w)
             recs.append({"warc_record_id": f"<urn:uuid:{rng.getrandbits(128):032x}>", "text": t, "label": bucket})
@@ -475,11 +482,11 @@ def _sample_nemotron(root, docs_per_file: int) -> None:
 
 # %% ../../nbs/10a_catalog.ipynb #39234613
 def _stdlib_files(n: int, skip: int = 0) -> list:
-    "`n` small standard-library modules (2-12 KB), in name order, after the first `skip`."
+    "`n` small standard-library modules (1-16 KB), in name order, after the first `skip`."
     import pathlib, sysconfig
 
     mods = sorted(pathlib.Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))
-    return [p for p in mods if 2_000 <= p.stat().st_size <= 12_000][skip : skip + n]
+    return [p for p in mods if 1_000 <= p.stat().st_size <= 16_000][skip : skip + n]
 
 
 def _sample_starcoder(root, docs_per_file: int) -> None:
@@ -516,7 +523,7 @@ def _sample_proof_pile(root, docs_per_file: int) -> None:
         base / "open-web-math/train/shard-0000.jsonl.zst",
         [{"text": t, "meta": {"url": f"https://math.example/{i}"}} for i, t in enumerate(web)],
     )
-    code = [p.read_text(errors="replace") for p in _stdlib_files(docs_per_file // 2, 4 * docs_per_file)]
+    code = [p.read_text(errors="replace") for p in _stdlib_files(docs_per_file // 2, docs_per_file)]
     _jsonl_zst(
         base / "algebraic-stack/train/python0000.jsonl.zst",
         [{"text": t, "meta": {"max_stars_repo_path": f"{i}.py"}} for i, t in enumerate(code)],

@@ -16,8 +16,8 @@ def _run(steps, prefix, dry_run=False):
     return Executor(prefix).run(steps, dry_run=dry_run)
 
 # %% auto #0
-__all__ = ['app', 'import_cmd', 'tokenize_cmd', 'train_tokenizer_cmd', 'verify_cmd', 'mixture_cmd', 'format_mixture',
-           'extract_cmd', 'extract_eval_cmd', 'dedup_cmd', 'filter_cmd']
+__all__ = ['app', 'import_cmd', 'sources_cmd', 'tokenize_cmd', 'train_tokenizer_cmd', 'verify_cmd', 'mixture_cmd',
+           'format_mixture', 'extract_cmd', 'extract_eval_cmd', 'dedup_cmd', 'filter_cmd']
 
 # %% ../../nbs/19b_cli.ipynb #9c33906f
 _IMPORT_FLAGS = {
@@ -36,7 +36,9 @@ _IMPORT_FLAGS = {
 @app.command("import")
 def import_cmd(
     name: str = typer.Argument(..., help="source name"),
-    paths: list[str] = typer.Argument(..., help="files, folders, globs or URLs"),
+    paths: list[str] = typer.Argument(
+        None, help="files, folders, globs or URLs; none: NAME is a catalog source (`marin data sources`)"
+    ),
     format: str = typer.Option("auto", help="auto|text|jsonl|parquet|fasta|html|warc|hf"),
     split: str = "file",
     max_chars: int = 0,
@@ -44,11 +46,20 @@ def import_cmd(
     limit: int = 0,
     max_line_mb: float = typer.Option(None, help="longest line read (a JSONL record, a text line); default 64"),
     max_doc_mb: float = typer.Option(None, help="longest document (a file read whole, a page, a record); default 256"),
+    subset: list[str] = typer.Option(None, help="a catalog source's subset (repeatable; default: its defaults)"),
+    max_files: int = typer.Option(0, help="a catalog source: each subset's first files only (0 = all)"),
+    mirror: str = typer.Option(None, help="a catalog source: read it from this mirror (NAME/ inside)"),
+    workers: int = typer.Option(0, help="a catalog source: processes fetching and importing (0 = data_workers)"),
     prefix: str = typer.Option(None, help="output prefix (default: settings)"),
 ):
-    "Import a source into a Parquet document set."
+    "Import files, or a catalog source by name (`marin data sources`), into a Parquet document set."
     from marin.core.config import fields_as_flags
     from marin.data.sources import SourceConfig, import_step
+
+    if not paths:
+        return _catalog_import(name, subset or [], limit, max_files, mirror, workers, prefix)
+    if subset or max_files or mirror:
+        raise ValueError("--subset, --max-files and --mirror are for catalog sources, given by NAME alone (no PATHS)")
 
     limits = {k: v for k, v in dict(max_line_mb=max_line_mb, max_doc_mb=max_doc_mb).items() if v is not None}
     with fields_as_flags(SourceConfig, _IMPORT_FLAGS):
@@ -56,6 +67,64 @@ def import_cmd(
             name, tuple(paths), format=format, split=split, max_chars=max_chars, text_field=text_field, limit=limit
         )
         s = import_step(cfg.replace(**limits) if limits else cfg)
+        r = _run([s], prefix)
+    typer.echo(r[s])
+
+# %% ../../nbs/19b_cli.ipynb #845b7d3d
+@app.command("sources")
+def sources_cmd(name: str = typer.Argument(None, help="one source: its subsets and file patterns")):
+    "The data catalog: public pretraining corpora by name, with where they live, format, fields, licence and size."
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+    from marin.core.settings import settings
+    from marin.data.catalog import CATALOG, catalog_source
+
+    mirror = settings().catalog_mirror
+    if name:
+        s = catalog_source(name)
+        t = Table(title=f"{s.name}: {s.title}", caption=f"root {s.root}; {s.licence}; {s.size}")
+        for col in ("subset", "files (under the root)", "listed by", "size"):
+            t.add_column(col, overflow="fold")
+        for sub in s.subsets + ((s.template,) if s.template else ()):
+            shown = sub.name + (" *" if sub.name in s.default_subsets else "")
+            if sub is s.template:
+                shown = f"any {s.any_subset}"
+            t.add_row(*map(escape, (shown, "\n".join(sub.patterns), sub.index or "glob", sub.size)))
+    else:
+        t = Table(title="data catalog (`marin data import NAME`; * = default subsets)")
+        t.caption = f"read from the mirror {mirror}/NAME/" if mirror else "read from each root (catalog_mirror: unset)"
+        for col in ("name", "files", "text / id", "subsets", "licence", "size", "where"):
+            t.add_column(col, overflow="fold")
+        for s in CATALOG.values():
+            subs = [x.name + (" *" if x.name in s.default_subsets else "") for x in s.subsets]
+            more = [f"… any {s.any_subset}"] if s.any_subset else []
+            subs = ", ".join(subs[:6] + ([f"+{len(subs) - 6}"] if len(subs) > 6 else []) + more)
+            where = f"{mirror}/{s.name}" if mirror else s.root
+            t.add_row(
+                *map(
+                    escape,
+                    (s.name, s.file_kind, f"{s.text_field} / {s.id_field or '-'}", subs, s.licence, s.size, where),
+                )
+            )
+    Console(width=max(Console().width, 200 if name else 160)).print(t)
+
+# %% ../../nbs/19b_cli.ipynb #a7813b98
+def _catalog_import(name, subsets, limit, max_files, mirror, workers, prefix):
+    "`marin data import NAME` for a catalog source: checked (subsets, numbers) before anything is read."
+    from marin.core.config import fields_as_flags
+    from marin.core.storage import join
+    from marin.data.catalog import CatalogImportConfig, catalog_source, catalog_step
+
+    try:
+        source = catalog_source(name)
+    except KeyError as e:
+        raise ValueError(f"{e.args[0]}; or give PATHS to import files") from None
+    flags = {"subsets": "--subset", "limit": "--limit", "max_files": "--max-files", "workers": "--workers"}
+    with fields_as_flags(CatalogImportConfig, flags):
+        root = join(mirror, name) if mirror else ""
+        cfg = CatalogImportConfig(source, tuple(subsets), limit, max_files, root=root, workers=workers)
+        s = catalog_step(cfg)
         r = _run([s], prefix)
     typer.echo(r[s])
 

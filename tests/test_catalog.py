@@ -10,7 +10,7 @@ from typing import ClassVar
 import pytest
 
 from marin.core.executor import executor_main, read_status
-from marin.data.catalog import FETCH_DIR, catalog_import, catalog_step, sample_mirror
+from marin.data.catalog import FETCH_DIR, SAMPLE_MIRROR, catalog_import, catalog_step, sample_mirror
 from marin.data.mixture import MixtureStepConfig, describe_mixture
 from marin.data.recipe import seed_recipe
 from marin.data.sources import read_documents
@@ -27,7 +27,14 @@ def recipe(mirror: str, workers: int, **overrides):
     """The seed recipe on the sample mirror, small: a shard per 40 documents, so every stage has tasks to spread (and
     no decontamination: tests/test_data_scale.py checks that stage across worker counts; CI time is tight)."""
     r = seed_recipe(
-        root=mirror, workers=workers, vocab_size=300, tokenizer_documents=100, seq_len=64, batch_size=4, **overrides
+        root=mirror,
+        stand_in=SAMPLE_MIRROR,
+        workers=workers,
+        vocab_size=300,
+        tokenizer_documents=100,
+        seq_len=64,
+        batch_size=4,
+        **overrides,
     )
     small = {"shard_docs": 40, "task_bytes": 40_000}
     return r.replace(web=r.web.replace(**small), code=r.code.replace(**small), math=r.math.replace(**small))

@@ -20,9 +20,9 @@ from marin.data.sources import (
 
 # %% auto #0
 __all__ = ['NEMOTRON_CC', 'STARCODER_LANGUAGES', 'STARCODERDATA', 'PROOF_PILE_2', 'FINEWEB_EDU', 'DCLM_BASELINE', 'DOLMA',
-           'COMMON_CRAWL', 'CATALOG', 'FETCH_CHUNK', 'FETCH_RETRIES', 'FETCH_DIR', 'CatalogSubset', 'CatalogSource',
-           'catalog_source', 'list_files', 'FetchError', 'fetch_file', 'CatalogImportConfig', 'catalog_import',
-           'catalog_step', 'sample_mirror']
+           'COMMON_CRAWL', 'CATALOG', 'FETCH_CHUNK', 'FETCH_RETRIES', 'FETCH_DIR', 'SAMPLE_MIRROR', 'CatalogSubset',
+           'CatalogSource', 'catalog_source', 'list_files', 'FetchError', 'fetch_file', 'CatalogImportConfig',
+           'catalog_import', 'catalog_step', 'sample_mirror']
 
 # %% ../../nbs/10a_catalog.ipynb #92951af6
 @dataclasses.dataclass(frozen=True)
@@ -337,6 +337,9 @@ class CatalogImportConfig(Config):
     subsets: tuple[str, ...] = versioned(())  # (): the source's default subsets
     limit: int = versioned(0)  # the first documents, in file order (0 = all)
     max_files: int = versioned(0)  # each subset's first files (0 = all)
+    # what the root holds when it is not the source itself but a stand-in in its layout (`sample_mirror`'s
+    # SAMPLE_MIRROR): versioned, so a stand-in's steps never pass for the real corpus's in a shared prefix
+    stand_in: str = versioned("")
     shard_docs: int = versioned(20_000)
     task_bytes: int = versioned(64 << 20)
     root: str = ""  # read from here instead ('' = the catalog_mirror setting's NAME/ folder, else the source's root)
@@ -429,6 +432,7 @@ def catalog_step(cfg: CatalogImportConfig | str, **fields) -> Step:
     if isinstance(cfg, str):
         cfg = CatalogImportConfig(catalog_source(cfg), **fields)
     what = f"{cfg.source.name} {'+'.join(cfg.chosen)}" + (f", first {cfg.limit:,} documents" if cfg.limit else "")
+    what += f" (stand-in: {cfg.stand_in})" if cfg.stand_in else ""
     return Step(f"documents/{cfg.source.name}", catalog_import, cfg, description=f"import {what}")
 
 # %% ../../nbs/10a_catalog.ipynb #7659b980
@@ -528,6 +532,9 @@ def _sample_proof_pile(root, docs_per_file: int) -> None:
         base / "algebraic-stack/train/python0000.jsonl.zst",
         [{"text": t, "meta": {"max_stars_repo_path": f"{i}.py"}} for i, t in enumerate(code)],
     )
+
+
+SAMPLE_MIRROR = "marin-sample-mirror-v1"  # the stand_in of imports from it: not the corpora, only their layouts
 
 
 def sample_mirror(dest, docs_per_file: int = 40) -> str:

@@ -149,19 +149,20 @@ def seed_recipe(
     code: tuple[str, ...] = ("python",),
     math: tuple[str, ...] = ("arxiv", "open-web-math", "algebraic-stack"),
     max_files: int = 0,
+    stand_in: str = "",
     workers: int = 0,
     **overrides,
 ) -> ThreeSourceRecipe:
     """Nemotron-CC (`web` buckets) + StarCoderData (`code` languages) + ProofPile 2 (`math` subsets), each capped at
     `limit` documents and `max_files` files a subset; read from `root`'s `NAME/` mirrors, the catalog_mirror setting,
-    or the sources' own roots."""
+    or the sources' own roots (`stand_in` names what `root` holds when it is not the corpora: `SAMPLE_MIRROR`)."""
     from marin.core.storage import join
     from marin.data.catalog import catalog_source
     from marin.data.decontam import EvalTexts
 
     def source(name: str, subsets: tuple[str, ...]) -> CatalogImportConfig:
         where = join(root, name) if root else ""
-        cfg = dict(limit=limit, max_files=max_files, root=where, workers=workers)
+        cfg = dict(limit=limit, max_files=max_files, stand_in=stand_in, root=where, workers=workers)
         return CatalogImportConfig(catalog_source(name), tuple(subsets), **cfg)
 
     overrides.setdefault("decontaminate", (EvalTexts("arc_easy", "arc_easy_test.jsonl"),))

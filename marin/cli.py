@@ -13,9 +13,9 @@ from .core.experiments import ExperimentError
 
 # %% auto #0
 __all__ = ['app', 'runs_app', 'report_app', 'USER_ERRORS', 'LAYER_COMMANDS', 'UserError', 'settings_cmd', 'parse_param_args',
-           'run_cmd', 'runs_list', 'run_summary', 'runs_show', 'runs_sql', 'flatten_config', 'compare_runs',
-           'runs_compare', 'runs_doctor', 'runs_compact', 'report_build', 'lab_cmd', 'load_layer_command',
-           'LazyLayerGroup', 'skip_iri_grammar', 'exit_code_for', 'main']
+           'run_cmd', 'runs_list', 'runs_show', 'runs_sql', 'runs_compare', 'runs_doctor', 'runs_compact',
+           'report_build', 'dashboard_cmd', 'lab_cmd', 'load_layer_command', 'LazyLayerGroup', 'skip_iri_grammar',
+           'exit_code_for', 'main']
 
 # %% ../nbs/90_cli.ipynb #e3263995
 app = typer.Typer(
@@ -286,59 +286,8 @@ def runs_list(
     typer.echo(_list_table(Ledger().sql(query), _terminal_width()))
 
 # %% ../nbs/90_cli.ipynb #a1f8d996
-def _given(v):
-    '`v`, or None for what a ledger row holds for "not recorded" (None, NaN, NaT, "").'
-    import numpy as np, pandas as pd
-
-    if v is None or v == "" or (not isinstance(v, (dict, list)) and pd.isna(v)):
-        return None
-    return v.item() if isinstance(v, np.generic) else v  # a plain bool or number, as JSON writes it
-
-
-def _fmt_seconds(s: float) -> str:
-    if s < 60:
-        return f"{s:.1f} s"
-    return f"{int(s // 60)} min {int(s % 60)} s" if s < 3600 else f"{int(s // 3600)} h {int(s % 3600 // 60)} min"
-
-
-def _hardware_line(hw: dict | None) -> str:
-    "`4 x TPU v5 lite (tpu) on host`, or the host's CPUs when the run did not use JAX's devices."
-    if not hw:
-        return ""
-    where = f" on {hw['host']}" if hw.get("host") else ""
-    if hw.get("device_kind"):
-        return f"{hw.get('device_count', '?')} x {hw['device_kind']} ({hw.get('backend', '?')}){where}"
-    return f"{hw.get('cpu_count', '?')} CPUs{where}"
-
-# %% ../nbs/90_cli.ipynb #0bdbc819
-def run_summary(rec: dict) -> list[tuple[str, str]]:
-    "The lines `marin runs show` leads with, as (label, text), from a `Ledger.show` record."
-    from marin.core.ledger import format_metrics, run_headline
-
-    g = {k: _given(v) for k, v in rec.items()}
-    about = [f"{k} {g[k]}" for k in ("experiment", "step", "issue") if g.get(k)]
-    status = g.get("status") or "?"
-    status += f", attempt {int(g['attempt'])}" if (g.get("attempt") or 1) > 1 else ""
-    status += f", {int(g['retries'])} retries" if g.get("retries") else ""
-    when = f"{g['started_at']:%Y-%m-%d %H:%M:%S} UTC" if g.get("started_at") is not None else "?"
-    took = g.get("duration_s")
-    when += f", took {_fmt_seconds(took)}" if took is not None else ", no end recorded (still running, or killed)"
-    git = (g.get("git_commit") or "")[:12] + (" (dirty)" if g.get("git_dirty") else "")
-    rows = [
-        ("run", g["run_id"]),
-        ("kind", (g.get("kind") or "?") + (f" ({', '.join(about)})" if about else "")),
-        ("status", status),
-        ("when", when),
-        ("git", git or "not recorded"),
-        ("hardware", _hardware_line(g.get("hardware")) or "not recorded"),
-        ("headline", format_metrics(run_headline(rec), short=False) or "no metrics"),
-    ]
-    if g.get("error"):
-        rows.append(("error", g["error"].strip().splitlines()[0] if g["error"].strip() else g["error"]))
-    for label, key in (("report", "report_path"), ("parent", "parent_run_id"), ("tracker", "tracker_url")):
-        if g.get(key):
-            rows.append((label, g[key]))
-    return rows
+from .core.dashboard import compare_runs, flatten_config, run_summary  # shared with the dashboard
+from .core.dashboard import fmt_seconds as _fmt_seconds, given as _given, hardware_line as _hardware_line
 
 # %% ../nbs/90_cli.ipynb #c632e2f3
 @runs_app.command("show")
@@ -374,51 +323,17 @@ def runs_sql(
     ],
 ):
     "Answer a read-only SQL query over the ledger."
-    import duckdb
+    from marin.core.dashboard import ledger_sql
     from marin.core.ledger import Ledger
 
     try:
-        df = Ledger().sql(query)
-    except duckdb.PermissionException as e:
-        raise UserError(
-            f"SQL error: {str(e).splitlines()[0]}; `marin runs sql` is read-only: it queries the views runs and "
-            "records, and reads or writes no file"
-        ) from None
-    except duckdb.Error as e:
-        raise UserError(f"SQL error: {str(e).splitlines()[0]}") from None
+        df = ledger_sql(Ledger(), query)  # read-only: see `Ledger.connect`
+    except ValueError as e:
+        raise UserError(str(e)) from None
     _print_df(df)
 
 # %% ../nbs/90_cli.ipynb #d862460c
 _ABSENT = "-"  # a config field or metric a run does not have
-
-
-def flatten_config(cfg, prefix: str = "") -> dict:
-    "A nested config as one level, keys joined with dots (`model.n_layers`); lists and scalars are values."
-    if not isinstance(cfg, dict):
-        return {} if cfg is None else {prefix.rstrip(".") or "config": cfg}
-    out = {}
-    for k, v in cfg.items():
-        out.update(flatten_config(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
-    return out
-
-
-def compare_runs(recs: list[dict]) -> dict:
-    """The comparison of `Ledger.show` records: each run's identity, the config fields that differ (`{field: [value
-    per run]}`, None where a run lacks it), how many agree, and the union of their headline metrics' values."""
-    from marin.core.ledger import json_field, run_headline
-
-    flat = [flatten_config(json_field(_given(r.get("config")))) for r in recs]
-    fields = list(dict.fromkeys(k for f in flat for k in sorted(f)))
-    differ = {k: [f.get(k) for f in flat] for k in fields if any(k not in f or f[k] != flat[0].get(k) for f in flat)}
-    metrics = [json_field(_given(r.get("metrics"))) or {} for r in recs]
-    names = list(dict.fromkeys(k for r in recs for k in run_headline(r)))
-    ident = ("run_id", "kind", "experiment", "step", "status", "started_at", "duration_s", "git_commit", "git_dirty")
-    return dict(
-        runs=[{k: _given(r.get(k)) for k in ident} | {"error": _given(r.get("error"))} for r in recs],
-        config_diff=differ,
-        config_same=len(fields) - len(differ),
-        headline={k: [m.get(k) for m in metrics] for k in names},
-    )
 
 # %% ../nbs/90_cli.ipynb #7aed0abb
 def _compare_text(c: dict, width: int) -> str:
@@ -526,6 +441,41 @@ def report_build(
         )
     idx = build_site(reports_dir(published), use_quarto=quarto)
     typer.echo(f"site: {idx}")
+
+# %% ../nbs/90_cli.ipynb #4d0e6cd6
+@app.command("dashboard")
+def dashboard_cmd(
+    host: Annotated[
+        str, typer.Option(help="address to bind (default loopback; 0.0.0.0 for every interface)")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port")] = 8765,
+    api_key: Annotated[
+        Optional[str],
+        typer.Option(
+            envvar="MARIN_API_KEY",
+            help="require 'Authorization: Bearer KEY' (or one visit with ?key=KEY) on every route but /health",
+        ),
+    ] = None,
+    allowed_hosts: Annotated[
+        str, typer.Option(help="Host header names a dashboard without --api-key answers, comma-separated ('*': any)")
+    ] = "",
+    published: Annotated[
+        bool, typer.Option(help="serve the site of the published record (publish_dir) instead of reports_dir")
+    ] = False,
+):
+    "Browse the ledger: runs table, run pages with live curves, comparisons, read-only SQL, and the report site."
+    import functools, uvicorn
+    from marin.core.dashboard import dashboard_app
+    from marin.core.reports import reports_dir
+    from marin.serve.server import allowed_hosts_for, check_api_key, host_allowed
+
+    key = check_api_key(api_key)  # the same refusals as `marin serve --api-key`
+    hosts = allowed_hosts_for(host, key, allowed_hosts)
+    app_ = dashboard_app(
+        reports_root=reports_dir(published), api_key=key, host_ok=functools.partial(host_allowed, allowed=hosts)
+    )
+    typer.echo(f"dashboard at http://{host if ':' not in host else f'[{host}]'}:{port}/  (Ctrl-C to stop)", err=True)
+    uvicorn.run(app_, host=host, port=port, log_level="warning")
 
 # %% ../nbs/90_cli.ipynb #1412d08c
 @app.command("lab")

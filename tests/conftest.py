@@ -1,6 +1,6 @@
 "Shared test setup: offline tracking, CPU JAX, and a private storage prefix and reports dir per test."
 
-import contextlib, functools, os, subprocess, sys, time, urllib.request
+import contextlib, functools, os, shutil, subprocess, sys, time, urllib.request
 from pathlib import Path
 import pytest
 
@@ -152,6 +152,13 @@ def lab(tmp_path, monkeypatch):
     monkeypatch.setenv("MARIN_REPORTS_DIR", str(tmp_path / "reports"))
     monkeypatch.setenv("MARIN_LEASE_SECONDS", "3")
     return tmp_path
+
+
+def chromium() -> str:
+    "Headless Chromium for the browser tests (report site, dashboard): Debian's package."
+    exe = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    assert exe, "headless Chromium is needed: `make chromium` installs Debian's chromium package"
+    return exe
 
 
 def marin_cmd(*args: str) -> list[str]:

@@ -1,10 +1,10 @@
 "Experiments through `marin run`: parameter checks, success, failure with the failing cell, the report site in headless Chromium."
 
-import http.server, json, os, re, shutil, subprocess, threading
+import http.server, json, os, re, subprocess, threading
 from functools import partial
 from pathlib import Path
 import nbformat, pytest
-from conftest import marin_cmd, REPO
+from conftest import chromium, marin_cmd, REPO
 
 
 def make_notebook(path: Path, body: str, params: str = 'issue = "#2"\ngreeting = "hello"\nrepeat = 2') -> Path:
@@ -60,15 +60,9 @@ def test_bad_parameters_are_refused_before_running(experiments, lab):
     )
 
 
-def _chromium() -> str:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    assert exe, "headless Chromium is needed: `make chromium` installs Debian's chromium package"
-    return exe
-
-
 def dump_dom(url: str, profile: Path) -> str:
     cmd = [
-        _chromium(),
+        chromium(),
         "--headless",
         "--no-sandbox",
         "--disable-gpu",

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/06_reports.ipynb #2b6638a0
 from __future__ import annotations
-import datetime as dt, html, json, os, shutil, subprocess
+import datetime as dt, html, importlib.resources, json, os, re, shutil, subprocess
 from pathlib import Path
 from typing import Any
 from . import storage
@@ -12,8 +12,9 @@ from .ledger import format_metric, format_metrics, headline_metrics
 from .settings import settings
 
 # %% auto #0
-__all__ = ['reports_dir', 'run_card_path', 'write_run_card', 'read_run_cards', 'render_notebook', 'render_markdown', 'index_html',
-           'index_markdown', 'build_site']
+__all__ = ['STATIC_DIR', 'RUN_ID_RE', 'reports_dir', 'run_card_path', 'write_run_card', 'read_run_cards', 'site_head', 'site_nav',
+           'nav_script', 'mark_retrospective', 'render_notebook', 'render_markdown', 'index_html', 'index_markdown',
+           'build_site']
 
 # %% ../../nbs/06_reports.ipynb #2d0a9bd5
 def reports_dir(publish: bool = False) -> Path:
@@ -47,27 +48,115 @@ def read_run_cards(root: str | Path | None = None) -> list[dict]:
             cards.append(c)
     return sorted(cards, key=lambda c: c.get("started_at", ""), reverse=True)
 
-# %% ../../nbs/06_reports.ipynb #f348a05f
-def render_notebook(notebook: str | Path, html_out: str | Path) -> Path:
-    "Render an executed notebook to a standalone HTML page with nbconvert."
-    import nbformat
+# %% ../../nbs/06_reports.ipynb #0293e488
+STATIC_DIR = Path(str(importlib.resources.files("marin.core") / "static"))  # vendored front end (static/fetch.sh)
+_KATEX_INIT = (
+    "renderMathInElement(document.body,{delimiters:[{left:'$$',right:'$$',display:true},"
+    "{left:'\\\\[',right:'\\\\]',display:true},{left:'$',right:'$',display:false},"
+    "{left:'\\\\(',right:'\\\\)',display:false}],throwOnError:false})"
+)
+
+
+def site_head(prefix: str) -> str:
+    "What every page of the site carries in its head: KaTeX (vendored, with auto-render) and the header's style."
+    k = f"{prefix}_static/katex"
+    return (
+        f"<link rel='stylesheet' href='{k}/katex.min.css'><script defer src='{k}/katex.min.js'></script>"
+        f"<script defer src='{k}/auto-render.min.js' onload=\"{_KATEX_INIT}\"></script>{_NAV_STYLE}"
+    )
+
+
+def site_nav(prefix: str) -> str:
+    "The header of every page: the index, then every experiment (filled in by `_static/nav.js`, written at each build)."
+    return (
+        f"<nav class='marin-nav' data-root='{prefix}'><a href='{prefix}index.html'>all runs</a>"
+        f"<span class='marin-exps'></span></nav><script src='{prefix}_static/nav.js'></script>"
+    )
+
+
+_NAV_STYLE = (
+    "<style>.marin-nav{font-family:system-ui,sans-serif;background:#24292f;padding:.5em 1.5em;margin:0 0 1em 0}"
+    ".marin-nav a{color:#cde;margin-right:1em;text-decoration:none}.marin-nav a:hover{color:#fff}</style>"
+)
+
+# %% ../../nbs/06_reports.ipynb #046924b7
+def nav_script(experiments: list[str]) -> str:
+    "`_static/nav.js`: writes a link to each experiment's section of the index into every page's header."
+    return (
+        f"(function(){{var exps={json.dumps(sorted(experiments))};"
+        "document.querySelectorAll('nav.marin-nav').forEach(function(nav){var root=nav.dataset.root||'';"
+        "var box=nav.querySelector('.marin-exps');exps.forEach(function(e){var a=document.createElement('a');"
+        "a.href=root+'index.html#exp-'+encodeURIComponent(e);a.textContent=e;box.appendChild(a);});});})();\n"
+    )
+
+# %% ../../nbs/06_reports.ipynb #b4df0dd0
+_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}{{ resources.marin_head }}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block body_header -%}{{ super() }}{{ resources.marin_nav }}{%- endblock body_header -%}
+"""
+RUN_ID_RE = re.compile(r"\b[A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)*-\d{8}-\d{6}-[0-9a-f]{6}\b")
+
+# %% ../../nbs/06_reports.ipynb #198d6ed5
+def mark_retrospective(nb, run_id: str, hrefs: dict | None = None) -> int:
+    """Put a note above each retrospective cell of `nb` that names other runs than `run_id`, linking them (`hrefs`:
+    run id -> page, relative to this page). Returns how many notes were added."""
+    hrefs, added = hrefs or {}, 0
+    for cell in nb.cells:
+        if cell.cell_type != "markdown" or not re.search(r"^#+ .*retrospective", cell.source, re.I | re.M):
+            continue
+        named = list(dict.fromkeys(RUN_ID_RE.findall(cell.source)))
+        if not named or run_id in named:
+            continue
+        runs = ", ".join(f"[`{r}`]({hrefs[r]})" if r in hrefs else f"`{r}`" for r in named)
+        cell.source = (
+            f"> **Written for another run.** This retrospective was written for run {runs}, not for the run on this "
+            f"page (`{run_id}`): the numbers it quotes are that run's; this run's own are in the outputs above.\n\n"
+            + cell.source
+        )
+        added += 1
+    return added
+
+# %% ../../nbs/06_reports.ipynb #390caea7
+def render_notebook(
+    notebook: str | Path, html_out: str | Path, *, prefix: str = "../", run_id: str = "", hrefs: dict | None = None
+) -> Path:
+    """Render an executed notebook to a standalone HTML page with nbconvert: no CDN, math by the site's KaTeX, the
+    site's header (`prefix`: the path from the page to the site's root); a retrospective for another run says so."""
+    import jinja2, nbformat
     from nbconvert import HTMLExporter
 
     nb = nbformat.read(str(notebook), as_version=4)
-    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    if run_id:
+        mark_retrospective(nb, run_id, hrefs)
+    exporter = HTMLExporter(
+        template_name="lab",
+        extra_loaders=[jinja2.DictLoader({"marin.html.j2": _TEMPLATE})],
+        template_file="marin.html.j2",
+    )
+    body, _ = exporter.from_notebook_node(
+        nb, resources={"marin_head": site_head(prefix), "marin_nav": site_nav(prefix)}
+    )
     html_out = Path(html_out)
     storage.write_text(str(html_out), body)
     return html_out
 
+# %% ../../nbs/06_reports.ipynb #b6330f08
+_MATH_RE = re.compile(r"\$\$.+?\$\$|\$[^$\n]+?\$", re.S)
 
-def render_markdown(md_file: str | Path, html_out: str | Path, title: str) -> Path:
-    "Render a Markdown retrospective to an HTML page."
+
+def render_markdown(md_file: str | Path, html_out: str | Path, title: str, prefix: str = "../") -> Path:
+    "Render a Markdown retrospective to an HTML page (math left to KaTeX)."
     import mistune
 
-    body = mistune.html(Path(md_file).read_text())
+    text, math = Path(md_file).read_text(), []
+    keep = lambda m: (math.append(m.group(0)), f"MARINMATH{len(math) - 1}X")[1]
+    body = mistune.html(_MATH_RE.sub(keep, text))
+    body = re.sub(r"MARINMATH(\d+)X", lambda m: html.escape(math[int(m.group(1))]), body)
     page = (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>{_STYLE}</head>"
-        f"<body><p><a href='../index.html'>← all runs</a></p>{body}</body></html>"
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>{_STYLE}{site_head(prefix)}</head>"
+        f"<body>{site_nav(prefix)}{body}</body></html>"
     )
     storage.write_text(str(html_out), page)
     return Path(html_out)
@@ -92,7 +181,8 @@ def _index_row(c: dict) -> str:
     st = c.get("status", "?")
     err = f"<div class='err'>{html.escape(c.get('error', '')[:300])}</div>" if st == "FAILED" else ""
     started = html.escape(c.get("started_at", "")[:19].replace("T", " "))
-    link = f"<a href='{html.escape(c['_href'])}'>{html.escape(c['run_id'])}</a>"
+    rid = html.escape(c["run_id"])
+    link = f"<a href='{html.escape(c['_href'])}'>{rid}</a>" if c.get("_href") else f"<code>{rid}</code>"
     return (
         f"<tr class='run' data-status='{st}'><td class='{st}'>{st}</td><td>{started}</td>"
         f"<td>{html.escape(c.get('experiment', ''))}</td><td>{html.escape(str(c.get('issue', '')))}</td>"
@@ -100,20 +190,41 @@ def _index_row(c: dict) -> str:
     )
 
 # %% ../../nbs/06_reports.ipynb #79af1983
-def index_html(cards: list[dict], retrospectives: list[tuple[str, str]]) -> str:
-    "The index page: every run (status, date, experiment, issue, headline metrics, link) and the retrospectives."
-    rows = [_index_row(c) for c in cards]
-    retro = "".join(f"<li><a href='{html.escape(h)}'>{html.escape(t)}</a></li>" for t, h in retrospectives)
-    n_fail = sum(c.get("status") == "FAILED" for c in cards)
-    built = f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M}"
-    header = "".join(
-        f"<th>{h}</th>" for h in ("status", "started (UTC)", "experiment", "issue", "headline metrics", "run")
-    )
+_HEADER = "".join(
+    f"<th>{h}</th>" for h in ("status", "started (UTC)", "experiment", "issue", "headline metrics", "run")
+)
+
+
+def _section(name: str, runs: list[dict], what: str) -> str:
+    "One group of the index: its anchor, its headline metrics (its latest successful run's), its runs."
+    ok = next((c for c in runs if c.get("status") == "SUCCESS"), None)
+    lead = _fmt_metrics(ok.get("metrics"), ok.get("headline")).replace("<br>", ", ") if ok else ""
+    fails = sum(c.get("status") == "FAILED" for c in runs)
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>Marin reports</title>{_STYLE}</head><body>"
-        f"<h1>Marin reports</h1><p>{len(cards)} runs, {n_fail} failed. Built {built} UTC.</p>"
-        f"<table id='runs'><thead><tr>{header}</tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        f"<h2 id='exp-{html.escape(name)}'>{html.escape(name)}</h2><p class='lead'>{what}: {len(runs)} run(s), {fails} "
+        f"failed{'. Headline (latest successful run): ' + lead if lead else ''}</p>"
+        f"<table class='runs'><thead><tr>{_HEADER}</tr></thead><tbody>{''.join(_index_row(c) for c in runs)}</tbody></table>"
+    )
+
+
+def index_html(cards: list[dict], retrospectives: list[tuple[str, str]], other_runs: list[dict] = ()) -> str:
+    """The index page: the runs of each experiment (status, date, issue, headline metrics, link), the runs no
+    experiment made (`other_runs`, grouped by their `experiment` field: train, eval, ...), the retrospectives."""
+    groups: dict[str, list] = {}
+    for c in cards:
+        groups.setdefault(c.get("experiment") or "?", []).append(c)
+    others: dict[str, list] = {}
+    for c in other_runs:
+        others.setdefault(c.get("experiment") or "?", []).append(c)
+    every = list(cards) + list(other_runs)
+    n_fail = sum(c.get("status") == "FAILED" for c in every)
+    built = f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M}"
+    retro = "".join(f"<li><a href='{html.escape(h)}'>{html.escape(t)}</a></li>" for t, h in retrospectives)
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>Marin reports</title>{_STYLE}{site_head('')}</head><body>"
+        f"{site_nav('')}<h1>Marin reports</h1><p>{len(every)} runs, {n_fail} failed. Built {built} UTC.</p>"
+        + "".join(_section(name, runs, "experiment") for name, runs in sorted(groups.items()))
+        + "".join(_section(name, runs, "runs outside experiments") for name, runs in sorted(others.items()))
         + (f"<h2>Retrospectives</h2><ul>{retro}</ul>" if retro else "")
         + "</body></html>"
     )
@@ -137,7 +248,32 @@ def index_markdown(cards: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 # %% ../../nbs/06_reports.ipynb #ee6c4e0f
-def build_site(root: str | Path | None = None, *, use_quarto: bool | None = None, verbose: bool = True) -> Path:
+def _other_runs(ledger) -> list[dict]:
+    "The ledger's runs that no experiment made (top-level steps: `marin train`, `eval`, `import`, data steps) as index rows."
+    from marin.core.ledger import Ledger
+
+    led = Ledger() if ledger is None else ledger
+    df = led.sql(
+        "SELECT run_id, step, status, started_at, issue, metrics, headline, error FROM runs WHERE kind != 'experiment' "
+        "AND coalesce(parent_run_id, '') = '' ORDER BY started_at DESC LIMIT 2000"
+    )
+    rows = []
+    for r in df.to_dict("records"):
+        m, h = (json.loads(r[k]) if isinstance(r[k], str) and r[k] else None for k in ("metrics", "headline"))
+        started = r["started_at"].isoformat() if hasattr(r["started_at"], "isoformat") else ""
+        rows.append(dict(run_id=r["run_id"], experiment=(r["step"] or "?").split("/")[0], status=r["status"],
+                         started_at=started, issue=r["issue"] or "", metrics=m, headline=h, error=r["error"] or ""))  # fmt: skip
+    return rows
+
+
+def _stale(page: Path, nb: Path) -> bool:
+    "Whether `page` must be rendered again: missing, older than its notebook, or without the site's header."
+    return not page.exists() or page.stat().st_mtime < nb.stat().st_mtime or "_static/nav.js" not in page.read_text()
+
+# %% ../../nbs/06_reports.ipynb #04803a65
+def build_site(
+    root: str | Path | None = None, *, use_quarto: bool | None = None, verbose: bool = True, ledger=None
+) -> Path:
     "Render every executed notebook and retrospective under `root` and write `root/_site/index.html`."
     root = Path(root or reports_dir())
     site = root / "_site"
@@ -147,23 +283,34 @@ def build_site(root: str | Path | None = None, *, use_quarto: bool | None = None
         use_quarto = bool(shutil.which("quarto")) and (root.resolve().parent / "_quarto.yml").exists()
     from tqdm.auto import tqdm
 
-    for c in tqdm(cards, desc="render reports", disable=not verbose or not cards):
+    shutil.copytree(STATIC_DIR / "katex", site / "_static" / "katex", dirs_exist_ok=True)
+    storage.write_text(
+        str(site / "_static" / "nav.js"), nav_script(sorted({c.get("experiment") or "?" for c in cards}))
+    )
+    for c in cards:
         nb = Path(c["_notebook"])
-        rel = nb.relative_to(root).with_suffix(".html")
-        c["_href"], c["_href_md"] = rel.as_posix(), nb.relative_to(root).as_posix()
-        out = site / rel
-        if nb.exists() and not use_quarto and (not out.exists() or out.stat().st_mtime < nb.stat().st_mtime):
-            render_notebook(nb, out)
+        c["_href"], c["_href_md"] = (
+            nb.relative_to(root).with_suffix(".html").as_posix(),
+            nb.relative_to(root).as_posix(),
+        )
+    pages = {c["run_id"]: c["_href"] for c in cards}
+    for c in tqdm(cards, desc="render reports", disable=not verbose or not cards):
+        nb, out = Path(c["_notebook"]), site / c["_href"]
+        if nb.exists() and not use_quarto and _stale(out, nb):
+            up = "../" * c["_href"].count("/")
+            hrefs = {r: up + h for r, h in pages.items()}
+            render_notebook(nb, out, prefix=up, run_id=c["run_id"], hrefs=hrefs)
     retros = []
     for md in sorted(root.glob("*.md")) + sorted(root.glob("*/*.md")):
         if md.name == "index.md" or md.parts[-2].startswith("_"):
             continue
         rel = md.relative_to(root).with_suffix(".html")
-        render_markdown(md, site / rel, md.stem)
+        render_markdown(md, site / rel, md.stem, prefix="../" * rel.as_posix().count("/"))
         retros.append((md.relative_to(root).as_posix(), rel.as_posix()))
     (root / "index.md").write_text(index_markdown(cards))
     if use_quarto:
         proj = Path(root).resolve().parent
         subprocess.run(["quarto", "render", str(root)], cwd=proj, check=True)
-    storage.write_text(str(site / "index.html"), index_html(cards, retros))
+    others = _other_runs(ledger) if ledger is not False else []
+    storage.write_text(str(site / "index.html"), index_html(cards, retros, others))
     return site / "index.html"

@@ -124,13 +124,14 @@ class RangeHandler(http.server.SimpleHTTPRequestHandler):
 
     requests: ClassVar[list] = []  # (path, first byte) of every ranged GET
     drop: ClassVar[set] = set()
+    ignore_range: ClassVar[bool] = False  # answer 200 with the whole file, as a server without Range support does
 
     def log_message(self, *args):
         pass
 
     def do_GET(self):
         path, rng = self.translate_path(self.path), self.headers.get("Range")
-        if not rng or not os.path.isfile(path):
+        if not rng or not os.path.isfile(path) or RangeHandler.ignore_range:
             return super().do_GET()
         data = Path(path).read_bytes()
         m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng)
@@ -193,6 +194,21 @@ def test_import_over_http_resumes_a_dropped_connection_and_a_killed_fetch(mirror
     sample = tmp_path / "sample"
     catalog_import(catalog_step("nemotron_cc", root=server, limit=30).config, str(sample))
     assert list(read_documents(str(sample))) == docs[:30]
+
+
+def test_a_server_that_ignores_range_is_an_error_naming_the_file(mirror, server, tmp_path):
+    from marin.data.catalog import FetchError, fetch_file
+
+    rel = f"{NCC_HIGH}/CC-MAIN-2024-30-part-00000.jsonl.zstd"
+    RangeHandler.ignore_range = True
+    try:
+        with pytest.raises(
+            FetchError, match=r"part-00000.jsonl.zstd bytes 0-4095: asked for 4096 bytes, got \d+ \(a server"
+        ):
+            fetch_file(f"{server}/{rel}", str(tmp_path / "x.jsonl.zstd"), chunk=4096, retries=1)
+    finally:
+        RangeHandler.ignore_range = False
+    assert not (tmp_path / "x.jsonl.zstd").exists()
 
 
 def test_catalog_cli_lists_sources_and_imports_from_the_mirror(mirror, tmp_path, monkeypatch):

@@ -124,6 +124,7 @@ class RangeHandler(http.server.SimpleHTTPRequestHandler):
 
     requests: ClassVar[list] = []  # (path, first byte) of every ranged GET
     drop: ClassVar[set] = set()
+    fail_from: ClassVar[dict] = {}  # path -> every ranged GET from this byte on fails (a connection that stays down)
     ignore_range: ClassVar[bool] = False  # answer 200 with the whole file, as a server without Range support does
 
     def log_message(self, *args):
@@ -139,6 +140,9 @@ class RangeHandler(http.server.SimpleHTTPRequestHandler):
         b = min(int(m[2]) if m[2] else len(data) - 1, len(data) - 1)
         body = data[a : b + 1]
         RangeHandler.requests.append((self.path, a))
+        if a >= RangeHandler.fail_from.get(self.path, 1 << 62):
+            self.send_error(503, "down")
+            return
         self.send_response(206)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Range", f"bytes {a}-{b}/{len(data)}")
@@ -194,6 +198,28 @@ def test_import_over_http_resumes_a_dropped_connection_and_a_killed_fetch(mirror
     sample = tmp_path / "sample"
     catalog_import(catalog_step("nemotron_cc", root=server, limit=30).config, str(sample))
     assert list(read_documents(str(sample))) == docs[:30]
+
+
+def test_an_import_that_dies_mid_file_resumes_there(mirror, server, tmp_path, monkeypatch):
+    """The server goes down in the middle of part 1 (after part 0 was fetched whole): the import fails naming the
+    file and the range; run again, it fetches nothing of part 0 (its task is done) and resumes part 1 where it broke."""
+    from marin.data import catalog
+
+    monkeypatch.setattr(catalog, "FETCH_RETRIES", 1)
+    rel = [f"{NCC_HIGH}/CC-MAIN-2024-30-part-{i:05d}.jsonl.zstd" for i in range(2)]
+    cfg = catalog_step("nemotron_cc", root=server, workers=1, chunk_bytes=4096).config
+    RangeHandler.requests.clear()
+    RangeHandler.fail_from = {"/" + rel[1]: 4096}
+    try:
+        with pytest.raises(catalog.FetchError, match=r"part-00001.jsonl.zstd bytes 4096-8191: .*503.*rerun the import"):
+            catalog_import(cfg, str(tmp_path))
+    finally:
+        RangeHandler.fail_from = {}
+    RangeHandler.requests.clear()
+    catalog_import(cfg, str(tmp_path))
+    assert [a for q, a in RangeHandler.requests if q == "/" + rel[0]] == []
+    assert [a for q, a in RangeHandler.requests if q == "/" + rel[1]][0] == 4096
+    assert len(list(read_documents(str(tmp_path)))) == 80
 
 
 def test_a_server_that_ignores_range_is_an_error_naming_the_file(mirror, server, tmp_path):

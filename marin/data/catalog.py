@@ -301,9 +301,10 @@ def _fetch_range(fs, path: str, url: str, start: int, end: int, retries: int) ->
     raise FetchError(f"{url} bytes {start}-{end - 1}: {err} ({retries + 1} tries); rerun the import to resume here")
 
 # %% ../../nbs/10a_catalog.ipynb #7fdc6946
-def fetch_file(url: str, dest: str, *, chunk: int = FETCH_CHUNK, retries: int = FETCH_RETRIES, progress=None) -> int:
+def fetch_file(url: str, dest: str, *, chunk: int = FETCH_CHUNK, retries: int | None = None, progress=None) -> int:
     """Copy `url` to `dest` by ranges, resuming from `dest + '.part'` (a prefix left by an earlier try); its size.
     `progress(n)` is called with each range's bytes. `dest` appears whole or not at all."""
+    retries = FETCH_RETRIES if retries is None else retries
     fs, path = storage.fs_path(url)
     dfs, dpath = storage.fs_path(dest)
     size = fs.size(path)

@@ -21,8 +21,8 @@ from marin.data.sources import (
 # %% auto #0
 __all__ = ['NEMOTRON_CC', 'STARCODER_LANGUAGES', 'STARCODERDATA', 'PROOF_PILE_2', 'FINEWEB_EDU', 'DCLM_BASELINE', 'DOLMA',
            'COMMON_CRAWL', 'CATALOG', 'FETCH_CHUNK', 'FETCH_RETRIES', 'FETCH_DIR', 'SAMPLE_MIRROR', 'CatalogSubset',
-           'CatalogSource', 'catalog_source', 'list_files', 'FetchError', 'fetch_file', 'CatalogImportConfig',
-           'catalog_import', 'catalog_step', 'sample_mirror']
+           'CatalogSource', 'catalog_source', 'EmptySubsetError', 'list_files', 'FetchError', 'fetch_file',
+           'CatalogImportConfig', 'catalog_import', 'catalog_step', 'sample_mirror']
 
 # %% ../../nbs/10a_catalog.ipynb #92951af6
 @dataclasses.dataclass(frozen=True)
@@ -251,6 +251,10 @@ def _glob_paths(patterns: tuple[str, ...], root: str) -> list[str]:
     return [h[len(base) + 1 :] for h in hits if fs.isfile(h)]
 
 
+class EmptySubsetError(FileNotFoundError):
+    "A subset whose patterns match no file under the root."
+
+
 def list_files(
     source: CatalogSource, subsets: tuple[str, ...], root: str, *, glob: bool = False, max_files: int = 0
 ) -> list[tuple[str, str]]:
@@ -266,7 +270,7 @@ def list_files(
         else:
             rels = _glob_paths(sub.patterns, root)
         if not rels:
-            raise FileNotFoundError(
+            raise EmptySubsetError(
                 f"{source.name} subset {name!r}: no file under {root} matches {list(sub.patterns)}"
                 + ("" if glob or not sub.index else f" in the index {sub.index}")
                 + "; check the root (the catalog_mirror setting holds NAME/ folders in the source's own layout)"
@@ -417,7 +421,17 @@ def _first_documents(cfg: CatalogImportConfig, files: list[tuple[str, str]], out
 def catalog_import(cfg: CatalogImportConfig, output_path: str) -> dict:
     "Executor step: list the source's files; stream a sample, or fetch them all (resumably) and import them."
     root, mirror = cfg.where()
-    files = list_files(cfg.source, cfg.chosen, root, glob=mirror, max_files=cfg.max_files)
+    try:
+        files = list_files(cfg.source, cfg.chosen, root, glob=mirror, max_files=cfg.max_files)
+    except EmptySubsetError:
+        raise
+    except Exception as e:  # no route to the host, a gated dataset, a bucket without credentials, ...
+        gated = " (a gated Hub dataset also needs HF_TOKEN and its terms accepted)" if root.startswith("hf://") else ""
+        raise FetchError(
+            f"cannot list {cfg.source.name} at {root}: {type(e).__name__}: {e}{gated}; without internet, point the "
+            f"catalog_mirror setting (or --mirror) at a folder or bucket holding {cfg.source.name}/ in the source's "
+            f"layout (`marin data sources {cfg.source.name}` shows it)"
+        ) from e
     if cfg.limit:
         return _first_documents(cfg, files, output_path)
     staging = storage.join(output_path, FETCH_DIR)

@@ -4,6 +4,7 @@ pipe, against the real command (`marin dashboard --api-key`) serving a small led
 
 import base64, datetime as dt, json, os, signal, subprocess, threading, time, urllib.error, urllib.parse
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import nbformat, pytest
 from conftest import chromium, marin_cmd
@@ -73,8 +74,9 @@ class Browser:
 
     def open(self, url: str, ready: str, timeout: float = 20):
         "Navigate to `url` and wait until the JS expression `ready` is truthy."
+        self.eval("window.__old_page = true")  # so that `ready` is never judged on the page being left
         self.send("Page.navigate", self.session, url=url)
-        return self.wait(ready, timeout, url)
+        return self.wait(f"!window.__old_page && ({ready})", timeout, url)
 
     def wait(self, cond: str, timeout: float = 20, what: str = ""):
         deadline = time.time() + timeout
@@ -201,6 +203,7 @@ def lab(tmp_path_factory):
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_http(base + "/health", dash)
+        browser.open(f"{base}/compare?key={KEY}", "document.querySelector('main')")  # the key once: a cookie after
         yield dict(base=base, browser=browser, train=train, root=root)
     finally:
         browser.close()
@@ -237,7 +240,7 @@ def test_api_key_and_read_only_sql(lab):
 def test_runs_table_filters_in_the_browser(lab):
     "The page's script applies the filters in its URL; a failed run's error is one click away; sorting by a metric."
     b, base = lab["browser"], lab["base"]
-    b.open(f"{base}/?key={KEY}", "document.querySelectorAll('tr.run').length >= 5")  # the key once: a cookie after
+    b.open(f"{base}/", "document.querySelectorAll('tr.run').length >= 5")
     ids = lambda: b.eval("[...document.querySelectorAll('tr.run')].map(r => r.dataset.run)")
     assert {"lr-ok", "lr-bad", "train-L2", "train-L4", "eval-1"} <= set(ids())
     b.shot("dashboard_runs")
@@ -284,7 +287,7 @@ def test_report_site_math_nav_and_every_link(lab):
         ),
         "site_retrospective": (f"{base}/reports/lessons.html", "document.querySelector('.katex')"),
     }
-    seen, links = set(), set()
+    links = set()
     for name, (url, ready) in pages.items():
         b.open(url, ready)
         if name != "site_index":
@@ -309,17 +312,17 @@ def test_report_site_math_nav_and_every_link(lab):
         b.open(url, ready)
         links |= set(b.links())
     b.shot("dashboard_sql")
+    pages = {link.partition("#")[0] for link in links}
+    assert all(p.startswith(base) for p in pages), f"a link leaves the dashboard: {sorted(pages)}"
+    with ThreadPoolExecutor(4) as pool:
+        got = dict(zip(sorted(pages), pool.map(_get, sorted(pages))))
     for link in sorted(links):
         page, _, anchor = link.partition("#")
-        if page in seen and not anchor:
-            continue
-        seen.add(page)
-        assert page.startswith(base), f"a link leaves the dashboard: {link}"
-        code, body = _get(page)
+        code, body = got[page]
         assert code == 200, (link, code, body[:300])
         if anchor:
             assert f"id='{anchor}'" in body or f'id="{anchor}"' in body, f"{link}: no #{anchor} on the page"
-    assert len(seen) >= 12, sorted(seen)
+    assert len(pages) >= 12, sorted(pages)
 
 
 def test_a_live_run_adds_points_in_the_browser(lab):

@@ -7,7 +7,7 @@ __all__ = ['CHARTS', 'KEY_COOKIE', 'given', 'fmt_seconds', 'hardware_line', 'run
            'ledger_sql', 'RunsQuery', 'runs_table', 'runs_facets', 'chart_of', 'run_curves', 'run_artifacts',
            'report_href', 'run_detail', 'page', 'run_page', 'compare_page', 'dashboard_app']
 
-# %% ../../nbs/06a_dashboard.ipynb #1e638707
+# %% ../../nbs/06a_dashboard.ipynb #b7b7cdef
 import dataclasses, functools, hmac, html, json, math, os
 from pathlib import Path
 from typing import Callable
@@ -16,7 +16,7 @@ from . import storage
 from .ledger import Ledger, format_metric, format_metrics, headline_metrics, json_field, run_headline
 from .reports import STATIC_DIR
 
-# %% ../../nbs/06a_dashboard.ipynb #f0d56f3a
+# %% ../../nbs/06a_dashboard.ipynb #0ed1ff7e
 def given(v):
     '`v`, or None for what a ledger row holds for "not recorded" (None, NaN, NaT, "").'
     import numpy as np, pandas as pd
@@ -41,7 +41,7 @@ def hardware_line(hw: dict | None) -> str:
         return f"{hw.get('device_count', '?')} x {hw['device_kind']} ({hw.get('backend', '?')}){where}"
     return f"{hw.get('cpu_count', '?')} CPUs{where}"
 
-# %% ../../nbs/06a_dashboard.ipynb #1a2afa49
+# %% ../../nbs/06a_dashboard.ipynb #0d31f39e
 def run_summary(rec: dict) -> list[tuple[str, str]]:
     "The lines `marin runs show` leads with, as (label, text), from a `Ledger.show` record."
     g = {k: given(v) for k, v in rec.items()}
@@ -69,7 +69,7 @@ def run_summary(rec: dict) -> list[tuple[str, str]]:
             rows.append((label, g[key]))
     return rows
 
-# %% ../../nbs/06a_dashboard.ipynb #096e35a7
+# %% ../../nbs/06a_dashboard.ipynb #35a482c6
 def flatten_config(cfg, prefix: str = "") -> dict:
     "A nested config as one level, keys joined with dots (`model.n_layers`); lists and scalars are values."
     if not isinstance(cfg, dict):
@@ -96,7 +96,7 @@ def compare_runs(recs: list[dict]) -> dict:
         headline={k: [m.get(k) for m in metrics] for k in names},
     )
 
-# %% ../../nbs/06a_dashboard.ipynb #279a5d67
+# %% ../../nbs/06a_dashboard.ipynb #cf74dd31
 def ledger_sql(ledger: Ledger, query: str):
     "`ledger.sql(query)` (a DataFrame), its DuckDB errors as one `ValueError` line; refused writes say why."
     import duckdb
@@ -111,7 +111,7 @@ def ledger_sql(ledger: Ledger, query: str):
     except duckdb.Error as e:
         raise ValueError(f"SQL error: {str(e).splitlines()[0]}") from None
 
-# %% ../../nbs/06a_dashboard.ipynb #b0766502
+# %% ../../nbs/06a_dashboard.ipynb #3e0eb239
 _SORTABLE = ("started_at", "duration_s", "status", "experiment", "step", "issue", "run_id", "kind", "family")
 _METRIC_OPS = ("<=", ">=", "!=", "<", ">", "=")
 _FAMILY = (
@@ -136,7 +136,7 @@ def _metric_filter(s: str) -> tuple[str, str, float]:
                 break
     raise ValueError(f"metric filter {s!r}: write NAME OP NUMBER with OP one of {' '.join(_METRIC_OPS)}")
 
-# %% ../../nbs/06a_dashboard.ipynb #b353fc29
+# %% ../../nbs/06a_dashboard.ipynb #624e336f
 @dataclasses.dataclass(frozen=True)
 class RunsQuery:
     "The runs table's filters and sort (each an exact match unless said); `from_params` reads them from a URL."
@@ -167,7 +167,7 @@ class RunsQuery:
             if not f:
                 raise ValueError("config filter: write FIELD=VALUE (e.g. model.n_layers=2)")
 
-# %% ../../nbs/06a_dashboard.ipynb #03e813eb
+# %% ../../nbs/06a_dashboard.ipynb #d160c2ef
 @patch
 def where(self: RunsQuery) -> tuple[str, list]:
     "The SQL condition of the filters, and its parameters."
@@ -196,7 +196,7 @@ def where(self: RunsQuery) -> tuple[str, list]:
         params += [_json_path(name, False), value]
     return (" AND ".join(conds) or "TRUE"), params
 
-# %% ../../nbs/06a_dashboard.ipynb #6a1dd666
+# %% ../../nbs/06a_dashboard.ipynb #098bc108
 _TABLE_COLS = (
     "run_id, kind, experiment, step, status, issue, started_at, duration_s, error, metrics, headline, parent_run_id"
 )
@@ -219,7 +219,7 @@ def sql(self: RunsQuery) -> tuple[str, list]:
         f"ORDER BY {order} LIMIT {int(self.limit)} OFFSET {int(self.offset)}"
     ), params
 
-# %% ../../nbs/06a_dashboard.ipynb #ee6a7f38
+# %% ../../nbs/06a_dashboard.ipynb #f0b970d7
 @patch(cls_method=True)
 def from_params(cls: RunsQuery, params) -> RunsQuery:
     "A `RunsQuery` from a query string's parameters (a Starlette `QueryParams` or a dict of lists)."
@@ -242,7 +242,7 @@ def from_params(cls: RunsQuery, params) -> RunsQuery:
         desc=one("desc", "1") not in ("0", "false", "no"), limit=limit, offset=offset,
     )  # fmt: skip
 
-# %% ../../nbs/06a_dashboard.ipynb #97f7e21e
+# %% ../../nbs/06a_dashboard.ipynb #553cde29
 def runs_table(ledger: Ledger, q: RunsQuery) -> dict:
     "The rows of the runs table for `q`: `{total, rows: [{run_id, family, status, ..., headline}]}`."
     import pandas as pd
@@ -293,7 +293,7 @@ def runs_facets(ledger: Ledger) -> dict:
             out[f][v] = int(n)
     return out
 
-# %% ../../nbs/06a_dashboard.ipynb #9b68f4d1
+# %% ../../nbs/06a_dashboard.ipynb #7e8b83c1
 CHARTS = ("loss", "eval", "throughput", "mfu", "moe", "optim")
 _HISTORY_NAMES = {"loss": "train/loss", "grad_norm": "optim/grad_norm", "lr": "optim/lr"}
 
@@ -323,7 +323,7 @@ def _jsonl(path: str) -> list[dict]:
             continue  # a line being written
     return rows
 
-# %% ../../nbs/06a_dashboard.ipynb #2f52783a
+# %% ../../nbs/06a_dashboard.ipynb #132b687b
 def run_curves(output_path: str) -> dict:
     "`{chart: {metric: [[steps], [values]]}}` from a run's `history.jsonl` and `.tracking/metrics.jsonl`."
     if not output_path:
@@ -348,7 +348,7 @@ def run_curves(output_path: str) -> dict:
         charts.setdefault(chart_of(name), {})[name] = [[s for s, _ in pts], [v for _, v in pts]]
     return {c: charts[c] for c in CHARTS if c in charts}
 
-# %% ../../nbs/06a_dashboard.ipynb #fb252f30
+# %% ../../nbs/06a_dashboard.ipynb #1e161c37
 def run_artifacts(output_path: str, limit: int = 200) -> list[dict]:
     "The entries of a run's output folder: `[{name, type, size}]` (folders first; at most `limit`)."
     if not output_path or not storage.exists(output_path):
@@ -379,7 +379,7 @@ def report_href(report_path: str | None, reports_root: str | Path | None) -> str
     rel = nb.relative_to(root).with_suffix(".html")
     return f"/reports/{rel.as_posix()}" if (root / "_site" / rel).exists() else None
 
-# %% ../../nbs/06a_dashboard.ipynb #337529fa
+# %% ../../nbs/06a_dashboard.ipynb #e34bfb44
 def _plain_json(v):
     v = given(v)
     if hasattr(v, "isoformat"):
@@ -402,7 +402,7 @@ def run_detail(ledger: Ledger, run_id: str, reports_root: str | Path | None = No
         children=[{k: _plain_json(v) for k, v in r.items()} for r in children.to_dict("records")],
     )
 
-# %% ../../nbs/06a_dashboard.ipynb #9e32661d
+# %% ../../nbs/06a_dashboard.ipynb #73d75a2f
 _e = lambda v: html.escape(
     ""
     if v is None
@@ -414,6 +414,11 @@ _e = lambda v: html.escape(
     if isinstance(v, (dict, list))
     else str(v)
 )
+
+
+def _js(v) -> str:
+    "`v` as a JavaScript literal safe inside `<script>` (a run id is arbitrary text: no `</script>` can end the block)."
+    return json.dumps(v).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def page(title: str, body: str, *, script: str = "") -> str:
@@ -436,7 +441,7 @@ def _table(rows: list[list], head: list[str], cls: str = "") -> str:
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
     return f"<table class='{cls}'><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
-# %% ../../nbs/06a_dashboard.ipynb #27d6527e
+# %% ../../nbs/06a_dashboard.ipynb #2d06d547
 def run_page(d: dict) -> str:
     "The run page of `run_detail`'s `d`: summary, error and traceback, charts (live while RUNNING), config, artifacts."
     rec, rid = d["record"], d["record"]["run_id"]
@@ -468,9 +473,9 @@ def run_page(d: dict) -> str:
         + (f"<h2>Runs it started</h2>{kids}" if kids else "")
         + (f"<h2>Notes</h2><pre>{_e(rec.get('notes'))}</pre>" if rec.get("notes") else "")
     )
-    return page(rid, body, script=f"runPage({json.dumps(rid)}, {json.dumps(rec.get('status'))});")
+    return page(rid, body, script=f"runPage({_js(rid)}, {_js(rec.get('status'))});")
 
-# %% ../../nbs/06a_dashboard.ipynb #c33a3f4c
+# %% ../../nbs/06a_dashboard.ipynb #ccd95ff7
 def compare_page(c: dict) -> str:
     "The page of `compare_runs`'s `c`: runs, config diff, headline metrics, overlaid curves."
     ids = [r["run_id"] for r in c["runs"]]
@@ -489,9 +494,9 @@ def compare_page(c: dict) -> str:
         + (_table(heads, head) if heads else "<p>none recorded</p>")
         + "<h2>Curves</h2><div id='charts'><p class='none'>no curves recorded</p></div>"
     )
-    return page(f"Compare {len(ids)} runs", body, script=f"comparePage({json.dumps(ids)});")
+    return page(f"Compare {len(ids)} runs", body, script=f"comparePage({_js(ids)});")
 
-# %% ../../nbs/06a_dashboard.ipynb #e0268218
+# %% ../../nbs/06a_dashboard.ipynb #95b2fd38
 KEY_COOKIE = "marin_dashboard_key"
 
 
@@ -521,7 +526,7 @@ def _guard(app, api_key: str | None, host_ok: Callable[[bytes], bool] | None):
         return JSONResponse({"error": "Incorrect or missing API key: send 'Authorization: Bearer <key>' with the "
                              "key given to `marin dashboard --api-key`, or open the page once with ?key=<key>"}, 401)  # fmt: skip
 
-# %% ../../nbs/06a_dashboard.ipynb #c08a0a98
+# %% ../../nbs/06a_dashboard.ipynb #267b7a55
 def dashboard_app(
     ledger: Ledger | None = None,
     reports_root: str | Path | None = None,
@@ -555,7 +560,7 @@ def dashboard_app(
     _routes(app, led, reports_root)
     return app
 
-# %% ../../nbs/06a_dashboard.ipynb #ab154f8f
+# %% ../../nbs/06a_dashboard.ipynb #69379c0b
 def _routes(app, led: Ledger, reports_root) -> None:
     from fastapi import Request
     from fastapi.responses import HTMLResponse, JSONResponse
@@ -610,7 +615,7 @@ def _routes(app, led: Ledger, reports_root) -> None:
     def sql_html(q: str = ""):
         return page("SQL", _sql_body(led, q))
 
-# %% ../../nbs/06a_dashboard.ipynb #a7ad0ccb
+# %% ../../nbs/06a_dashboard.ipynb #18741dd4
 def _site_routes(app, site: Path | None) -> None:
     from fastapi.responses import FileResponse, HTMLResponse
 
@@ -626,7 +631,7 @@ def _site_routes(app, site: Path | None) -> None:
             return HTMLResponse(page("Not found", f"<p>No {_e(path)} in the report site.</p>"), 404)
         return FileResponse(f)
 
-# %% ../../nbs/06a_dashboard.ipynb #12ff8f6e
+# %% ../../nbs/06a_dashboard.ipynb #21c86a44
 def _compare(led: Ledger, runs: str) -> dict:
     ids = [r for r in runs.split(",") if r.strip()]
     if not 2 <= len(ids) <= 8:

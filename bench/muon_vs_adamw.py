@@ -90,7 +90,15 @@ def main():
     ap.add_argument("--corpora", default=",".join(CORPORA))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default="", help="write every run's curve here")
+    ap.add_argument("--reuse", default="", help="a --json file of runs with the same settings: those are not rerun")
     a = ap.parse_args()
+    same = ("steps", "eval_every", "eval_batches", "warmup", "muon_adam_lr", "seed")
+    done = {}
+    if a.reuse:  # a grid widened after the fact trains only its new points
+        prev = json.loads(Path(a.reuse).read_text())
+        if any(prev["args"][k] != getattr(a, k) for k in same):
+            raise SystemExit(f"--reuse {a.reuse}: its runs had other settings ({ {k: prev['args'][k] for k in same} })")
+        done = {(r["corpus"], r["optimizer"], r["lr"]): r for r in prev["runs"]}
     lrs = {"adamw": [float(x) for x in a.adamw_lrs.split(",")], "muon": [float(x) for x in a.muon_lrs.split(",")]}
     results, table = [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -98,7 +106,10 @@ def main():
             runs = {}
             for name, grid in lrs.items():
                 for lr in grid:
-                    r = run(config(corpus, name, lr, a, a.seed), os.path.join(tmp, f"{corpus}-{name}-{lr:g}"))
+                    r = done.get((corpus, name, lr)) or run(
+                        config(corpus, name, lr, a, a.seed), os.path.join(tmp, f"{corpus}-{name}-{lr:g}")
+                    )
+                    r = {"curve": [tuple(x) for x in r["curve"]], "wall_s": r["wall_s"]}
                     runs[(name, lr)] = r
                     results.append({"corpus": corpus, "optimizer": name, "lr": lr, **r})
                     print(

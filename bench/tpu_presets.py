@@ -6,7 +6,7 @@
 
 Needs libtpu (the `tpu` extra). Each (preset, slice) is compiled once by `marin.train.slice_compile.compile_for_slice`
 and cached in a JSON-lines file keyed by the config's hash and the slice (`--cache`); the table prints per device:
-the dry run's old estimate (`marin.train.cli.estimate_memory`), the new one (`estimate_per_chip`), the compiler's
+the estimate (`estimate_per_chip`, which the dry run's `marin.train.cli.estimate_memory` now is too), the compiler's
 bytes (arguments + temporaries + outputs not aliased), each estimate's ratio to the compiler, the compiler's FLOPs
 against the lab's counter (counted the same way; "N loops": the partitioner ran N matmuls as collective-matmul
 loops, whose bodies the cost analysis counts once, so the ratio is not comparable) and the compile time. Big
@@ -18,7 +18,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
 from marin.core.config import config_hash
 from marin.models.moe import MoEConfig
-from marin.train.cli import PRESETS, estimate_memory
+from marin.train.cli import PRESETS
 from marin.train.slice_cache import program_code
 from marin.train.slice_compile import compile_for_slice, parse_target
 
@@ -74,13 +74,12 @@ def table(rows: list[dict]) -> str:
 
     gib = lambda x: f"{x / 2**30:.2f}"
     out = [
-        "| config | slice | devices (hosts) | mesh | old estimate GiB | new estimate GiB | compiler GiB (temp) "
-        "| old / compiler | new / compiler | FLOPs compiler / counter | compile s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| config | slice | devices (hosts) | mesh | estimate GiB | compiler GiB (temp) "
+        "| estimate / compiler | FLOPs compiler / counter | compile s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         cfg, t = CONFIGS[r["config"]](), parse_target(r["slice"])
-        old = estimate_memory(cfg, t.devices).total
         new = estimate_per_chip(cfg, t).total
         comp = r["total_bytes"] if r["fits"] else r["temp_bytes"]
         mesh = " ".join(f"{k}={v}" for k, v in r["mesh"].items() if v > 1)
@@ -91,8 +90,8 @@ def table(rows: list[dict]) -> str:
         if r.get("windowed_loops"):  # collective-matmul loops: the cost analysis counts each body once
             flops += f" ({r['windowed_loops']} loops)"
         out.append(
-            f"| {r['config']} | {t.name} ({t.topology}) | {r['devices']} ({r['hosts']}) | {mesh} | {gib(old)} "
-            f"| {gib(new)} | {ctext} | {old / comp:.2f} | {new / comp:.2f} | {flops} | {r['compile_s']:.0f} |"
+            f"| {r['config']} | {t.name} ({t.topology}) | {r['devices']} ({r['hosts']}) | {mesh} "
+            f"| {gib(new)} | {ctext} | {new / comp:.2f} | {flops} | {r['compile_s']:.0f} |"
         )
     return "\n".join(out)
 

@@ -136,6 +136,9 @@ FILE_SECONDS = {
     "test_replay_runs.py": 40,
     "test_models_gguf.py": 40,
     "test_models_smollm2.py": 35,
+    "test_catalog.py": 50,
+    "test_dashboard.py": 30,
+    "test_fasttext_quality.py": 20,
 }
 
 

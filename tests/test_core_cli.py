@@ -27,6 +27,7 @@ def run(*args, env=None, cwd=REPO):
         ["report"],
         ["report", "build"],
         ["lab"],
+        ["dashboard"],
     ],
 )
 def test_help_on_every_command(cmd):

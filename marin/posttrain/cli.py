@@ -184,11 +184,11 @@ def posttrain_memory(tc, n_devices: int, *, reference: bool = False):
     from marin.train.cli import estimate_memory
 
     mem = estimate_memory(tc, n_devices)
-    if tc.lora is not None:
-        a = adapter_size(abstract_adapter(tc.lora, tc.model))
-        mem.grads, mem.optimizer = 4.0 * a, 8.0 * a
-    elif reference:
-        mem.params *= 2  # the frozen reference and the policy
+    if tc.lora is not None:  # the base frozen: the adapter alone has gradients and moments
+        a = 4.0 * adapter_size(abstract_adapter(tc.lora, tc.model))
+        return dataclasses.replace(mem, state=mem.params + 3 * a, grads=a, params=mem.params + a)
+    if reference:  # the frozen reference beside the policy
+        return dataclasses.replace(mem, state=mem.state + mem.params)
     return mem
 
 # %% ../../nbs/58_post_cli.ipynb #59e5ce51

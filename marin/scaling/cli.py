@@ -19,8 +19,8 @@ from marin.scaling.recipe import (
 
 # %% auto #0
 __all__ = ['RECIPES', 'TINY_BELOW', 'TPU_MAX_DAYS', 'TPU_MARGIN', 'EVALS_PER_RUN', 'MAX_CHECKPOINT_STEPS', 'app', 'load_recipe',
-           'accelerator_train_config', 'memory_plan', 'format_memory', 'SliceChoice', 'slice_config', 'tpu_slices',
-           'recommend_slice', 'run_cadence', 'rung_config', 'emit_rung', 'scale_cmd']
+           'accelerator_train_config', 'fewest_microbatches', 'memory_plan', 'format_memory', 'SliceChoice',
+           'slice_config', 'tpu_slices', 'recommend_slice', 'run_cadence', 'rung_config', 'emit_rung', 'scale_cmd']
 
 # %% ../../nbs/44_scaling_cli.ipynb #31e16df7
 RECIPES = {
@@ -67,24 +67,58 @@ def accelerator_train_config(plan: ScalingPlan, n_devices: int, kind: str):
     return cfg if cpu else cfg.replace(model=cfg.model.replace(attention="auto"))  # splash when traced for TPU
 
 
+def _platform(kind: str) -> str:
+    return "cpu" if kind == "cpu" else "tpu" if kind.startswith("TPU") else "gpu"
+
+
+def fewest_microbatches(plan: ScalingPlan, n_devices: int, kind: str, limit: float, split: bool | None = None):
+    """(TrainConfig, estimate, whole): the plan on `n_devices` of `kind` with the fewest microbatches whose estimate
+    (`estimate_per_chip`, the one the train CLI's dry run uses) is under `limit` bytes, those whose microbatch divides
+    over the devices first (`whole`; `split`: only those, True, or only the others, False); None when none is."""
+    from marin.train.slice_compile import estimate_per_chip
+
+    B, base = plan.batch_size, accelerator_train_config(plan, n_devices, kind)
+    try:  # one sequence a microbatch needs the least: when even that does not fit, nothing does (and B may be huge)
+        if estimate_per_chip(base.replace(grad_accum=B), n_devices, platform=_platform(kind)).total > limit:
+            return None
+    except ValueError:  # a single sequence does not split over this mesh
+        if B > 2**31:  # no real batch: a budget far past any machine's (`--flops 1e300`)
+            return None
+    small = [a for a in range(1, math.isqrt(B) + 1) if B % a == 0]
+    accums = sorted({*small, *(B // a for a in small)})
+    for whole in (True, False) if split is None else (split,):
+        for A in (a for a in accums if ((B // a) % n_devices == 0) == whole):
+            try:
+                e = estimate_per_chip(base.replace(grad_accum=A), n_devices, platform=_platform(kind))
+            except ValueError:  # the batch does not split over this mesh at all
+                continue
+            if e.total <= limit:
+                return base.replace(grad_accum=A), e, whole
+    return None
+
+
 def memory_plan(plan: ScalingPlan, device_kind: str = "", devices: int = 0) -> dict:
-    "Devices, per-device memory estimate (the train CLI's) and time at 40% MFU for `plan` on `device_kind`."
-    from marin.train.cli import estimate_memory
+    """Devices (`devices`, or the fewest power of two on which it fits), the fewest microbatches that fit there, the
+    per-device estimate and the time at 40% MFU for `plan` on `device_kind`."""
+    from marin.train.slice_compile import estimate_per_chip
 
     kind, mem, peak = device_spec(device_kind)
-    candidates = [devices] if devices else [2**i for i in range(0, 17)]
-    for n in candidates:
-        est = estimate_memory(accelerator_train_config(plan, n, kind), n, "cpu" if kind == "cpu" else "tpu")
-        if devices or est.total <= 0.9 * mem:
+    for n in [devices] if devices else [2**i for i in range(0, 17)]:
+        if found := fewest_microbatches(plan, n, kind, 0.9 * mem):
             break
-    fits = est.total <= 0.9 * mem
+    cfg, est, _ = found or (None, None, None)
+    if found is None:  # nothing fits: what the plan needs as it is, on the devices asked for (or on one)
+        n = devices or 1
+        cfg = accelerator_train_config(plan, n, kind)
+        est = estimate_per_chip(cfg, n, platform=_platform(kind))
     hours = plan.flops / (0.4 * peak * n) / 3600 if math.isfinite(peak) else float("nan")
     return {
         "kind": kind,
         "devices": n,
+        "grad_accum": cfg.grad_accum,
         "device_memory": mem,
         "estimate": est,
-        "fits": fits,
+        "fits": found is not None,
         "hours_at_40pct_mfu": hours,
     }
 
@@ -92,7 +126,7 @@ def memory_plan(plan: ScalingPlan, device_kind: str = "", devices: int = 0) -> d
 def format_memory(m: dict) -> str:
     gb = m["device_memory"] / 2**30
     lines = [
-        f"devices: {m['devices']} × {m['kind']} ({gb:.1f} GiB each), FSDP over all of them",
+        f"devices: {m['devices']} × {m['kind']} ({gb:.1f} GiB each), FSDP over all of them, grad_accum {m['grad_accum']}",
         f"estimated memory per device:",
         m["estimate"].table(),
         f"  -> {'fits' if m['fits'] else 'does NOT fit'} (90% of {gb:.1f} GiB)",
@@ -133,19 +167,11 @@ def _days(plan: ScalingPlan, target) -> float:
 def slice_config(plan: ScalingPlan, target, *, margin: float = TPU_MARGIN, split: bool | None = None):
     """The plan on `target` with the fewest microbatches whose estimate is under `margin` of a chip's HBM, those that
     divide over the devices first (`split`: only those, True, or only the others, False); None when none fits."""
-    from marin.train.slice_compile import estimate_per_chip
-
-    B, base = plan.batch_size, accelerator_train_config(plan, target.devices, "tpu")
-    accums = [a for a in range(1, B + 1) if B % a == 0]
-    for whole in (True, False) if split is None else (split,):
-        for A in (a for a in accums if ((B // a) % target.devices == 0) == whole):
-            try:
-                e = estimate_per_chip(base.replace(grad_accum=A), target)
-            except ValueError:  # the batch does not split over this mesh at all
-                continue
-            if e.total <= margin * target.hbm_bytes:
-                return SliceChoice(target, base.replace(grad_accum=A), e, _days(plan, target), whole)
-    return None
+    found = fewest_microbatches(plan, target.devices, "TPU", margin * target.hbm_bytes, split)
+    if found is None:
+        return None
+    cfg, e, whole = found
+    return SliceChoice(target, cfg, dataclasses.replace(e, hbm=target.hbm_bytes), _days(plan, target), whole)
 
 # %% ../../nbs/44_scaling_cli.ipynb #54995f87
 def tpu_slices(generation: str) -> list:

@@ -11,18 +11,18 @@ from ..core import storage
 from ..core.config import ConfigError, decode, fields_as_flags, load_yaml
 from ..core.devices import device_memory_bytes
 import jax
-from ..models.transformer import LlamaConfig, loss_chunks
+from ..models.transformer import LlamaConfig
 from .optim import OptimizerConfig
 from .sharding import MeshConfig
 from ..models.io import CheckpointMismatch, META_FILE, latest_checkpoint
 from .checkpoint import CheckpointConfig, check_compatible
 from .trainer import TrainConfig, CharDataConfig, SyntheticDataConfig, data_problems
 from ..data.mixture import MixtureConfig
+from .slice_compile import ChipEstimate, estimate_per_chip
 
 # %% auto #0
 __all__ = ['PRESETS', 'app', 'MAX_TRAIN_STEPS', 'config_from_dict', 'load_train_config', 'config_to_dict', 'save_train_config',
-           'MemoryEstimate', 'estimate_memory', 'DryRunReport', 'dry_run', 'train_cmd', 'check_sampling_flags',
-           'sample_cmd']
+           'estimate_memory', 'DryRunReport', 'dry_run', 'train_cmd', 'check_sampling_flags', 'sample_cmd']
 
 # %% ../../nbs/34_train_cli.ipynb #b8aebd4a
 def _nano() -> TrainConfig:
@@ -219,100 +219,17 @@ def save_train_config(cfg: TrainConfig, path: str, header: str = "") -> str:
     storage.write_text(path, "".join(f"# {line}\n" for line in header.splitlines()) + text)
     return path
 
-# %% ../../nbs/34_train_cli.ipynb #3ec3c9a3
-@dataclasses.dataclass
-class MemoryEstimate:
-    "Estimated bytes per device of one training step."
-
-    params: float
-    grads: float
-    optimizer: float
-    compute_copy: float
-    activations: float
-    logits: float
-
-    @property
-    def total(self) -> float:
-        return self.params + self.grads + self.optimizer + self.compute_copy + self.activations + self.logits
-
-    def table(self) -> str:
-        gb = lambda x: f"{x / 2**30:10.3f} GiB"
-        rows = [
-            (k, getattr(self, k)) for k in ("params", "grads", "optimizer", "compute_copy", "activations", "logits")
-        ] + [("total", self.total)]
-        return "\n".join(f"  {k:14s}{gb(v)}" for k, v in rows)
-
-# %% ../../nbs/34_train_cli.ipynb #79ffcde3
-def _moe_layers(m) -> int:
-    return len(m.moe.moe_layer_ids(m.n_layers)) if m.moe is not None else 0
-
-
-def _params_per_device(m, expert: int, fsdp: int, tensor: int) -> float:
-    "Routed experts are split over the expert axis as well; every other weight over fsdp x tensor only."
-    n_moe = _moe_layers(m)
-    n_routed = n_moe * m.moe.routed_expert_params(m.d_model, m.d_ff) if n_moe else 0
-    return (m.n_params - n_routed) / (fsdp * tensor) + n_routed / (expert * fsdp * tensor)
-
-
-def _activation_bytes_per_token(cfg: TrainConfig, S: int, tensor: int, c: int) -> float:
-    "Activation bytes one token keeps through the step (per device), given the remat policy."
-    m = cfg.model
-    n_moe = _moe_layers(m)
-    # MLP width a token's activations see, averaged over layers: d_ff in dense layers, k experts + shared ones in MoE
-    # layers
-    f_tok = (
-        ((m.n_layers - n_moe) * m.d_ff + n_moe * m.moe.dense_equivalent_d_ff(m.d_ff)) / m.n_layers if n_moe else m.d_ff
-    )
-    D, F, q, k, H, L = (
-        m.d_model,
-        f_tok / tensor,
-        m.q_dim / tensor,
-        m.kv_dim / tensor,
-        m.n_heads / tensor,
-        m.n_layers,
-    )
-    # bytes per token, one layer, nothing recomputed: compute-dtype activations, float32 copies made by the norms and
-    # RoPE, attention scores and probabilities in float32
-    full_layer = (6 * D + 3 * q + 3 * k + 4 * F) * c + (2 * D + q + k) * 4 + 2 * H * S * 4
-    saved = {"none": full_layer, "dots": (2 * D + q + 2 * k + 2 * F) * c, "block": D * c}.get(cfg.remat, D * c)
-    per_token = L * saved + (full_layer if cfg.remat != "none" else 0) + D * c * 2  # + embeddings out, final norm
-    return per_token
-
-# %% ../../nbs/34_train_cli.ipynb #99f5a7f2
-def estimate_memory(cfg: TrainConfig, n_devices: int, platform: str = "") -> MemoryEstimate:
-    """Per-device memory of a training step under `cfg`'s mesh, dtype, accumulation and remat policy (no compilation),
-    on `platform` (cpu, gpu, tpu; "": JAX's default backend), which sets the loss's logit chunks (`loss_chunks`)."""
-    m = cfg.model
-    ax = cfg.mesh.mesh_shape(n_devices)
-    data, expert, fsdp, tensor = ax["data"], ax["expert"], ax["fsdp"], ax["tensor"]
-    c = 2 if cfg.compute_dtype == "bfloat16" else 4
-    B = int(getattr(cfg.data, "batch_size", 1))
-    S = int(getattr(cfg.data, "seq_len", m.seq_len))
-    # sequences per device per microbatch (the batch spans the expert axis)
-    b = math.ceil(B / cfg.grad_accum / (data * expert * fsdp))
-    N = _params_per_device(m, expert, fsdp, tensor)
-    per_token = _activation_bytes_per_token(cfg, S, tensor, c)
-    V = m.vocab_size / tensor  # vocabulary entries per device
-    return MemoryEstimate(
-        params=4 * N,
-        grads=4 * N,
-        optimizer=8 * N,
-        compute_copy=(c * N if c == 2 else 0.0),
-        activations=b * S * per_token,
-        logits=3
-        * b
-        * S
-        * V
-        * 4
-        / loss_chunks(B // cfg.grad_accum, S, m.vocab_size, n_devices, platform or jax.default_backend()),
-    )
+# %% ../../nbs/34_train_cli.ipynb #f71425c4
+def estimate_memory(cfg: TrainConfig, n_devices: int, platform: str = "") -> ChipEstimate:
+    'Per-device bytes of a training step under `cfg` on `n_devices` of `platform` ("": JAX\'s default backend).'
+    return estimate_per_chip(cfg, n_devices, platform=platform or jax.default_backend())
 
 # %% ../../nbs/34_train_cli.ipynb #be80959e
 @dataclasses.dataclass
 class DryRunReport:
     lines: list[str]
     problems: list[str]
-    memory: MemoryEstimate | None
+    memory: ChipEstimate | None
     fits: bool
 
     @property
@@ -323,7 +240,7 @@ class DryRunReport:
         return "\n".join(self.lines + [f"PROBLEM: {p}" for p in self.problems])
 
 # %% ../../nbs/34_train_cli.ipynb #d8868d40
-def _device_verdict(n: int, mem: MemoryEstimate | None, lines: list[str]) -> bool:
+def _device_verdict(n: int, mem: ChipEstimate | None, lines: list[str]) -> bool:
     "Whether the estimate fits the devices present (90% of their memory); appends the explanation to `lines`."
     per_dev, desc, present = device_memory_bytes()
     fits = True

@@ -343,6 +343,7 @@ class ChipEstimate:
     loss_phase: float  # logits, their gradient, the gathered output projection (temporaries)
     layer_phase: float  # one layer's backward: attention scores, MLP activations, gathered weights (temporaries)
     hbm: float = 0.0  # the device's HBM (0: not known)
+    params: float = 0.0  # of `state`: the float32 parameters alone (fine-tuning estimates re-count around them)
 
     @property
     def temporaries(self) -> float:
@@ -428,9 +429,12 @@ def _mlp_width(m) -> float:
     return (m.moe.top_k + m.moe.n_shared_experts) * d
 
 
-def estimate_per_chip(cfg: TrainConfig, target: str | SliceTarget | int, *, slices: int = 1) -> ChipEstimate:
+def estimate_per_chip(
+    cfg: TrainConfig, target: str | SliceTarget | int, *, slices: int = 1, platform: str = "tpu"
+) -> ChipEstimate:
     """Bytes per device of `cfg`'s training step on `target` (a slice name, a `SliceTarget`, or a device count),
-    without compiling: the terms the TPU compiler was seen to keep, at its peak (see above)."""
+    without compiling: the terms the TPU compiler was seen to keep, at its peak (see above). `platform` (tpu, gpu,
+    cpu) sets the loss's chunks (`loss_chunks`) and whether attention is the splash kernel (TPU only)."""
     t = parse_target(target, slices) if isinstance(target, str) else target
     n = t if isinstance(t, int) else t.devices
     ms = cfg.mesh.mesh_shape(cfg.mesh.devices or n)
@@ -443,10 +447,12 @@ def estimate_per_chip(cfg: TrainConfig, target: str | SliceTarget | int, *, slic
     moments = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(jax.eval_shape(opt.init, jnp.zeros((1000,)))))
     state = params * (1 + moments / 4000)  # each moment shaped and sharded like its parameter
     V, H, F = m.vocab_size / tp, m.n_heads / tp, _mlp_width(m) / tp
-    chunks = loss_chunks(B // A, S, m.vocab_size, n)
+    chunks = loss_chunks(B // A, S, m.vocab_size, n, platform)
     logits = tok / chunks * V * 4  # one chunk's float32 logits; in one piece their gradient is written over them
     loss = logits * (2 if chunks > 1 else 1) + (head * (4 + 2 * c) if gathered else 0.0)
-    if _splash(m, S):  # the TPU kernel: scores in VMEM tiles; keys and values of whole sequences, and their grads
+    if platform == "tpu" and _splash(
+        m, S
+    ):  # the TPU kernel: scores in VMEM tiles; keys and values of whole sequences, and their grads
         Q, K = m.q_dim / tp, m.kv_dim / tp
         # its float32 logsumexp per query and head comes out padded to the 128 lanes of a vector register
         # (`f32[b, H, s, 128]`, forward and backward): 165 MiB a chip on the 1e18 rung, the term that was missing
@@ -467,6 +473,7 @@ def estimate_per_chip(cfg: TrainConfig, target: str | SliceTarget | int, *, slic
         loss_phase=loss,
         layer_phase=layer_phase,
         hbm=0.0 if isinstance(t, int) else t.hbm_bytes,
+        params=params,
     )
 
 # %% ../../nbs/35_slice_compile.ipynb #22ab7e28

@@ -139,6 +139,7 @@ FILE_SECONDS = {
     "test_catalog.py": 50,
     "test_dashboard.py": 30,
     "test_fasttext_quality.py": 20,
+    "test_scale_emit.py": 40,
 }
 
 

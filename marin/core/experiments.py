@@ -219,12 +219,28 @@ def _run_env(
         MARIN_RUN_ONLY=run_only or "",
     )
 
+# %% ../../nbs/07_experiments.ipynb #a3622364
+def _papermill_tuples() -> None:
+    "Make papermill write tuple parameters as Python tuples (its translator writes types it does not know as strings)."
+    from papermill.translators import PythonTranslator, papermill_translators
+
+    class TupleTranslator(PythonTranslator):
+        @classmethod
+        def translate(cls, val):
+            if isinstance(val, tuple):
+                return "(" + "".join(f"{cls.translate(v)}, " for v in val).rstrip(" ") + ")"
+            return super().translate(val)
+
+    papermill_translators.register("python", TupleTranslator)
+
 # %% ../../nbs/07_experiments.ipynb #29892a8c
 def _dry_run(notebook: Path, out_nb: Path, values: dict, env: dict[str, str], name: str) -> str:
     """Execute the notebook up to its executor's plan and return the plan ('' if it planned no step); an error other
     than `DryRunComplete` is an `ExperimentError`."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
+
+    _papermill_tuples()
 
     with _env(**env):
         try:
@@ -279,6 +295,8 @@ def _execute(
     "Run the notebook with papermill: (status, error, traceback, failing cell)."
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
+
+    _papermill_tuples()
 
     try:
         with _env(**env):

@@ -4,12 +4,13 @@
 
 # %% ../../nbs/12a_fasttext.ipynb #49404ab7
 from __future__ import annotations
-import dataclasses, functools, hashlib, itertools, json, os, re, subprocess, sys, tempfile
+import dataclasses, functools, hashlib, json, os, re, subprocess, sys, tempfile
 from typing import Sequence
 import numpy as np
 from ..core import storage
 from ..core.config import Config, ConfigError, check, versioned
 from ..core.executor import Step
+from .sources import read_texts
 
 # %% auto #0
 __all__ = ['HQ_LABEL', 'WEB_LABEL', 'MODEL_FILE', 'fasttext_line', 'FastTextTrainConfig', 'fit_fasttext', 'save_fasttext',
@@ -194,17 +195,9 @@ def fasttext_scorer(model: str, label: str = HQ_LABEL) -> FastTextScorer:
     return scorer
 
 # %% ../../nbs/12a_fasttext.ipynb #c5e34e08
-def _texts(sets: Sequence, limit: int) -> list[str]:
-    "The texts of the first `limit` documents of the document sets `sets`, in order."
-    from marin.data.sources import read_documents
-
-    docs = itertools.chain.from_iterable(read_documents(str(p), columns=["text"]) for p in sets)
-    return [d["text"] for d in itertools.islice(docs, limit)]
-
-
 def train_fasttext(cfg: FastTextTrainConfig, output_path: str) -> dict:
     "Executor step: fit a fastText quality classifier on the two classes; save it as `model.bin`."
-    pos, neg = _texts(cfg.positive, cfg.max_documents), _texts(cfg.negative, cfg.max_documents)
+    pos, neg = read_texts(cfg.positive, cfg.max_documents), read_texts(cfg.negative, cfg.max_documents)
     check(len(pos) > 0, "positive", f"{cfg.positive}: no documents; run the steps that make them first")
     check(len(neg) > 0, "negative", f"{cfg.negative}: no documents; run the steps that make them first")
     model = fit_fasttext(pos, neg, cfg)

@@ -11,6 +11,7 @@ from fastcore.basics import patch, patch_to
 from ..core import storage
 from ..core.config import Config, added, check, versioned
 from ..core.executor import Step, StepOrPath
+from .sources import read_texts
 from .fasttext import HQ_LABEL
 
 # %% auto #0
@@ -170,25 +171,9 @@ class ClassifierTrainConfig(Config):
         )
 
 # %% ../../nbs/12_filters.ipynb #0a3647fb
-def _read_texts(sets: Sequence, limit: int) -> list[str]:
-    "The texts of the first `limit` documents of the document sets `sets`, in order, read a batch at a time."
-    from marin.data.sources import document_files
-
-    out: list[str] = []
-    for p in sets:
-        for f in document_files(str(p)):
-            fs, path = storage.fs_path(f)
-            with fs.open(path, "rb") as fh:
-                for b in pq.ParquetFile(fh).iter_batches(batch_size=1024, columns=["text"]):
-                    out.extend(b.column(0).to_pylist()[: limit - len(out)])
-                    if len(out) >= limit:
-                        return out
-    return out
-
-
 def train_classifier(cfg: ClassifierTrainConfig, output_path: str) -> dict:
     "Executor step: fit the quality classifier; report its training accuracy."
-    pos, neg = _read_texts(cfg.positive, cfg.max_documents), _read_texts(cfg.negative, cfg.max_documents)
+    pos, neg = read_texts(cfg.positive, cfg.max_documents), read_texts(cfg.negative, cfg.max_documents)
     clf = QualityClassifier.fit(pos, neg, cfg.l2)
     clf.save(output_path)
     acc = float(((clf.score(pos) > 0.5).sum() + (clf.score(neg) <= 0.5).sum()) / (len(pos) + len(neg)))

@@ -17,10 +17,10 @@ __all__ = ['FORMATS', 'COMPRESSIONS', 'SPLITS', 'MB', 'MAX_LIMIT_MB', 'DOC_SCHEM
            'SourceConfig', 'expand_paths', 'file_format', 'SourceReadError', 'reading', 'open_stream', 'capped_lines',
            'decode_text', 'read_whole', 'text_lines', 'split_paragraphs', 'stream_paragraphs', 'read_fasta', 'Dropped',
            'read_warc', 'source_units', 'unit_documents', 'iter_documents', 'write_documents', 'document_files',
-           'read_documents', 'read_document_table', 'document_summary', 'map_document_shard', 'finish_document_stage',
-           'map_documents', 'read_attributes', 'EmptySourceError', 'SourceWarning', 'check_source', 'pack_files',
-           'import_tasks', 'shard_name', 'import_task', 'import_documents', 'import_step', 'MergeConfig',
-           'merge_documents', 'merge_step']
+           'read_documents', 'read_document_table', 'read_texts', 'document_summary', 'map_document_shard',
+           'finish_document_stage', 'map_documents', 'read_attributes', 'EmptySourceError', 'SourceWarning',
+           'check_source', 'pack_files', 'import_tasks', 'shard_name', 'import_task', 'import_documents', 'import_step',
+           'MergeConfig', 'merge_documents', 'merge_step']
 
 # %% ../../nbs/10_sources.ipynb #f2364457
 FORMATS = ("auto", "text", "jsonl", "parquet", "fasta", "html", "warc", "hf")
@@ -842,6 +842,20 @@ def read_document_table(path: str, columns: list[str] | None = None) -> pa.Table
         with fs.open(p, "rb") as fh:
             tables.append(pq.read_table(fh, columns=columns))
     return pa.concat_tables(tables) if tables else DOC_SCHEMA.empty_table()
+
+
+def read_texts(sets, limit: int) -> list[str]:
+    "The texts of the first `limit` documents of the document sets `sets`, in order, read a batch at a time."
+    out: list[str] = []
+    for p in sets:
+        for f in document_files(str(p)):
+            fs, path = storage.fs_path(f)
+            with fs.open(path, "rb") as fh:
+                for b in pq.ParquetFile(fh).iter_batches(batch_size=1024, columns=["text"]):
+                    out.extend(b.column(0).to_pylist()[: limit - len(out)])
+                    if len(out) >= limit:
+                        return out
+    return out
 
 
 def document_summary(path: str) -> dict:

@@ -14,7 +14,8 @@ __all__ = ['RUN_COLUMNS', 'SHAPE_MEAN_OF', 'FRONTIER_METHODS', 'BACKTEST_METHODS
            'OptimalScaling', 'fit_optimal_scaling', 'ParametricFit', 'fit_parametric', 'Forecast', 'forecast_loss',
            'FrontierFit', 'fit_frontier', 'forecast_frontier', 'LogQuadratic', 'fit_log_quadratic', 'PowerLawFloor',
            'fit_power_law_floor', 'ShapeMean', 'fit_frontier_curve', 'predict_with', 'backtest_forecasts',
-           'backtest_summary', 'select_method', 'with_model_error', 'plot_isoflops', 'plot_optima']
+           'backtest_summary', 'select_method', 'with_model_error', 'plot_isoflops', 'plot_optima',
+           'registered_forecast', 'register_forecast', 'forecast_registered_before']
 
 # %% ../../nbs/43_fits.ipynb #c6ac7a92
 RUN_COLUMNS = ["name", "budget", "params", "tokens", "flops", "loss", "n_params", "d_model", "n_layers", "output_path"]
@@ -708,3 +709,67 @@ def plot_optima(scaling: OptimalScaling, axes=None, extra_budgets: Iterable[floa
         ax.set_ylabel(what)
         ax.legend(fontsize=8)
     return axes
+
+# %% ../../nbs/43_fits.ipynb #d9a73402
+def registered_forecast(name: str, ledger: Any = None) -> dict | None:
+    "The first registration of forecast `name` in the ledger (a dict of its record's fields), or None."
+    from marin.core.ledger import Ledger
+
+    ledger = ledger if ledger is not None else Ledger()
+    q = name.replace("'", "''")
+    df = ledger.sql(f"SELECT * FROM runs WHERE kind = 'forecast' AND step = '{q}' ORDER BY started_at LIMIT 1")
+    if not len(df):
+        return None
+    row = df.iloc[0].to_dict()
+    for k in ("metrics", "config"):
+        row[k] = json.loads(row[k]) if isinstance(row[k], str) else row[k]
+    return row
+
+# %% ../../nbs/43_fits.ipynb #0e5207e7
+def register_forecast(
+    name: str, fc: Forecast, *, fitted_on: Iterable[str] = (), rtol: float = 2e-4, ledger: Any = None
+) -> dict:
+    """Write forecast `name` into the ledger now (kind `forecast`), before the runs that test it; returns the first
+    registration. Raises if `name` was registered with a different loss (beyond `rtol`): register under a new name."""
+    import os
+    from marin.core.ledger import Ledger, RunRecord, new_run_id, provenance, utcnow
+
+    ledger = ledger if ledger is not None else Ledger()
+    earlier = registered_forecast(name, ledger)
+    if earlier is not None:
+        old = earlier["metrics"]["loss"]
+        if abs(fc.loss / old - 1) > rtol:
+            raise ValueError(
+                f"forecast {name!r} was registered at {earlier['started_at']} with loss {old:.4f}; this fit gives "
+                f"{fc.loss:.4f}: the sweep or the fit changed. Register it under a new name (e.g. {name + '-r2'!r})"
+            )
+        return earlier
+    now = utcnow()
+    config = dict(method=fc.method, budget=fc.budget, params=fc.params, tokens=fc.tokens, fitted_on=list(fitted_on))
+    config["fit"] = str(fc.fit)
+    metrics = dict(loss=fc.loss, low=fc.low, high=fc.high, n_boot=fc.n_boot)
+    env = os.environ.get
+    rec = RunRecord(new_run_id(name), "forecast", "SUCCESS", now, experiment=env("MARIN_EXPERIMENT", ""), step=name)
+    rec.parent_run_id, rec.issue, rec.ended_at = env("MARIN_RUN_ID", ""), env("MARIN_ISSUE", ""), now
+    rec.config, rec.metrics = config, metrics
+    for k, v in provenance().items():
+        setattr(rec, k, v)
+    ledger.append(rec)
+    return registered_forecast(name, ledger)
+
+# %% ../../nbs/43_fits.ipynb #f71ccb1a
+def forecast_registered_before(name: str, steps: Iterable, ledger: Any = None) -> tuple[bool, Any, Any]:
+    """(whether every successful run of `steps` started after forecast `name` was registered, the registration time,
+    the earliest such run's start). Raises if `name` was never registered."""
+    from marin.core.ledger import Ledger
+
+    ledger = ledger if ledger is not None else Ledger()
+    reg = registered_forecast(name, ledger)
+    if reg is None:
+        raise ValueError(f"forecast {name!r} is not in the ledger at {ledger.root}: register_forecast(name, fc) first")
+    names = ", ".join("'" + s.output_name.replace("'", "''") + "'" for s in steps)
+    df = ledger.sql(
+        f"SELECT min(started_at) AS first FROM runs WHERE kind = 'step' AND status = 'SUCCESS' AND version IN ({names})"
+    )
+    first = df["first"].iloc[0]
+    return bool(first is not None and first == first and first > reg["started_at"]), reg["started_at"], first

@@ -189,7 +189,7 @@ def _index_row(c: dict) -> str:
         f"<td>{_fmt_metrics(c.get('metrics'), c.get('headline'))}{err}</td><td>{link}</td></tr>"
     )
 
-# %% ../../nbs/06_reports.ipynb #79af1983
+# %% ../../nbs/06_reports.ipynb #ab72ee07
 _HEADER = "".join(
     f"<th>{h}</th>" for h in ("status", "started (UTC)", "experiment", "issue", "headline metrics", "run")
 )
@@ -206,7 +206,7 @@ def _section(name: str, runs: list[dict], what: str) -> str:
         f"<table class='runs'><thead><tr>{_HEADER}</tr></thead><tbody>{''.join(_index_row(c) for c in runs)}</tbody></table>"
     )
 
-
+# %% ../../nbs/06_reports.ipynb #ffa7e4b6
 def index_html(cards: list[dict], retrospectives: list[tuple[str, str]], other_runs: list[dict] = ()) -> str:
     """The index page: the runs of each experiment (status, date, issue, headline metrics, link), the runs no
     experiment made (`other_runs`, grouped by their `experiment` field: train, eval, ...), the retrospectives."""
@@ -229,7 +229,7 @@ def index_html(cards: list[dict], retrospectives: list[tuple[str, str]], other_r
         + "</body></html>"
     )
 
-
+# %% ../../nbs/06_reports.ipynb #8967cd76
 def index_markdown(cards: list[dict]) -> str:
     "The same index as Markdown, for the Quarto site."
     lines = [

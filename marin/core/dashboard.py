@@ -243,7 +243,7 @@ def from_params(cls: RunsQuery, params) -> RunsQuery:
         desc=one("desc", "1") not in ("0", "false", "no"), limit=limit, offset=offset,
     )  # fmt: skip
 
-# %% ../../nbs/06a_dashboard.ipynb #553cde29
+# %% ../../nbs/06a_dashboard.ipynb #2124f53a
 def runs_table(ledger: Ledger, q: RunsQuery) -> dict:
     "The rows of the runs table for `q`: `{total, rows: [{run_id, family, status, ..., headline}]}`."
     import pandas as pd
@@ -280,7 +280,7 @@ def _json_number(v):
     "`v` as JSON can carry it (NaN and infinities as their text)."
     return format_metric(v) if isinstance(v, float) and not math.isfinite(v) else v
 
-
+# %% ../../nbs/06a_dashboard.ipynb #821b9113
 def runs_facets(ledger: Ledger) -> dict:
     "The values each filter can take, with counts: `{experiment: {name: n}, family: ..., status: ..., issue: ...}`."
     cols = {"experiment": "experiment", "family": _FAMILY, "status": "status", "issue": "issue"}

@@ -129,7 +129,7 @@ def make_mesh(cfg: MeshConfig | None = None, devices: list | None = None) -> Mes
     cfg.n_nodes(len(devices))  # the topology divides the devices
     return Mesh(np.array(devices).reshape(tuple(sizes[a] for a in MESH_AXES)), MESH_AXES)
 
-# %% ../../nbs/31_sharding.ipynb #db7c1bde
+# %% ../../nbs/31_sharding.ipynb #b9921680
 class ShardingError(ValueError):
     "An activation that cannot be split the way its mesh axes say (it would be computed on every device of them)."
 
@@ -157,7 +157,7 @@ def _refuse(name: str, dim: int, axes: tuple[str, ...], mesh, fix: str):
         f"({math.prod(mesh.shape[a] for a in axes)} devices): every one of them would compute all of it; {fix}"
     )
 
-
+# %% ../../nbs/31_sharding.ipynb #13ebaf9f
 def logical_to_spec(axes: tuple, shape: tuple[int, ...], mesh: Mesh, rules=DEFAULT_RULES) -> P:
     """PartitionSpec for an array with logical `axes`. A weight dimension its mesh axes do not divide stays
     replicated; an activation's never does (see above): the batch's leftover axes go to `seq`, else `ShardingError`."""
@@ -203,7 +203,7 @@ def logical_to_spec(axes: tuple, shape: tuple[int, ...], mesh: Mesh, rules=DEFAU
         )
     return P(*out)
 
-
+# %% ../../nbs/31_sharding.ipynb #fa9610ec
 def param_shardings(model, mesh: Mesh, rules=DEFAULT_RULES):
     "NamedShardings for the model's arrays (a pytree like `eqx.filter(model, eqx.is_array)`)."
     params = eqx.filter(model, is_param)
@@ -234,7 +234,7 @@ def batch_sharding(mesh: Mesh, shape: tuple[int, ...], rules=DEFAULT_RULES) -> N
     axes = ("batch", "seq") if len(shape) == 2 else (None, "batch", "seq")
     return NamedSharding(mesh, logical_to_spec(axes, shape, mesh, rules))
 
-
+# %% ../../nbs/31_sharding.ipynb #e46cdbd0
 def explain_sharding(model, mesh: Mesh, rules=DEFAULT_RULES) -> str:
     "One line per parameter: shape, logical axes, partition spec."
     lines = []

@@ -24,7 +24,7 @@ __all__ = ['NEMOTRON_CC', 'STARCODER_LANGUAGES', 'STARCODERDATA', 'PROOF_PILE_2'
            'CatalogSource', 'catalog_source', 'EmptySubsetError', 'list_files', 'FetchError', 'fetch_file',
            'CatalogImportConfig', 'catalog_import', 'catalog_step', 'sample_mirror']
 
-# %% ../../nbs/10a_catalog.ipynb #92951af6
+# %% ../../nbs/10a_catalog.ipynb #534e5f61
 @dataclasses.dataclass(frozen=True)
 class CatalogSubset(Config):
     "A named part of a source: the files matching `patterns` (relative to the source's root)."
@@ -37,7 +37,7 @@ class CatalogSubset(Config):
     def validate(self):
         check(bool(self.patterns), "patterns", f"subset {self.name!r} needs at least one file pattern")
 
-
+# %% ../../nbs/10a_catalog.ipynb #c2c5da33
 @dataclasses.dataclass(frozen=True)
 class CatalogSource(Config):
     "A public corpus: where it lives, its layout, its format and fields, its licence and size."
@@ -182,7 +182,7 @@ DCLM_BASELINE = CatalogSource(
     homepage="https://huggingface.co/datasets/mlfoundations/dclm-baseline-1.0",
 )
 
-# %% ../../nbs/10a_catalog.ipynb #19715d7f
+# %% ../../nbs/10a_catalog.ipynb #bdbc6cd1
 _DOLMA_PARTS = ("cc_en_head", "cc_en_middle", "cc_en_tail", "c4", "falcon-refinedweb", "starcoder", "reddit")
 _DOLMA_PARTS += ("pes2o", "arxiv", "open-web-math", "algebraic-stack", "stackexchange", "wiki", "books", "megawika")
 _DOLMA_INDEX = "https://huggingface.co/datasets/allenai/dolma/resolve/main/urls/v1_7.txt"
@@ -197,6 +197,8 @@ DOLMA = CatalogSource(
     size="2.3T tokens, ~4.5 TB json.gz",
     homepage="https://huggingface.co/datasets/allenai/dolma",
 )
+
+# %% ../../nbs/10a_catalog.ipynb #7fabd9ba
 COMMON_CRAWL = CatalogSource(
     "common_crawl",
     tuple(
@@ -226,7 +228,7 @@ def catalog_source(name: str) -> CatalogSource:
         raise KeyError(f"no source {name!r} in the catalog; `marin data sources` lists them: {sorted(CATALOG)}")
     return CATALOG[name]
 
-# %% ../../nbs/10a_catalog.ipynb #70049147
+# %% ../../nbs/10a_catalog.ipynb #1e8bf8a7
 def _index_paths(index: str, root: str) -> list[str]:
     "The paths an index lists, relative to `root` (lines may be relative paths or URLs under the root)."
     url = index if "://" in index else storage.join(root, index)
@@ -254,7 +256,7 @@ def _glob_paths(patterns: tuple[str, ...], root: str) -> list[str]:
 class EmptySubsetError(FileNotFoundError):
     "A subset whose patterns match no file under the root."
 
-
+# %% ../../nbs/10a_catalog.ipynb #2e32b93e
 def list_files(
     source: CatalogSource, subsets: tuple[str, ...], root: str, *, glob: bool = False, max_files: int = 0
 ) -> list[tuple[str, str]]:

@@ -48,7 +48,7 @@ class FastTextTrainConfig(Config):
             check(getattr(self, f) >= 1, f, "a positive integer")
         check(self.lr > 0, "lr", "a positive learning rate (fastText's default is 0.1)")
 
-# %% ../../nbs/12a_fasttext.ipynb #11998fa2
+# %% ../../nbs/12a_fasttext.ipynb #17a0d423
 _TRAIN = """
 import ctypes, json, sys
 try:
@@ -59,7 +59,7 @@ import fasttext
 fasttext.train_supervised(sys.argv[1], **json.loads(sys.argv[3])).save_model(sys.argv[2])
 """
 
-
+# %% ../../nbs/12a_fasttext.ipynb #a4c2c8a7
 def fit_fasttext(positive: Sequence[str], negative: Sequence[str], cfg: FastTextTrainConfig | None = None):
     "A fastText model that tells `positive` (HQ_LABEL) from `negative` (WEB_LABEL) texts."
     import fasttext
@@ -84,7 +84,7 @@ def fit_fasttext(positive: Sequence[str], negative: Sequence[str], cfg: FastText
             raise RuntimeError(f"fastText training failed: {r.stderr.strip()[-2000:]}")
         return fasttext.load_model(out)
 
-
+# %% ../../nbs/12a_fasttext.ipynb #a6929413
 def _fasttext_args(cfg: FastTextTrainConfig) -> dict:
     "fastText's names for the config's hyperparameters; one thread, so the model depends only on data and seed."
     names = {"dim": "dim", "wordNgrams": "word_ngrams", "epoch": "epoch", "lr": "lr", "bucket": "bucket"}

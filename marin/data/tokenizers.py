@@ -53,7 +53,7 @@ class Tokenizer:
         storage.write_text(f, self.to_json())
         return f
 
-# %% ../../nbs/14_tokenizers.ipynb #50b0655d
+# %% ../../nbs/14_tokenizers.ipynb #1284a2d6
 def leading_special_id(tok) -> int | None:
     "The id the tokenizer's post-processor puts before every text (Gemma's and Llama's `<bos>`), else None."
     plain, full = tok.encode("a", add_special_tokens=False).ids, tok.encode("a").ids
@@ -92,7 +92,7 @@ def vocab_size_problem(vocab_size: Any, n_special: int = 2) -> str | None:
         return f"{vocab_size}: use {lo} (the 256 byte symbols and {n_special} special tokens) to {MAX_VOCAB_SIZE:,}"
     return None
 
-
+# %% ../../nbs/14_tokenizers.ipynb #a32d4555
 def train_bpe(
     texts: Iterable[str], vocab_size: int, special_tokens: Sequence[str] = (EOS, PAD), min_frequency: int = 2
 ) -> BPETokenizer:

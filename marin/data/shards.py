@@ -217,7 +217,7 @@ def tokenize_documents(cfg: TokenizeConfig, output_path: str) -> dict:
 def tokenize_step(cfg: TokenizeConfig, name: str) -> Step:
     return Step(name, tokenize_documents, cfg, description="tokenize a document set into token shards")
 
-# %% ../../nbs/15_shards.ipynb #476ae950
+# %% ../../nbs/15_shards.ipynb #aba9fd89
 class CorruptShardError(RuntimeError, ValueError):
     "A token set's manifest is malformed, or a shard does not match it (a user's data error: the CLI shows one line)."
 
@@ -259,7 +259,7 @@ def check_manifest(m: Any, where: str) -> dict:
     need(isinstance(m.get("hash"), str), "'hash'", "is missing")
     return m
 
-
+# %% ../../nbs/15_shards.ipynb #40914791
 class TokenSet:
     "A token set opened for random access: `doc_tokens(i)`, `len`, per-document lengths, the manifest."
 

@@ -294,7 +294,7 @@ def codebook_codec(path: str) -> str:
     h = hashlib.sha256(cb.centroids.tobytes() + cb.medoids.tobytes()).hexdigest()[:12]
     return f"kmeans-{cb.size}x{cb.frame}-{h}"
 
-# %% ../../nbs/17_sample.ipynb #938c804e27f84196a10c8828c723f798
+# %% ../../nbs/17_sample.ipynb #ba9a6ed9
 def audio_record(record: dict | str) -> tuple[str, np.ndarray | None]:
     "(transcript, μ-law codes or None) of a record: `text`, and base64 bytes in `meta['audio']` (or bytes in `audio`)."
     if isinstance(record, str):
@@ -308,7 +308,7 @@ def audio_record(record: dict | str) -> tuple[str, np.ndarray | None]:
         audio = audio.astype(np.uint8) if isinstance(audio, np.ndarray) else np.frombuffer(bytes(audio), np.uint8)
     return record.get("text") or "", audio
 
-
+# %% ../../nbs/17_sample.ipynb #34d0ddc0
 class AudioSample(Sample):
     "An utterance as `<|text|>` transcript `<|audio|>` μ-law codes `<|endoftext|>`; loss masks per segment type."
 

@@ -19,7 +19,7 @@ def _run(steps, prefix, dry_run=False):
 __all__ = ['app', 'import_cmd', 'sources_cmd', 'tokenize_cmd', 'train_tokenizer_cmd', 'verify_cmd', 'mixture_cmd',
            'format_mixture', 'extract_cmd', 'extract_eval_cmd', 'dedup_cmd', 'filter_cmd']
 
-# %% ../../nbs/19b_cli.ipynb #9c33906f
+# %% ../../nbs/19b_cli.ipynb #9141c40d
 _IMPORT_FLAGS = {
     "name": "NAME",
     "paths": "PATHS",
@@ -32,7 +32,7 @@ _IMPORT_FLAGS = {
     "max_doc_mb": "--max-doc-mb",
 }
 
-
+# %% ../../nbs/19b_cli.ipynb #c4f8eef8
 @app.command("import")
 def import_cmd(
     name: str = typer.Argument(..., help="source name"),

@@ -81,7 +81,7 @@ def write_model_checkpoint(output_path: str, model, meta: dict, step: int = 0) -
     write_committed_state(d, arrays, dict(meta, step=step), step)
     return d
 
-# %% ../../nbs/26_import.ipynb #bdd6c7ea
+# %% ../../nbs/26_import.ipynb #5b0aca8c
 def check_tokenizer_file(data: bytes, where: str) -> None:
     "Refuse a `tokenizer.json` the `tokenizers` library cannot load, naming it (import would copy it, serve fail)."
     from tokenizers import Tokenizer
@@ -110,7 +110,7 @@ def check_source(source: str) -> None:
             storage.read_bytes(storage.join(source, "tokenizer.json")), storage.join(source, "tokenizer.json")
         )
 
-
+# %% ../../nbs/26_import.ipynb #1fd0fa56
 def read_source(source: str):
     """(model, config.json dict, {tokenizer or config file name: bytes}) of a Hugging Face folder or a GGUF file; a
     model without a chat template gets its family's (`attach_chat_template`)."""
@@ -129,7 +129,7 @@ def read_source(source: str):
     files, _ = attach_chat_template(files, (d.get("architectures") or [""])[0], str(source))
     return model, d, files
 
-
+# %% ../../nbs/26_import.ipynb #aba9dc20
 def import_pretrained(cfg: ImportConfig, output_path: str) -> dict:
     "Executor step: the model of `cfg.source` as a lab checkpoint, with the source's tokenizer files beside it."
     found = source_files(cfg.source)

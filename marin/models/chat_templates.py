@@ -10,7 +10,7 @@ import json
 __all__ = ['GEMMA3_CHAT_TEMPLATE', 'CHATML_CHAT_TEMPLATE', 'LLAMA3_CHAT_TEMPLATE', 'FAMILY_CHAT_TEMPLATES', 'ChatTemplateNotice',
            'family_chat_template', 'attach_chat_template']
 
-# %% ../../nbs/26b_chat_templates.ipynb #1fa11c5d
+# %% ../../nbs/26b_chat_templates.ipynb #fba9dbd6
 # fmt: off
 GEMMA3_CHAT_TEMPLATE = """{{ bos_token }}
 {%- if messages[0]['role'] == 'system' -%}
@@ -53,6 +53,8 @@ GEMMA3_CHAT_TEMPLATE = """{{ bos_token }}
     {{'<start_of_turn>model\n'}}
 {%- endif -%}
 """
+
+# %% ../../nbs/26b_chat_templates.ipynb #83c3e8a4
 CHATML_CHAT_TEMPLATE = """{%- for message in messages -%}
 {{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}
 {%- endfor -%}

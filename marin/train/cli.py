@@ -361,7 +361,7 @@ def _continued_from(cfg: TrainConfig, source: str, prefix: str = "") -> TrainCon
         typer.echo(f"--init-from: the model is {run}'s ({model.summary()}), not the config's", err=True)
     return cfg.replace(model=model, init_from=run)
 
-# %% ../../nbs/34_train_cli.ipynb #72caa370
+# %% ../../nbs/34_train_cli.ipynb #ac7cdb3a
 def _run_train(ex, step, out: str, force: bool) -> None:
     "Run the training step and exit 0 when it succeeded (or was cached), else 1, printing its status."
     from marin.core.executor import StepFailed, read_status
@@ -374,7 +374,7 @@ def _run_train(ex, step, out: str, force: bool) -> None:
     typer.echo(f"{step.output_name}: {status}")
     raise typer.Exit(0 if status in ("SUCCESS", "cached") else 1)
 
-
+# %% ../../nbs/34_train_cli.ipynb #fd720509
 @app.command("train")
 def train_cmd(
     config: str = typer.Option(..., "--config", "-c", help="preset (nano, 150m, 1b, 8b), file.py or file.yaml"),
@@ -420,7 +420,7 @@ def train_cmd(
         raise typer.Exit(1)
     _run_train(ex, step, out, force)
 
-# %% ../../nbs/34_train_cli.ipynb #7ab8c563
+# %% ../../nbs/34_train_cli.ipynb #d616b403
 def _prompt_ids(prompt: str, vocab: list[str] | None) -> list[int]:
     "The prompt as token ids: characters looked up in `vocab`, or space-separated ids when there is none."
     if not vocab:
@@ -444,7 +444,7 @@ def check_sampling_flags(*, temperature: float, top_k: int, max_tokens: int, see
     if not 0 <= seed < 2**32:
         raise typer.BadParameter(f"{seed}: 0 to 2**32 - 1 (a PRNG seed)", param_hint="'--seed'")
 
-
+# %% ../../nbs/34_train_cli.ipynb #b56cee7c
 @app.command("sample")
 def sample_cmd(
     run: str = typer.Argument(..., help="a training output, a Hugging Face folder, a .gguf file or a hub id"),

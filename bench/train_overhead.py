@@ -103,17 +103,23 @@ def host_parts(cfg, steps: int, out: str) -> dict:
     quiet = cfg.replace(eval_every=0, checkpoint=cfg.checkpoint.replace(every=0))  # no periodic eval/save here
     disabled = T.start_run_tracking(cfg.replace(tracker="disabled"), os.path.join(out, "quiet"), True)
     logger = T.MetricsLogger(quiet, loader, disabled, tp, 1e12)
-    hooks = T.TrainHooks(
-        history,
-        T.DivergenceCheck(quiet),
-        tp,
-        logger,
-        T.Evaluator(quiet, {}, None, disabled),
-        T.Checkpointer(quiet, T.CheckpointManager(os.path.join(out, "unused"), quiet.checkpoint), history),
-        T.progress_bar(quiet, 0, True),
-    )
-    with_state = "state" in inspect.signature(hooks.after_step).parameters  # the trainer before #22 passed it
-    log_step = lambda i: hooks.after_step(i, time.perf_counter(), m, *([state] if with_state else []))
+    bar = T.progress_bar(quiet, 0, True)
+    if hasattr(T, "TrainHooks"):  # the trainer before #51's hooks: a fixed record of them
+        saver0 = T.Checkpointer(quiet, T.CheckpointManager(os.path.join(out, "unused"), quiet.checkpoint), history)
+        hooks = T.TrainHooks(
+            history, T.DivergenceCheck(quiet), tp, logger, T.Evaluator(quiet, {}, None, disabled), saver0, bar
+        )
+        with_state = "state" in inspect.signature(hooks.after_step).parameters  # the trainer before #22 passed it
+        log_step = lambda i: hooks.after_step(i, time.perf_counter(), m, *([state] if with_state else []))
+    else:  # the metrics hooks the loop runs after each step
+        per_step = [history, T.DivergenceCheck(quiet), T.ProgressHook(bar, quiet.log_every, steps), logger]
+
+        def log_step(i):
+            tp.step_done(time.perf_counter())
+            for h in per_step:
+                if T.hook_due(h, i + 1, steps):
+                    h(i + 1, metrics=m)
+
     logging = timed(log_step, steps)
     n_logs = steps // cfg.log_every + (steps % cfg.log_every != 0)
     tracking = timed(lambda i: run.log(logger.last, step=i + 1), n_logs)
@@ -132,7 +138,7 @@ def host_parts(cfg, steps: int, out: str) -> dict:
     checkpointing = timed(lambda i: saver.save(i + 1, state), n_saves) + timed(lambda i: ckpt.wait())
     run.finish()
     disabled.finish()
-    hooks.bar.close()
+    bar.close()
     history.close()
     return dict(
         data=data,

@@ -4,9 +4,9 @@
 
 # %% ../../nbs/33_trainer.ipynb #2181e11f
 from __future__ import annotations
-import dataclasses, functools, json, math, os, signal, threading, time
+import dataclasses, functools, inspect, json, math, os, signal, threading, time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any, Callable, Protocol, Sequence
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -41,15 +41,15 @@ from marin.train.sharding import (
 from .checkpoint import CheckpointConfig, CheckpointManager
 
 # %% auto #0
-__all__ = ['SUMMARY_FILE', 'ArrayLoader', 'CharDataConfig', 'SyntheticLoader', 'SyntheticDataConfig', 'build_loader',
-           'data_problems', 'TrainConfig', 'TrainState', 'base_shardings', 'state_shardings', 'init_state',
-           'abstract_state', 'make_loss_fn', 'accumulate_gradients', 'batch_keys', 'typed_losses', 'typed_eval_metrics',
-           'batch_targets', 'step_dropout_key', 'make_update', 'make_train_step', 'cpu_threads', 'step_threads',
-           'HostThreadedStep', 'make_eval_step', 'device_batch', 'TrainingSetup', 'setup_training', 'check_batch',
-           'Throughput', 'TrainingFailed', 'Preempted', 'plain_config', 'check_loader', 'write_run_files', 'History',
-           'DivergenceCheck', 'train_metrics', 'MetricsLogger', 'Evaluator', 'start_from', 'checkpoint_meta',
-           'Checkpointer', 'restore_or_init', 'start_run_tracking', 'progress_bar', 'run_summary', 'TrainHooks',
-           'run_steps', 'train', 'train_step', 'final_params_hash']
+__all__ = ['SUMMARY_FILE', 'HOOK_FIELDS', 'SYNCING_FIELDS', 'ArrayLoader', 'CharDataConfig', 'SyntheticLoader',
+           'SyntheticDataConfig', 'build_loader', 'data_problems', 'TrainConfig', 'TrainState', 'base_shardings',
+           'state_shardings', 'init_state', 'abstract_state', 'make_loss_fn', 'accumulate_gradients', 'batch_keys',
+           'typed_losses', 'typed_eval_metrics', 'batch_targets', 'step_dropout_key', 'make_update', 'make_train_step',
+           'cpu_threads', 'step_threads', 'HostThreadedStep', 'make_eval_step', 'device_batch', 'TrainingSetup',
+           'setup_training', 'check_batch', 'Throughput', 'TrainingFailed', 'Preempted', 'plain_config', 'check_loader',
+           'write_run_files', 'History', 'DivergenceCheck', 'train_metrics', 'MetricsLogger', 'Evaluator', 'start_from',
+           'checkpoint_meta', 'Checkpointer', 'restore_or_init', 'start_run_tracking', 'progress_bar', 'run_summary',
+           'Hook', 'hook_fields', 'hook_due', 'ProgressHook', 'run_steps', 'train', 'train_step', 'final_params_hash']
 
 # %% ../../nbs/33_trainer.ipynb #88ba14ad
 class ArrayLoader:
@@ -696,7 +696,9 @@ def _read_history(path: str, upto: int) -> list[dict]:
 
 
 class History:
-    "`history.jsonl`: the rows before `start` kept, one row appended per step (process 0 writes)."
+    "`history.jsonl`: the rows before `start` kept, one row appended per step (process 0 writes). A hook."
+
+    every = 1
 
     def __init__(self, path: str, start: int, primary: bool = True):
         self.path, self.primary = path, primary
@@ -716,6 +718,9 @@ class History:
             self._file.write(json.dumps(row) + "\n")
             self._file.flush()
 
+    def __call__(self, done: int, metrics: dict) -> None:
+        self.record(done - 1, metrics)
+
     def sync(self) -> None:
         "Rewrite the whole file where it cannot be appended to (remote storage); called with every checkpoint."
         if self._file is None and self.primary:
@@ -732,9 +737,12 @@ class DivergenceCheck:
     def __init__(self, cfg: TrainConfig):
         w = cfg.optimizer.warmup
         self.warm = int(w * cfg.num_train_steps) if w < 1 else int(w)
-        self.factor, self.best = cfg.divergence_factor, math.inf
+        self.factor, self.best, self.every = cfg.divergence_factor, math.inf, 1
 
-    def __call__(self, step: int, m: dict) -> None:
+    def __call__(self, done: int, metrics: dict) -> None:
+        self.check(done - 1, metrics)
+
+    def check(self, step: int, m: dict) -> None:
         if not (math.isfinite(m["loss"]) and math.isfinite(m["grad_norm"])):
             raise TrainingFailed(
                 f"step {step}: loss={m['loss']} grad_norm={m['grad_norm']} is not finite; the update was not applied. "
@@ -767,17 +775,16 @@ def train_metrics(
 
 
 class MetricsLogger:
-    "Logs `train_metrics` (and the loader's `metrics`) every `log_every` steps and at the last; keeps the last record."
+    "A hook: logs `train_metrics` (and the loader's `metrics`) every `log_every` steps and at the last; keeps the last."
 
     def __init__(self, cfg: TrainConfig, loader: Loader, run, throughput: Throughput, peak_all_devices: float):
         self.cfg, self.loader, self.run, self.throughput = cfg, loader, run, throughput
-        self.peak, self.last = peak_all_devices, {}
+        self.peak, self.last, self.every = peak_all_devices, {}, cfg.log_every
         self.flops_per_token = cfg.model.flops_per_token(loader.seq_len)
         self.tokens_per_step = loader.batch_size * loader.seq_len
 
-    def __call__(self, done: int, m: dict) -> None:
-        if not (done % self.cfg.log_every == 0 or done == self.cfg.num_train_steps):
-            return
+    def __call__(self, done: int, metrics: dict) -> None:
+        m = metrics
         tps = self.throughput.tokens_per_s(self.tokens_per_step)
         self.last = train_metrics(m, done, tps, self.peak, self.flops_per_token, self.tokens_per_step)
         if hasattr(self.loader, "metrics"):
@@ -792,6 +799,7 @@ class Evaluator:
 
     def __init__(self, cfg: TrainConfig, eval_loaders: dict, eval_fn: Callable, run, threads: int = 1):
         self.cfg, self.loaders, self.eval_fn, self.run, self.last = cfg, eval_loaders, eval_fn, run, {}
+        self.every, self.at_end = cfg.eval_every, False  # a hook: `train` evaluates the end after its checkpoint
         self.threads, self.pool = threads, ThreadPoolExecutor(threads, "marin-eval") if threads > 1 else None
 
     def batch_sums(self, ld, params, n: int) -> list:
@@ -808,7 +816,7 @@ class Evaluator:
             futures.append(self.pool.submit(lambda b: jax.block_until_ready(run(b)), ld.batch(i)))
         return [first] + [f.result() for f in futures]
 
-    def __call__(self, step: int, params) -> dict:
+    def __call__(self, done: int, params) -> dict:
         out = {}
         for name, ld in self.loaders.items():
             n = min(self.cfg.eval_batches, getattr(ld, "n_batches", self.cfg.eval_batches))
@@ -824,13 +832,9 @@ class Evaluator:
                 typed_eval_metrics(f"eval/{name}", typed_sums, getattr(getattr(ld, "sample", None), "units", {}))
             )
         if out:
-            self.run.log(out, step=step)
+            self.run.log(out, step=done)
         self.last = out
         return out
-
-    def periodic(self, done: int, params) -> None:
-        if self.cfg.eval_every and done % self.cfg.eval_every == 0 and done < self.cfg.num_train_steps:
-            self(done, params)
 
 # %% ../../nbs/33_trainer.ipynb #cd9f0c48
 def start_from(setup: TrainingSetup) -> TrainState:
@@ -865,19 +869,18 @@ def checkpoint_meta(cfg: TrainConfig, lora_base: dict | None = None) -> dict:
 
 
 class Checkpointer:
-    "Saves the state (with `checkpoint_meta`) through a `CheckpointManager`, keeping the history in step."
+    "A hook: saves the state (with `checkpoint_meta`) through a `CheckpointManager`, keeping the history in step."
 
     def __init__(self, cfg: TrainConfig, ckpt: CheckpointManager, history: History, lora_base: dict | None = None):
         self.cfg, self.ckpt, self.history, self.meta = cfg, ckpt, history, checkpoint_meta(cfg, lora_base)
+        self.every, self.at_end = cfg.checkpoint.every, False  # a hook: `final` saves the last step
 
     def save(self, step: int, state: TrainState) -> None:
         self.ckpt.save(step, state, self.meta)
         self.history.sync()
 
-    def periodic(self, done: int, state: TrainState) -> None:
-        every = self.cfg.checkpoint.every
-        if every and done % every == 0 and done < self.cfg.num_train_steps:
-            self.save(done, state)
+    def __call__(self, done: int, state: TrainState) -> None:
+        self.save(done, state)
 
     def final(self, state: TrainState, start: int) -> None:
         "The last step's checkpoint (unless this run did no step and one exists), then wait for every write."
@@ -936,73 +939,107 @@ def progress_bar(cfg: TrainConfig, start: int, primary: bool):
     )
 
 
-def run_summary(history: History, hooks: "TrainHooks", peak_src: str, n_dev: int, resumed_from) -> dict:
-    last = hooks.logger.last
+def run_summary(
+    history: History,
+    logger: MetricsLogger,
+    tp: Throughput,
+    evaluator: Evaluator,
+    peak_src: str,
+    n_dev: int,
+    resumed_from,
+) -> dict:
+    last = logger.last
     summary = {
         "train/final_loss": history.rows[-1]["loss"] if history.rows else float("nan"),
         "train/steps": len(history.rows),
         "throughput/tokens_per_s": last.get("throughput/tokens_per_s", float("nan")),
         "throughput/mfu": last.get("throughput/mfu", float("nan")),
-        "throughput/wall_s": hooks.throughput.wall_s,
-        "throughput/compile_s": hooks.throughput.compile_s or float("nan"),
+        "throughput/wall_s": tp.wall_s,
+        "throughput/compile_s": tp.compile_s or float("nan"),
         "throughput/peak_flops_source": peak_src,
         "system/devices": n_dev,
         "train/resumed_from": -1 if resumed_from is None else resumed_from,
-        **hooks.evaluator.last,
+        **evaluator.last,
     }
     return {k: v for k, v in summary.items() if not (isinstance(v, float) and math.isnan(v))}
 
-# %% ../../nbs/33_trainer.ipynb #76d746e7
-@dataclasses.dataclass
-class TrainHooks:
-    "What runs between steps, in this order."
+# %% ../../nbs/33_trainer.ipynb #f697415b
+class Hook(Protocol):
+    """Called by the training loop after every `every` steps (0: never) and, unless `at_end` is False, after the last;
+    `__call__(done, ...)` names what it needs, of `HOOK_FIELDS`, and gets only that."""
 
-    history: History
-    divergence: DivergenceCheck
-    throughput: Throughput
-    logger: MetricsLogger
-    evaluator: Evaluator
-    checkpoints: Checkpointer
-    bar: Any
+    every: int
 
-    def after_step(self, step: int, t0: float, m: dict) -> None:
-        "The host side of step `step` (dispatched at `t0`) from its fetched metrics `m`: history, checks, logs."
-        self.throughput.step_done(t0)
-        self.history.record(step, m)
-        self.divergence(step, m)
-        done = step + 1
-        self.bar.update(1)
-        if done % self.logger.cfg.log_every == 0 or done == self.logger.cfg.num_train_steps:
-            self.bar.set_postfix(loss=f"{m['loss']:.4f}", lr=f"{m['lr']:.2e}")
-        self.logger(done, m)
+    def __call__(self, done: int, **fields) -> None: ...
 
-    def wants_state(self, done: int) -> bool:
-        "Whether an evaluation or a checkpoint is due after `done` steps (the loop then syncs before going on)."
-        ev, ck, n = (
-            self.evaluator.cfg.eval_every,
-            self.checkpoints.cfg.checkpoint.every,
-            self.evaluator.cfg.num_train_steps,
+
+HOOK_FIELDS = ("metrics", "params", "state")  # params and state: the loop waits for the step first
+SYNCING_FIELDS = ("params", "state")
+
+
+def hook_fields(hook: Hook) -> tuple[str, ...]:
+    "The fields `hook`'s call names after `done`; an unknown name is an error, raised before the first step."
+    args = list(inspect.signature(hook).parameters.values())[1:]
+    names = tuple(a.name for a in args if a.kind in (a.POSITIONAL_OR_KEYWORD, a.KEYWORD_ONLY))
+    bad = [x for x in names if x not in HOOK_FIELDS]
+    if bad or not hasattr(hook, "every"):
+        raise TypeError(
+            f"hook {hook!r}: "
+            + (f"its call names {bad}; " if bad else "it has no `every`; ")
+            + f"a hook has `every` (steps) and is called as hook(done, ...) with any of {HOOK_FIELDS}"
         )
-        return done < n and bool((ev and done % ev == 0) or (ck and done % ck == 0))
-
-    def periodic(self, done: int, state: TrainState) -> None:
-        self.evaluator.periodic(done, state.params)
-        self.checkpoints.periodic(done, state)
+    return names
 
 
+def hook_due(hook: Hook, done: int, n: int) -> bool:
+    "Whether `hook` runs after `done` of `n` steps."
+    if done == n:
+        return getattr(hook, "at_end", True)
+    return bool(hook.every) and done % hook.every == 0
+
+# %% ../../nbs/33_trainer.ipynb #e0332bc7
+class ProgressHook:
+    "The progress bar as a hook: one tick a step, the loss and lr every `log_every` steps and at the last."
+
+    every = 1
+
+    def __init__(self, bar, log_every: int, n: int):
+        self.bar, self.log_every, self.n = bar, log_every, n
+
+    def __call__(self, done: int, metrics: dict) -> None:
+        self.bar.update(1)
+        if done % self.log_every == 0 or done == self.n:
+            self.bar.set_postfix(loss=f"{metrics['loss']:.4f}", lr=f"{metrics['lr']:.2e}")
+
+# %% ../../nbs/33_trainer.ipynb #76d746e7
 def _fetch(pending: tuple) -> tuple:
     "`(step, t0, host metrics)` of a dispatched step's `(step, t0, device metrics)`: one transfer, waits for it."
     step, t0, m = pending
     return step, t0, {k: float(v) for k, v in jax.device_get(m).items()}
 
 
-def run_steps(setup: TrainingSetup, state: TrainState, hooks: TrainHooks) -> TrainState:
-    """Steps from `state.step` to `num_train_steps`; SIGTERM saves a checkpoint and raises `Preempted`. The host
-    never waits for the step it just dispatched: it places the next batch, then fetches the previous step's metrics
-    (done by then, or nearly) and runs their hooks. It syncs only where the state is read (an evaluation, a checkpoint,
-    SIGTERM, the end)."""
-    cfg, loader, n = setup.cfg, setup.loader, setup.cfg.num_train_steps
-    start = int(state.step)
+def _call(hook: Hook, names: tuple, done: int, m: dict, state: TrainState | None) -> None:
+    have = {"metrics": m, "state": state, "params": None if state is None else state.params}
+    hook(done, **{k: have[k] for k in names})
+
+# %% ../../nbs/33_trainer.ipynb #ce1f4463
+def run_steps(
+    setup: TrainingSetup, state: TrainState, hooks: Sequence[Hook], tp: Throughput, checkpointer: Checkpointer
+) -> TrainState:
+    """Steps from `state.step` to `num_train_steps`, `hooks` called in order; SIGTERM saves a checkpoint and raises
+    `Preempted`. The host never waits for the step it just dispatched; it syncs only where the state is read."""
+    cfg, loader, n, start = setup.cfg, setup.loader, setup.cfg.num_train_steps, int(state.step)
+    named = [(h, hook_fields(h)) for h in hooks]
+    lazy, syncing = ([(h, f) for h, f in named if bool(set(f) & set(SYNCING_FIELDS)) == s] for s in (False, True))
+
+    def after(pending: tuple) -> dict:  # a fetched step's metrics through the hooks that read only those
+        step, t0, m = _fetch(pending)
+        tp.step_done(t0)
+        for h, f in lazy:
+            if hook_due(h, step + 1, n):
+                _call(h, f, step + 1, m, None)
+        return m
+
     place = lambda host: device_batch(host, setup.mesh, cfg.grad_accum, cfg.mesh.rules)
     with _SigtermFlag() as sigterm:
         host = loader.batch(start) if start < n else None
@@ -1015,21 +1052,23 @@ def run_steps(setup: TrainingSetup, state: TrainState, hooks: TrainHooks) -> Tra
                 host = loader.batch(step + 1)
                 batch = place(host)
             if pending is not None:  # and hands the previous step's metrics to the hooks
-                hooks.after_step(*_fetch(pending))
+                after(pending)
             pending, done = (step, t0, m), step + 1
-            if hooks.wants_state(done) or sigterm.hit or done == n:
-                hooks.after_step(*_fetch(pending))
-                pending = None
-                hooks.periodic(done, state)
+            if any(hook_due(h, done, n) for h, _ in syncing) or sigterm.hit or done == n:
+                m, pending = after(pending), None
+                for h, f in syncing:
+                    if hook_due(h, done, n):
+                        _call(h, f, done, m, state)
             if sigterm.hit:
-                hooks.checkpoints.save(done, state)
-                hooks.checkpoints.ckpt.wait()
+                checkpointer.save(done, state)
+                checkpointer.ckpt.wait()
                 raise Preempted(f"SIGTERM at step {done}: checkpoint saved; rerun the step to resume")
     return state
 
 # %% ../../nbs/33_trainer.ipynb #fd05612b
-def train(cfg: TrainConfig, output_path: str) -> dict:
-    "Executor step: train `cfg` into `output_path` (resuming from its newest checkpoint), return summary metrics."
+def train(cfg: TrainConfig, output_path: str, *, hooks: Sequence[Hook] = ()) -> dict:
+    """Executor step: train `cfg` into `output_path` (resuming from its newest checkpoint), return summary metrics;
+    `hooks` run after the built-in ones (see `Hook`)."""
     initialize_distributed()
     use_compilation_cache()  # a rerun of this shape loads its compiled init, step and eval step
     loader = build_loader(cfg.data)
@@ -1050,26 +1089,25 @@ def train(cfg: TrainConfig, output_path: str) -> dict:
         raise
     history = History(storage.join(output_path, "history.jsonl"), int(state.step), primary)
     peak, peak_src = peak_flops_per_device(cfg.peak_flops, cfg.model.matmul_dtype)
-    bar = progress_bar(cfg, int(state.step), primary)
-    tp = Throughput()
-    ev = make_eval_step(cfg, setup.mesh)
+    tp, ev = Throughput(), make_eval_step(cfg, setup.mesh)
     evaluator = Evaluator(cfg, eval_loaders, lambda p, b: ev(p, b, setup.frozen), run, cpu_threads(cfg, setup.mesh))
     logger = MetricsLogger(cfg, loader, run, tp, peak * setup.mesh.size)
     checkpoints = Checkpointer(cfg, ckpt, history, setup.lora_base)
-    hooks = TrainHooks(history, DivergenceCheck(cfg), tp, logger, evaluator, checkpoints, bar)
+    progress = ProgressHook(progress_bar(cfg, int(state.step), primary), cfg.log_every, cfg.num_train_steps)
+    builtin = [history, DivergenceCheck(cfg), progress, logger, evaluator, checkpoints]
     start, status = int(state.step), "ok"
     try:
-        state = run_steps(setup, state, hooks)
-        hooks.checkpoints.final(state, start)
+        state = run_steps(setup, state, [*builtin, *hooks], tp, checkpoints)
+        checkpoints.final(state, start)
         evaluator(cfg.num_train_steps, state.params)
     except TrainingFailed as e:
         status = str(e)
         ckpt.wait()
         raise
     finally:
-        bar.close()
+        progress.bar.close()
         history.close()
-        summary = run_summary(history, hooks, peak_src, setup.mesh.size, resumed_from)
+        summary = run_summary(history, logger, tp, evaluator, peak_src, setup.mesh.size, resumed_from)
         try:
             run.summary(summary)
         finally:

@@ -60,7 +60,7 @@ _TORUS = {  # chips -> topology, per torus dimensionality
     },
 }
 
-# %% ../../nbs/35_slice_compile.ipynb #d581b353
+# %% ../../nbs/35_slice_compile.ipynb #8fa1c89d
 @dataclasses.dataclass(frozen=True)
 class SliceTarget:
     "A TPU slice to compile for: its generation, topology, chips, hosts and (over DCN) how many such slices."
@@ -89,7 +89,7 @@ class SliceTarget:
         "HBM per device the compiler allows."
         return self.generation.hbm_gib * 2**30
 
-
+# %% ../../nbs/35_slice_compile.ipynb #cb6d5598
 def parse_target(target: str, slices: int = 1) -> SliceTarget:
     "A `SliceTarget` from `v5e-8`, `v5p-128` (Cloud TPU names) or `v5e:2x4` (a topology); `slices` over DCN."
     m = re.fullmatch(r"(v\d+[a-z]?)(?:-(\d+)|:([\dx]+))", target.strip().lower())
@@ -407,7 +407,7 @@ def _param_bytes(cfg: TrainConfig, mesh_shape: dict) -> tuple[float, float, floa
     layer = sum(math.prod(x.shape) / x.shape[0] for ax, x in zip(axes, leaves) if ax[0] == "layers") / t
     return per_dev, head, layer
 
-# %% ../../nbs/35_slice_compile.ipynb #413ba80b
+# %% ../../nbs/35_slice_compile.ipynb #366c2d63
 def _residual_bytes_per_token(cfg: TrainConfig, tensor: int, c: int) -> float:
     "Bytes per token and layer that remat keeps from the forward pass for the backward pass."
     m = cfg.model
@@ -428,7 +428,7 @@ def _mlp_width(m) -> float:
     d = m.moe.d_expert or m.d_ff
     return (m.moe.top_k + m.moe.n_shared_experts) * d
 
-
+# %% ../../nbs/35_slice_compile.ipynb #f83e606a
 def estimate_per_chip(
     cfg: TrainConfig, target: str | SliceTarget | int, *, slices: int = 1, platform: str = "tpu"
 ) -> ChipEstimate:

@@ -600,7 +600,7 @@ def half_life_tokens(beta2: float, batch_tokens: float) -> float:
     "Tokens after which an exponential average with decay `beta2` per step of `batch_tokens` has halved a gradient."
     return batch_tokens * math.log(2) / -math.log(beta2)
 
-# %% ../../nbs/41_recipe.ipynb #38935866
+# %% ../../nbs/41_recipe.ipynb #dce04b63
 @patch
 def optimizer_for(
     self: CompletedAdamHRecipe, budget: float, model: LlamaConfig, tokens_per_step: int, num_steps: int
@@ -619,7 +619,7 @@ def optimizer_for(
         weight_decay=0.0,  # AdamH keeps each matrix's norm: nothing for decay to do
     )
 
-
+# %% ../../nbs/41_recipe.ipynb #6fa670b5
 @patch
 def rationale(self: CompletedAdamHRecipe, batch_tokens: float, tokens: float) -> str:
     "The optimizer's settings for (B, T) with the arithmetic that gives them, against the reference."

@@ -172,7 +172,7 @@ class HeldOutLoader:
             )
         return out
 
-# %% ../../nbs/50_perplexity.ipynb #c29a6246
+# %% ../../nbs/50_perplexity.ipynb #cca08a2d
 _LOGITS_JIT: dict = {}  # compute dtype -> one jitted forward, shared by every model of the process
 _SCORED_JIT: dict = {}  # compute dtype -> one jitted `target_logprobs`, likewise
 
@@ -199,7 +199,7 @@ def _target_logprobs(model, tokens, segment_ids, rows, cols, targets, positions,
         logp, best = logp[place_ids], best[place_ids]
     return jnp.take_along_axis(logp, targets[:, None], axis=-1)[:, 0], best == targets
 
-
+# %% ../../nbs/50_perplexity.ipynb #019c3ba9
 class ModelLogits:
     """A jitted `(tokens, segment_ids) -> logits` of a `marin.models.transformer.Transformer`, and
     `target_logprobs`, which projects onto the vocabulary only at the positions it is given."""
@@ -233,7 +233,7 @@ def model_logits_fn(model, compute_dtype: str = "float32") -> ModelLogits:
     "A model as a logits function (`ModelLogits`): `(tokens, segment_ids) -> logits`, plus `target_logprobs`."
     return ModelLogits(model, compute_dtype)
 
-
+# %% ../../nbs/50_perplexity.ipynb #91b597e1
 def nll_sums(logits_fn: Callable, batch: dict) -> tuple[float, float]:
     "(sum of target negative log-likelihoods in nats, number of targets) for one batch."
     import jax, jax.numpy as jnp

@@ -432,7 +432,7 @@ def _per_request(result, owners, per_place: bool) -> list[tuple[int, tuple[float
     np.logical_and.at(greedy, local, g[: len(owners)])
     return [(int(q), (float(l), bool(k))) for q, l, k in zip(reqs, ll, greedy)]
 
-# %% ../../nbs/51_tasks.ipynb #b3d2ba67
+# %% ../../nbs/51_tasks.ipynb #f1384778
 def _batches(rows: list[_Row], model: bool, batch_size: int, max_len: int) -> list[tuple[int, int, list]]:
     """`(B, L, sequences)` per batch. A model's rows are packed (`_pack`) into sequences of one length, the bucket of
     the longest row and at least 128: one shape for the task, its batches made as even as `batch_size` allows. A
@@ -446,7 +446,7 @@ def _batches(rows: list[_Row], model: bool, batch_size: int, max_len: int) -> li
     batches = [order[b : b + batch_size] for b in range(0, len(order), batch_size)]
     return [(batch_size, _bucket(len(rows[idx[0]].tokens), max_len), [[i] for i in idx]) for idx in batches]
 
-
+# %% ../../nbs/51_tasks.ipynb #7d381899
 def score_requests(
     logits_fn: Callable,
     requests: Sequence[tuple[list[int], list[int]]],

@@ -55,8 +55,10 @@ RESHARD_WORKER = """
     from marin.train.sharding import MeshConfig
     from marin.models.io import load_model
     from marin.train.trainer import SyntheticDataConfig, TrainConfig, train
-    model = LlamaConfig(vocab_size=64, seq_len=16, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=64)
-    def cfg(mc): return TrainConfig(model=model, data=SyntheticDataConfig(vocab_size=64, batch_size=8, seq_len=16), mesh=mc,
+    # the model and step of the meshes script (qk_norm, grad_accum=2): its compiled init and steps on these two meshes
+    # load from the compilation cache instead of compiling again
+    model = LlamaConfig(vocab_size=64, seq_len=16, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=64, qk_norm=True)
+    def cfg(mc): return TrainConfig(model=model, data=SyntheticDataConfig(vocab_size=64, batch_size=8, seq_len=16), mesh=mc, grad_accum=2,
                                     optimizer=OptimizerConfig(learning_rate=1e-2, warmup=0), num_train_steps=4, tracker="disabled",
                                     progress=False, log_every=1, checkpoint=CheckpointConfig(every=2, keep_last=5, format="orbax"))
     root = ROOT

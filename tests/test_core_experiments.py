@@ -185,3 +185,31 @@ def test_runs_leave_the_checkout_clean_and_git_dirty_means_the_users_code(tmp_pa
         "SELECT git_dirty FROM runs WHERE kind = 'experiment' ORDER BY started_at"
     )
     assert list(runs.git_dirty) == [False, False, False, True], runs
+
+
+def test_a_run_stopped_by_sigterm_is_recorded_failed_with_its_kernel_gone(lab):
+    "A scheduler ending the job (SIGTERM to `marin run`): the ledger says FAILED and why, not RUNNING for ever."
+    import signal, time
+
+    nb = make_notebook(
+        lab / "experiments_nb" / "long.ipynb",
+        "import os, pathlib, time\npathlib.Path(os.environ['MARIN_REPORTS_DIR'], 'kernel.pid').write_text(str(os.getpid()))\n"
+        "time.sleep(300)",
+    )
+    proc = subprocess.Popen(
+        marin_cmd("run", str(nb)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ
+    )
+    from marin.core.ledger import Ledger
+
+    led, deadline = Ledger(str(lab / "store" / "ledger")), time.time() + 120
+    pid = lab / "reports" / "kernel.pid"  # the notebook's kernel writes it: the sleeping cell has begun
+    while time.time() < deadline and not (pid.exists() and pid.read_text()):
+        time.sleep(0.2)
+    kernel = int(pid.read_text())
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0, out[-2000:]
+    df = led.sql("SELECT status, error FROM runs WHERE kind = 'experiment' AND experiment = 'long'")
+    assert list(df.status) == ["FAILED"] and "SIGTERM" in df.error[0], (df, out[-2000:])
+    time.sleep(1)
+    assert not Path(f"/proc/{kernel}").exists() or "zombie" in Path(f"/proc/{kernel}/status").read_text().lower()

@@ -16,7 +16,8 @@ from .settings import settings
 
 # %% auto #0
 __all__ = ['ExperimentError', 'ExperimentParam', 'experiment_parameters', 'check_parameters', 'read_run_metrics',
-           'record_metrics', 'ExperimentRun', 'record_target', 'read_planned_configs', 'run_experiment']
+           'record_metrics', 'ExperimentRun', 'record_target', 'Terminated', 'sigterm_raises', 'read_planned_configs',
+           'run_experiment']
 
 # %% ../../nbs/07_experiments.ipynb #55c7096e
 class ExperimentError(ValueError):
@@ -288,6 +289,29 @@ def _start_records(run_id: str, name: str, issue: str, all_params: dict, out_nb:
     )
     return base, card
 
+# %% ../../nbs/07_experiments.ipynb #2979897e
+class Terminated(BaseException):
+    "SIGTERM while an experiment runs: recorded as a failure, then raised (a BaseException, as KeyboardInterrupt is)."
+
+
+@contextlib.contextmanager
+def sigterm_raises():
+    "Within: SIGTERM raises `Terminated` in the main thread (off it, or under a handler someone set, nothing changes)."
+    import signal, threading
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+
+    def stop(signum, frame):
+        raise Terminated("SIGTERM: the run was stopped from outside")
+
+    old = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
 # %% ../../nbs/07_experiments.ipynb #24fb9b76
 def _execute(
     notebook: Path, out_nb: Path, values: dict, env: dict[str, str], *, progress: bool, log_output: bool, on_interrupt
@@ -299,7 +323,7 @@ def _execute(
     _papermill_tuples()
 
     try:
-        with _env(**env):
+        with _env(**env), sigterm_raises():
             pm.execute_notebook(
                 str(notebook),
                 str(out_nb),

@@ -38,7 +38,7 @@ def reverse_complement(seq: str) -> str:
     "The other DNA strand, read 5' to 3' (symbols other than ACGT are kept)."
     return seq.translate(str.maketrans("ACGTacgt", "TGCAtgca"))[::-1]
 
-# %% ../../nbs/57_bio.ipynb #0dad4554
+# %% ../../nbs/57_bio.ipynb #3301f0bf
 @dataclasses.dataclass
 class MarkovModel:
     "Counts of a k-th order Markov chain: `tables[j]` is [A**j, A] for context length j = 0..order."
@@ -64,7 +64,7 @@ class MarkovModel:
             out.append(lp)
         return np.concatenate(out) if out else np.zeros(0)
 
-
+# %% ../../nbs/57_bio.ipynb #de721b67
 def fit_markov(
     seqs: Sequence[str], alphabet: str, order: int, *, alpha: float = 0.5, reverse_complement: bool = False
 ) -> MarkovModel:

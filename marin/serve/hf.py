@@ -65,7 +65,7 @@ __all__ = ['END_OF_TEXT_TOKENS', 'PADDING_TOKENS', 'ADAPTER_CONFIG_FILE', 'ADAPT
            'turn_end_ids', 'check_export_target', 'export_hf', 'export_checkpoint', 'export_lora_adapter',
            'ExportConfig', 'run_export', 'export_step']
 
-# %% ../../nbs/60_hf.ipynb #462d06b6
+# %% ../../nbs/60_hf.ipynb #988c14df
 def char_level_tokenizer_json(vocab: list[str], unk: str | None = None) -> str:
     "A `tokenizers` JSON for a character vocabulary (token i = vocab[i])."
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
@@ -76,7 +76,7 @@ def char_level_tokenizer_json(vocab: list[str], unk: str | None = None) -> str:
     tok.decoder = decoders.Fuse()
     return tok.to_str()
 
-
+# %% ../../nbs/60_hf.ipynb #fb1ea7fb
 END_OF_TEXT_TOKENS = (EOS, "<eos>", "</s>", "<|end_of_text|>")  # the first a vocabulary has is its eos
 PADDING_TOKENS = (PAD, "<pad>")
 
@@ -395,7 +395,7 @@ def _write_configs(
     _write_json(output_dir, "config.json", config)
     return ["generation_config.json", "README.md", "config.json"]
 
-# %% ../../nbs/60_hf.ipynb #f6d258f1
+# %% ../../nbs/60_hf.ipynb #2f16fc2f
 def _same_or_nested(a: str, b: str) -> bool:
     "Whether folders `a` and `b` are the same, or one holds the other (local paths resolved, URLs compared as text)."
     if storage.is_local(a) and storage.is_local(b):
@@ -424,7 +424,7 @@ def check_export_target(output_dir: str, overwrite: bool, sources: tuple[str, ..
             " everything in it with the export, or choose an empty folder"
         )
 
-
+# %% ../../nbs/60_hf.ipynb #056bc564
 def _write_then_swap(output_dir: str, write) -> list[str]:
     """`write(folder)` into a fresh sibling folder, then put it in `output_dir`'s place (renames: a reader sees the
     old folder or the new one, never a mix of files from both); returns what `write` returned. On a remote filesystem,

@@ -335,7 +335,7 @@ def runs_sql(
 # %% ../nbs/90_cli.ipynb #d862460c
 _ABSENT = "-"  # a config field or metric a run does not have
 
-# %% ../nbs/90_cli.ipynb #7aed0abb
+# %% ../nbs/90_cli.ipynb #43fe8251
 def _compare_text(c: dict, width: int) -> str:
     "The comparison `compare_runs` returns as a table of one column per run, cut to `width`."
     from marin.core.ledger import format_metric
@@ -370,7 +370,7 @@ def _compare_text(c: dict, width: int) -> str:
         out.append(line(label, [_cut(v(x), cell_w, middle=True) for x in vals]) if vals is not None else "\n" + label)
     return "\n".join(out)
 
-
+# %% ../nbs/90_cli.ipynb #e5ca07b1
 @runs_app.command("compare")
 def runs_compare(
     run_ids: Annotated[list[str], typer.Argument(help="2 to 8 run ids (unique prefixes are enough)")],

@@ -229,7 +229,7 @@ def reading(url: str, where: Callable[[], str] = lambda: ""):
         at = where()
         raise SourceReadError(f"{url}{' ' + at if at else ''}: {problem}") from None
 
-# %% ../../nbs/10_sources.ipynb #8629ad5b
+# %% ../../nbs/10_sources.ipynb #b80c919d
 class _ZstdFrames(io.RawIOBase):
     """A .zst file's bytes, passed through unchanged while its frames' headers are walked: bytes that are no frame raise
     `_BadZstd`; the file's end inside a frame sets `truncated` (zstandard's stream reader would end there quietly, so
@@ -288,7 +288,7 @@ class _ZstdFrames(io.RawIOBase):
                 self.state, self.need = "magic", 4
                 self.skip += 4 if self.checksum else 0
 
-
+# %% ../../nbs/10_sources.ipynb #a0e55c7a
 class _ZstdEnd(io.RawIOBase):
     "A zstandard stream reader whose end raises `_BadZstd` when the file ended inside a frame."
 
@@ -304,7 +304,7 @@ class _ZstdEnd(io.RawIOBase):
             raise _BadZstd("the file ends inside a frame (a truncated file)")
         return n
 
-# %% ../../nbs/10_sources.ipynb #c0f149b6
+# %% ../../nbs/10_sources.ipynb #48a04074
 @contextlib.contextmanager
 def open_stream(url: str) -> Iterator[Any]:
     "A binary stream of `url`'s bytes, decompressed on the fly when its name ends in .gz or .zst (never read whole)."
@@ -332,7 +332,7 @@ def _reads_lines_capped(f) -> bool:
 
     return isinstance(f, io.IOBase) and not isinstance(f, AbstractBufferedFile)
 
-
+# %% ../../nbs/10_sources.ipynb #190155c9
 class _Reads(io.RawIOBase):
     "Any object with `read(n)` as a raw stream, so `io.BufferedReader` can give it a capped `readline`."
 
@@ -370,7 +370,7 @@ def decode_text(b: bytes) -> tuple[str, bool]:
     except UnicodeDecodeError:
         return b.decode("utf-8", errors="replace"), True
 
-
+# %% ../../nbs/10_sources.ipynb #86f4aeb9
 def read_whole(url: str, max_bytes: int) -> tuple[str, bool]:
     "A file (decompressed) as one text, reading at most `max_bytes` + 1 bytes: a longer one is an error naming it."
     with open_stream(url) as f, reading(url):
@@ -382,7 +382,7 @@ def read_whole(url: str, max_bytes: int) -> tuple[str, bool]:
         )
     return decode_text(b)
 
-# %% ../../nbs/10_sources.ipynb #95c66049
+# %% ../../nbs/10_sources.ipynb #9acb389d
 def _decoded_lines(raw_lines: Iterable[bytes]) -> Iterator[tuple[str, bool]]:
     "`(line, replaced)`: each raw line decoded and cut where `str.splitlines` cuts."
     for line in raw_lines:
@@ -399,7 +399,7 @@ def text_lines(f, url: str = "<stream>", max_bytes: int = 64 * MB) -> Iterator[s
 def _open_text(url: str, max_bytes: int = 256 * MB) -> str:
     return read_whole(url, max_bytes)[0]
 
-
+# %% ../../nbs/10_sources.ipynb #4baa83e2
 def _group_paragraphs(
     paras: Iterable[tuple[str, bool]], max_chars: int, max_bytes: int = 0, url: str = ""
 ) -> Iterator[tuple[str, bool]]:
@@ -429,7 +429,7 @@ def split_paragraphs(text: str, max_chars: int = 0) -> list[str]:
     paras = [p.strip("\n") for p in re.split(r"\n\s*\n", text) if p.strip()]
     return [p for p, _ in _group_paragraphs(((p, False) for p in paras), max_chars)]
 
-
+# %% ../../nbs/10_sources.ipynb #56008002
 def stream_paragraphs(raw_lines: Iterable[bytes], url: str, max_bytes: int) -> Iterator[tuple[str, bool]]:
     """`split_paragraphs`' paragraphs (before grouping), from streamed lines: runs of lines that are not all whitespace
     (as its regex cuts them, a white first line, or a white last line with no newline, joins its neighbour). A
@@ -512,7 +512,7 @@ def _iter_hf(cfg: SourceConfig, path: str) -> Iterator[tuple[str, Any, dict, str
         k, t, m = _record(rec, i, path, cfg)
         yield f"{os.path.basename(path.rstrip('/'))}:{k}", t, m, ""
 
-# %% ../../nbs/10_sources.ipynb #cf7155f9
+# %% ../../nbs/10_sources.ipynb #c9cb1b24
 def _replaced(bad: bool) -> str:
     return "invalid_utf8" if bad else ""
 
@@ -533,7 +533,7 @@ def _text_pieces(url: str, cfg: SourceConfig) -> Iterator[tuple[str, str, dict, 
             for i, (p, bad) in enumerate(_group_paragraphs(paras, cfg.max_chars, cfg.max_doc_bytes, url)):
                 yield str(i), p, {"format": "text"}, _replaced(bad)
 
-
+# %% ../../nbs/10_sources.ipynb #0617b071
 _ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -571,7 +571,7 @@ def _jsonl_records(url: str, cfg: SourceConfig) -> Iterator[tuple[str, Any, dict
                 rec = fixed
             yield *_record(rec, i, url, cfg), replaced
 
-# %% ../../nbs/10_sources.ipynb #90af34cd
+# %% ../../nbs/10_sources.ipynb #eea16790
 _FASTA_EXTS = {e for e, f in _EXT_FORMAT.items() if f == "fasta"}
 
 
@@ -615,7 +615,7 @@ def _read_parquet(url: str, cfg: SourceConfig) -> Iterator[tuple[str, Any, dict,
                         yield *_record(rec, i, url, cfg), ""
                         i += 1
 
-
+# %% ../../nbs/10_sources.ipynb #529bb1ce
 def _read_file(url: str, fmt: str, cfg: SourceConfig) -> Iterator[tuple[str, Any, dict, str]]:
     "`(key, text, meta, replaced)` for each piece of one file: `replaced` names why bytes were replaced ('' if none)."
     if fmt == "text":
@@ -642,7 +642,7 @@ def _read_file(url: str, fmt: str, cfg: SourceConfig) -> Iterator[tuple[str, Any
     else:
         raise ValueError(f"{url}: format {fmt!r} cannot be read from a file")
 
-# %% ../../nbs/10_sources.ipynb #8e11b4db
+# %% ../../nbs/10_sources.ipynb #d7471476
 def _is_text_type(ctype: str) -> bool:
     return not ctype or ctype.startswith("text/") or "html" in ctype
 
@@ -660,7 +660,7 @@ def _decode(body: bytes, charset: str | None) -> tuple[str, bool]:
     except UnicodeDecodeError:
         return body.decode(enc, errors="replace"), True
 
-
+# %% ../../nbs/10_sources.ipynb #ca229bac
 def read_warc(url: str, max_bytes: int = 256 * MB) -> Iterator[tuple[str, str, dict, str]]:
     """(key, page, meta, replaced) for each 2xx text/HTML response and each conversion record of a WARC (.gz/.zst)
     file, streamed; a body declared longer than `max_bytes` is an error, as is a damaged or truncated record."""
@@ -710,7 +710,7 @@ def read_warc(url: str, max_bytes: int = 256 * MB) -> Iterator[tuple[str, str, d
             text, bad = _decode(body, charset)
             yield key, text, meta | {"content_type": ctype}, _replaced(bad)
 
-# %% ../../nbs/10_sources.ipynb #de33024b
+# %% ../../nbs/10_sources.ipynb #49f46a31
 def source_units(cfg: SourceConfig) -> list[tuple[str, str | None]]:
     "What a source reads, in order: `(url, relative name)` per file, or `(dataset, None)` per Hugging Face path."
     if cfg.format == "hf":
@@ -727,7 +727,7 @@ def _drop_reason(text: Any) -> str | None:
         return "text_not_string"
     return None if text else "empty"
 
-
+# %% ../../nbs/10_sources.ipynb #55101874
 def unit_documents(
     cfg: SourceConfig, url: str, rel: str | None, counts: collections.Counter | None = None
 ) -> Iterator[dict]:
@@ -1005,7 +1005,7 @@ def import_tasks(cfg: SourceConfig, output_path: str) -> list[tuple]:
     sizes = [fs.size(p) for fs, p in (storage.fs_path(url) for url, _ in units)]
     return [(cfg, i, units[r.start : r.stop], output_path) for i, r in enumerate(pack_files(sizes, cfg.task_bytes))]
 
-# %% ../../nbs/10_sources.ipynb #7e997732
+# %% ../../nbs/10_sources.ipynb #c3c93b47
 def shard_name(task: int, part: int) -> str:
     "The file of a task's `part`-th output shard: name order is document order (tasks, then parts)."
     return f"documents-{task:05d}-{part:04d}.parquet"
@@ -1036,7 +1036,7 @@ def import_task(task: tuple) -> dict:
         flush()
     return {"documents_in": n, "bytes_in": sum(p["bytes"] for p in parts), "parts": parts, "counts": dict(counts)}
 
-
+# %% ../../nbs/10_sources.ipynb #31c94792
 def _keep_first(parts: list[dict], limit: int, output_path: str) -> list[dict]:
     "The shards holding the first `limit` documents: the one crossing it cut, the ones after it removed."
     kept, n = [], 0
@@ -1058,7 +1058,7 @@ def _keep_first(parts: list[dict], limit: int, output_path: str) -> list[dict]:
         n += part["documents"]
     return kept
 
-# %% ../../nbs/10_sources.ipynb #557ed13e
+# %% ../../nbs/10_sources.ipynb #ce4580a9
 def _by_reason(counts: dict, kind: str) -> dict[str, int]:
     return {k.split("/", 1)[1]: v for k, v in sorted(counts.items()) if k.startswith(f"{kind}/")}
 
@@ -1073,7 +1073,7 @@ def _say_counts(counts: dict) -> str:
             out.append(f"{n} {what} ({', '.join(f'{k}: {v}' for k, v in c.items())})")
     return "; ".join(out)
 
-
+# %% ../../nbs/10_sources.ipynb #f8d55796
 def import_documents(cfg: SourceConfig, output_path: str) -> dict:
     "Executor step: read a source into a document set (tasks over its files; see above)."
     check_source(cfg)
@@ -1104,7 +1104,7 @@ def import_documents(cfg: SourceConfig, output_path: str) -> dict:
         **{f"data/replaced/{k}": v for k, v in replaced.items()},
     }
 
-
+# %% ../../nbs/10_sources.ipynb #4c557052
 def import_step(cfg: SourceConfig) -> Step:
     "An executor step that imports `cfg` into a document set."
     check_source(cfg)

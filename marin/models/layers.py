@@ -43,7 +43,7 @@ class ActivationSharding:
 
 NO_SHARDING = ActivationSharding()
 
-# %% ../../nbs/20a_layers.ipynb #a8f00fd1
+# %% ../../nbs/20a_layers.ipynb #949fe2d8
 def at_least_f32(dtype) -> jnp.dtype:
     "float32, or float64 when the input is float64 (the gradient check runs the whole model in float64)."
     return jnp.promote_types(dtype, jnp.float32)
@@ -72,7 +72,7 @@ def rms_norm(
     scale = weight.astype(xf.dtype) if not offset else offset + weight.astype(xf.dtype)
     return (y * scale).astype(x.dtype)
 
-
+# %% ../../nbs/20a_layers.ipynb #ff58283f
 def rope_frequencies(cfg, local: bool = False) -> Float[Array, "half"]:
     """Inverse frequencies of the rotary embedding, with the configured scaling applied (`cfg`: any config with
     `head_size`, `rope_theta`, `rope_scaling`, `rope_factor` and `rope_original_seq_len`, like `LlamaConfig`).
@@ -193,7 +193,7 @@ def attention_mask(
         mask = mask & ((kb == 0) | (kb == branch_ids[:, :, None]))
     return mask[:, None]  # [B, 1, Sq, Sk]
 
-# %% ../../nbs/20a_layers.ipynb #e4842ab7
+# %% ../../nbs/20a_layers.ipynb #5b8a9a47
 def softcap(x: Array, cap: float) -> Array:
     "`cap * tanh(x / cap)`: logits squashed smoothly into (-cap, cap) (Gemma's soft-capping); `cap` 0: `x` unchanged."
     return cap * jnp.tanh(x / cap) if cap else x
@@ -228,7 +228,7 @@ def _no_cap(name: str, logit_cap: float):
     if logit_cap:
         raise ValueError(f"attention={name!r} has no logit soft-capping (attn_softcap={logit_cap}); use 'reference'")
 
-
+# %% ../../nbs/20a_layers.ipynb #a6d1fb21
 def xla_attention(q, k, v, mask, *, scale=None, logit_cap=0.0):
     "`jax.nn.dot_product_attention` with XLA's implementation (any backend)."
     _no_cap("xla", logit_cap)
@@ -333,7 +333,7 @@ def splash_layout(devices: int, B: int, H: int, K: int) -> tuple[int, int, int] 
     h = devices // b
     return None if H % h else (b, h, math.lcm(K, h) // K)
 
-# %% ../../nbs/20a_layers.ipynb #f0a4b6eb
+# %% ../../nbs/20a_layers.ipynb #e86b8512
 def splash_unsupported(q: Array, k: Array, mask) -> str:
     "Why the splash kernel cannot run this attention ('' when it can)."
     if not isinstance(mask, SegmentMask):
@@ -347,7 +347,7 @@ def splash_unsupported(q: Array, k: Array, mask) -> str:
         return f"{B} sequences x {H} heads do not split over {mesh.size} devices ({b} x {mesh.size // b})"
     return ""
 
-
+# %% ../../nbs/20a_layers.ipynb #fd698fe0
 def splash_attention(q, k, v, mask: SegmentMask, *, scale=None, logit_cap=0.0, interpret=False):
     """JAX's Pallas TPU flash kernel (splash attention): causal or windowed, in segments, GQA, soft-capped; no `[S, S]`
     scores. `interpret`: run the kernel in Pallas' interpret mode (any backend; the tests' switch)."""

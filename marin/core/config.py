@@ -63,7 +63,7 @@ def _canon_float(x: float) -> Any:
         return int(x)
     return {"__float__": repr(x)}
 
-# %% ../../nbs/00_config.ipynb #5bb53650
+# %% ../../nbs/00_config.ipynb #32d8d1ab
 def canonical(obj: Any, *, versioned_only: bool = False, _path: str = "config") -> Any:
     "A JSON-ready value that represents `obj` in exactly one way (see above)."
     rec = lambda v, p: canonical(v, versioned_only=versioned_only, _path=p)
@@ -127,7 +127,7 @@ def canonical(obj: Any, *, versioned_only: bool = False, _path: str = "config") 
         "(numbers, strings, lists, dicts, frozen dataclasses) or give the class a `__marin_canonical__` method"
     )
 
-
+# %% ../../nbs/00_config.ipynb #7a5af04f
 def canonical_json(obj: Any, *, versioned_only: bool = False) -> str:
     "`canonical(obj)` as compact JSON with sorted keys: the exact bytes that are hashed."
     return json.dumps(

@@ -1,6 +1,6 @@
 "Shared test setup: offline tracking, CPU JAX, and a private storage prefix and reports dir per test."
 
-import contextlib, functools, os, shutil, subprocess, sys, time, urllib.request
+import collections, contextlib, functools, os, shutil, subprocess, sys, time, urllib.request
 from pathlib import Path
 import pytest
 
@@ -147,6 +147,20 @@ def pytest_collection_modifyitems(config, items):
     "Longest files first (with `--no-loadscope-reorder`, xdist keeps this order when it hands out whole files)."
     order = {id(it): i for i, it in enumerate(items)}
     items.sort(key=lambda it: (-FILE_SECONDS.get(Path(str(it.fspath)).name, 0), order[id(it)]))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Each test file's seconds (setup + call + teardown of its tests), the 30 largest: what FILE_SECONDS is tuned
+    from. Under xdist the controller holds every worker's reports, so this prints there."""
+    seconds = collections.Counter()
+    for reports in terminalreporter.stats.values():
+        for r in reports:
+            if isinstance(getattr(r, "duration", None), float) and getattr(r, "nodeid", ""):
+                seconds[r.nodeid.split("::")[0]] += r.duration
+    if seconds:
+        terminalreporter.write_sep("=", "seconds per test file (setup + call + teardown), top 30")
+        for path, s in seconds.most_common(30):
+            terminalreporter.write_line(f"{s:8.1f}s {path}")
 
 
 @pytest.fixture

@@ -83,7 +83,7 @@ def read_metadata(reader) -> dict:
         k: f.contents() for k, f in reader.fields.items() if not k.startswith("GGUF.") and k not in TOKENIZER_ARRAYS
     }
 
-# %% ../../nbs/27_gguf.ipynb #e49b4f00
+# %% ../../nbs/27_gguf.ipynb #50ca9ca1
 _GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _STRING, _ARRAY = 8, 9
 GGUF_VERSIONS = (2, 3)  # version 1 (32-bit counts, 2023) is not read
@@ -97,101 +97,94 @@ class GGUFLayout:
     values: dict  # key -> value (strings and numbers; arrays as (element type, count))
     tensors: list  # (name, ggml dims [ne0, ne1, ...], GGML type name, byte offset in the file, byte size)
 
+# %% ../../nbs/27_gguf.ipynb #a72933c6
+import mmap, struct
 
-def scan_gguf(path: str) -> GGUFLayout:
-    """Walk a GGUF file's header without trusting it: every count, length and offset is checked against the bytes
-    the file has before anything is sized from it, so a damaged or hostile file is refused in milliseconds, naming
-    the key or tensor, instead of being allocated (`gguf.GGUFReader` trusts the counts)."""
-    import mmap, struct
+
+class _Header:
+    "A cursor over a GGUF file's bytes that never reads past them; every read names what it reads, for the error."
+
+    def __init__(self, path: str, m, size: int, pos: int = 0):
+        self.path, self.m, self.size, self.pos = path, m, size, pos
+
+    def bad(self, why: str) -> ValueError:
+        return ValueError(
+            f"{self.path}: {why} (at byte {self.pos:,} of {self.size:,}); the file is damaged or truncated"
+        )
+
+    def take(self, fmt: str, what: str):
+        n = struct.calcsize("<" + fmt)
+        if self.pos + n > self.size:
+            raise self.bad(f"{what} runs past the end of the file")
+        v = struct.unpack_from("<" + fmt, self.m, self.pos)
+        self.pos += n
+        return v[0] if len(v) == 1 else v
+
+    def string(self, what: str) -> str:
+        n = self.take("Q", what)
+        if n > self.size - self.pos:
+            raise self.bad(f"{what} claims {n:,} bytes, more than the file has left")
+        try:
+            s = bytes(self.m[self.pos : self.pos + n]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.bad(f"{what} is not UTF-8") from None
+        self.pos += n
+        return s
+
+# %% ../../nbs/27_gguf.ipynb #0c51d462
+def _scan_value(h: _Header, key: str):
+    "One key's value: a number or a string, or an array (checked and skipped) as `(element type, count)`."
+    kind = h.take("I", f"key {key!r}'s type")
+    if kind in _GGUF_SCALARS:
+        return h.take(_GGUF_SCALARS[kind], f"key {key!r}'s value")
+    if kind == _STRING:
+        return h.string(f"key {key!r}'s value")
+    if kind != _ARRAY:
+        raise h.bad(f"key {key!r} has unknown value type {kind}")
+    et, count = h.take("I", f"key {key!r}'s element type"), h.take("Q", f"key {key!r}'s length")
+    if et == _STRING:
+        if count > (h.size - h.pos) // 8:
+            raise h.bad(f"key {key!r} claims {count:,} strings, more than the file can hold")
+        for j in range(count):
+            h.pos += 8 + h.take("Q", f"key {key!r}[{j}]'s length")
+            if h.pos > h.size:
+                raise h.bad(f"key {key!r}[{j}] runs past the end of the file")
+    elif et in _GGUF_SCALARS:
+        n = count * struct.calcsize("<" + _GGUF_SCALARS[et])
+        if n > h.size - h.pos:
+            raise h.bad(f"key {key!r} claims {count:,} values, more than the file has left")
+        h.pos += n
+    else:
+        raise h.bad(f"key {key!r} is an array of unknown type {et}")
+    return (et, count)
+
+# %% ../../nbs/27_gguf.ipynb #4e0bcbb1
+def _scan_tensor(h: _Header, i: int) -> tuple:
+    "Tensor `i`'s entry: (name, ggml dims, type name, offset in the data, byte size), its type and shape checked."
     import gguf
 
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        if f.read(4) != b"GGUF":
-            raise ValueError(f"{path}: not a GGUF file (it does not start with the GGUF magic); is it complete?")
-    if size < 24:
-        raise ValueError(f"{path}: {size} bytes, too short for a GGUF header (24 bytes); is it complete?")
-    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        pos = 0
+    name = h.string(f"tensor #{i}'s name")
+    n_dims = h.take("I", f"tensor {name!r}'s rank")
+    if not 1 <= n_dims <= 4:
+        raise h.bad(f"tensor {name!r} has {n_dims} dimensions; GGUF tensors have 1 to 4")
+    dims = [h.take("Q", f"tensor {name!r}'s shape") for _ in range(n_dims)]
+    kind, offset = h.take("I", f"tensor {name!r}'s type"), h.take("Q", f"tensor {name!r}'s offset")
+    try:
+        qt = gguf.GGMLQuantizationType(kind)
+    except ValueError:
+        raise h.bad(f"tensor {name!r} has unknown type {kind}") from None
+    block, nbytes = gguf.GGML_QUANT_SIZES[qt]
+    if dims[0] % block or any(d == 0 for d in dims):
+        raise h.bad(f"tensor {name!r}: shape {dims} does not fit {qt.name} blocks of {block}")
+    return (name, dims, qt.name, offset, int(np.prod(dims, dtype=object)) // block * nbytes)
 
-        def bad(why):
-            return ValueError(f"{path}: {why} (at byte {pos:,} of {size:,}); the file is damaged or truncated")
-
-        def take(fmt: str, what: str):
-            nonlocal pos
-            n = struct.calcsize("<" + fmt)
-            if pos + n > size:
-                raise bad(f"{what} runs past the end of the file")
-            v = struct.unpack_from("<" + fmt, m, pos)
-            pos += n
-            return v[0] if len(v) == 1 else v
-
-        def string(what: str) -> str:
-            nonlocal pos
-            n = take("Q", what)
-            if n > size - pos:
-                raise bad(f"{what} claims {n:,} bytes, more than the file has left")
-            try:
-                s = bytes(m[pos : pos + n]).decode("utf-8")
-            except UnicodeDecodeError:
-                raise bad(f"{what} is not UTF-8") from None
-            pos += n
-            return s
-
-        pos = 4
-        version = take("I", "the version")
-        if version not in GGUF_VERSIONS:
-            raise bad(f"GGUF version {version}; marin reads versions {list(GGUF_VERSIONS)} (convert it again)")
-        n_tensors, n_kv = take("Q", "the tensor count"), take("Q", "the key count")
-        if n_kv > (size - pos) // 13 or n_tensors > (size - pos) // 24:  # the smallest key, the smallest tensor entry
-            raise bad(f"the header claims {n_kv:,} keys and {n_tensors:,} tensors, more than {size:,} bytes can hold")
-        values = {}
-        for i in range(n_kv):
-            key = string(f"key #{i}'s name")
-            kind = take("I", f"key {key!r}'s type")
-            if kind in _GGUF_SCALARS:
-                values[key] = take(_GGUF_SCALARS[kind], f"key {key!r}'s value")
-            elif kind == _STRING:
-                values[key] = string(f"key {key!r}'s value")
-            elif kind == _ARRAY:
-                et, count = take("I", f"key {key!r}'s element type"), take("Q", f"key {key!r}'s length")
-                if et == _STRING:
-                    if count > (size - pos) // 8:
-                        raise bad(f"key {key!r} claims {count:,} strings, more than the file can hold")
-                    for j in range(count):
-                        pos += 8 + take("Q", f"key {key!r}[{j}]'s length")
-                        if pos > size:
-                            raise bad(f"key {key!r}[{j}] runs past the end of the file")
-                elif et in _GGUF_SCALARS:
-                    n = count * struct.calcsize("<" + _GGUF_SCALARS[et])
-                    if n > size - pos:
-                        raise bad(f"key {key!r} claims {count:,} values, more than the file has left")
-                    pos += n
-                else:
-                    raise bad(f"key {key!r} is an array of unknown type {et}")
-                values[key] = (et, count)
-            else:
-                raise bad(f"key {key!r} has unknown value type {kind}")
-        tensors = []
-        for i in range(n_tensors):
-            name = string(f"tensor #{i}'s name")
-            n_dims = take("I", f"tensor {name!r}'s rank")
-            if not 1 <= n_dims <= 4:
-                raise bad(f"tensor {name!r} has {n_dims} dimensions; GGUF tensors have 1 to 4")
-            dims = [take("Q", f"tensor {name!r}'s shape") for _ in range(n_dims)]
-            kind, offset = take("I", f"tensor {name!r}'s type"), take("Q", f"tensor {name!r}'s offset")
-            try:
-                qt = gguf.GGMLQuantizationType(kind)
-            except ValueError:
-                raise bad(f"tensor {name!r} has unknown type {kind}") from None
-            block, nbytes = gguf.GGML_QUANT_SIZES[qt]
-            if dims[0] % block or any(d == 0 for d in dims):
-                raise bad(f"tensor {name!r}: shape {dims} does not fit {qt.name} blocks of {block}")
-            tensors.append((name, dims, qt.name, offset, int(np.prod(dims, dtype=object)) // block * nbytes))
+# %% ../../nbs/27_gguf.ipynb #23222cd7
+def _placed(path: str, version: int, values: dict, tensors: list, end: int, size: int) -> GGUFLayout:
+    "The layout, once the alignment and every tensor's bytes (data from the aligned `end` of the header) fit the file."
     align = values.get("general.alignment", 32)
     if not isinstance(align, int) or not 1 <= align <= 1 << 16 or align & (align - 1):
         raise ValueError(f"{path}: general.alignment={align!r} must be a power of two; the file is damaged")
-    data = pos + (-pos) % align
+    data = end + (-end) % align
     seen = set()
     for name, dims, kind, offset, nbytes in tensors:
         if name in seen:
@@ -204,23 +197,35 @@ def scan_gguf(path: str) -> GGUFLayout:
             )
     return GGUFLayout(version, values, [(n, d, k, data + o, b) for n, d, k, o, b in tensors])
 
-# %% ../../nbs/27_gguf.ipynb #6d1ce6d2
-def check_gguf_layout(path: str, layout: GGUFLayout, family: GGUFFamily) -> None:
-    """Refuse a file whose metadata its own tensors contradict (the layer count, the vocabulary, the width), naming
-    the key: sizes come from what the file holds, so a claimed 10^9 blocks is refused, not allocated."""
-    v, arch = layout.values, family.gguf_name
-    for name, _, kind, *_ in layout.tensors:  # a type marin cannot dequantize is the first thing to say
-        if kind not in SUPPORTED_TYPES:
-            raise ValueError(
-                f"GGUF tensor {name!r} has type {kind}; marin dequantizes {list(SUPPORTED_TYPES)}"
-                " (requantize the file with llama-quantize to one of them)"
-            )
-    dims = {name: d for name, d, *_ in layout.tensors}
-    blocks = {int(n.split(".")[1]) for n in dims if n.startswith("blk.") and n.split(".")[1].isdigit()}
-    want = v.get(f"{arch}.block_count")
-    if blocks and (want != len(blocks) or blocks != set(range(len(blocks)))):  # never sized from the claim
-        held = f"blocks 0..{max(blocks)} ({len(blocks)})" if blocks else "no blocks"
-        raise ValueError(f"{path}: {arch}.block_count={want!r}, but its tensors hold {held}; the file is damaged")
+# %% ../../nbs/27_gguf.ipynb #37cb27a0
+def scan_gguf(path: str) -> GGUFLayout:
+    """Walk a GGUF file's header without trusting it: every count, length and offset is checked against the bytes
+    the file has before anything is sized from it, so a damaged or hostile file is refused in milliseconds, naming
+    the key or tensor, instead of being allocated (`gguf.GGUFReader` trusts the counts)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        if f.read(4) != b"GGUF":
+            raise ValueError(f"{path}: not a GGUF file (it does not start with the GGUF magic); is it complete?")
+    if size < 24:
+        raise ValueError(f"{path}: {size} bytes, too short for a GGUF header (24 bytes); is it complete?")
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        h = _Header(path, m, size, pos=4)
+        version = h.take("I", "the version")
+        if version not in GGUF_VERSIONS:
+            raise h.bad(f"GGUF version {version}; marin reads versions {list(GGUF_VERSIONS)} (convert it again)")
+        n_tensors, n_kv = h.take("Q", "the tensor count"), h.take("Q", "the key count")
+        if n_kv > (size - h.pos) // 13 or n_tensors > (size - h.pos) // 24:  # the smallest key, the smallest tensor
+            raise h.bad(f"the header claims {n_kv:,} keys and {n_tensors:,} tensors, more than {size:,} bytes can hold")
+        values = {}
+        for i in range(n_kv):
+            key = h.string(f"key #{i}'s name")
+            values[key] = _scan_value(h, key)
+        tensors = [_scan_tensor(h, i) for i in range(n_tensors)]
+    return _placed(path, version, values, tensors, h.pos, size)
+
+# %% ../../nbs/27_gguf.ipynb #4d51ec5a
+def _check_gguf_ranges(path: str, v: dict, arch: str) -> None:
+    "Every size the metadata declares within what a model can have (a claimed 10^9 blocks is refused)."
     for key, lo, hi in (
         ("block_count", 1, 1 << 12),
         ("context_length", 1, 1 << 24),
@@ -234,6 +239,10 @@ def check_gguf_layout(path: str, layout: GGUFLayout, family: GGUFFamily) -> None
         x = v.get(f"{arch}.{key}")
         if x is not None and not isinstance(x, tuple) and not (isinstance(x, int) and lo <= x <= hi):
             raise ValueError(f"{path}: {arch}.{key}={x!r} is outside [{lo}, {hi:,}]; the file is damaged")
+
+
+def _check_gguf_vocab(path: str, v: dict, arch: str, dims: dict) -> None:
+    "The width and vocabulary the metadata declares against the embedding the file holds; special ids in range."
     embed = dims.get("token_embd.weight")
     tokens = v.get("tokenizer.ggml.tokens")
     n_vocab = tokens[1] if isinstance(tokens, tuple) else v.get(f"{arch}.vocab_size")
@@ -255,7 +264,27 @@ def check_gguf_layout(path: str, layout: GGUFLayout, family: GGUFFamily) -> None
         if isinstance(v.get(key), tuple) and isinstance(tokens, tuple) and v[key][1] != tokens[1]:
             raise ValueError(f"{path}: {key} has {v[key][1]} entries for {tokens[1]} tokens; the file is damaged")
 
+# %% ../../nbs/27_gguf.ipynb #cd4f10fc
+def check_gguf_layout(path: str, layout: GGUFLayout, family: GGUFFamily) -> None:
+    """Refuse a file whose metadata its own tensors contradict (the layer count, the vocabulary, the width), naming
+    the key: sizes come from what the file holds, so a claimed 10^9 blocks is refused, not allocated."""
+    v, arch = layout.values, family.gguf_name
+    for name, _, kind, *_ in layout.tensors:  # a type marin cannot dequantize is the first thing to say
+        if kind not in SUPPORTED_TYPES:
+            raise ValueError(
+                f"GGUF tensor {name!r} has type {kind}; marin dequantizes {list(SUPPORTED_TYPES)}"
+                " (requantize the file with llama-quantize to one of them)"
+            )
+    dims = {name: d for name, d, *_ in layout.tensors}
+    blocks = {int(n.split(".")[1]) for n in dims if n.startswith("blk.") and n.split(".")[1].isdigit()}
+    want = v.get(f"{arch}.block_count")
+    if blocks and (want != len(blocks) or blocks != set(range(len(blocks)))):  # never sized from the claim
+        held = f"blocks 0..{max(blocks)} ({len(blocks)})" if blocks else "no blocks"
+        raise ValueError(f"{path}: {arch}.block_count={want!r}, but its tensors hold {held}; the file is damaged")
+    _check_gguf_ranges(path, v, arch)
+    _check_gguf_vocab(path, v, arch, dims)
 
+# %% ../../nbs/27_gguf.ipynb #d1ba3481
 def check_gguf_shapes(path: str, layout: GGUFLayout, family: GGUFFamily, config: dict) -> None:
     "Refuse a tensor whose shape is not what the file's metadata implies, naming it (before any is dequantized)."
     from marin.models.hf import ARCHITECTURES, check_hf_config, config_from_hf
@@ -545,7 +574,7 @@ def hf_tensor(t, family: GGUFFamily, config: dict, dtype: np.dtype) -> np.ndarra
         w = unpermute_qk(w, heads)
     return w
 
-# %% ../../nbs/27_gguf.ipynb #e1bb4e21
+# %% ../../nbs/27_gguf.ipynb #ff6e14b3
 _CONTRACTIONS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)"
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"  # GPT-2's own split
 _TAIL = r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"  # punctuation runs, newlines, whitespace
@@ -629,6 +658,8 @@ PRE_TOKENIZER_FAMILIES: dict[str, tuple[str, ...] | None] = {  # family -> its s
         + r"|\s{1,2}(?!\S)|\s{1}",
     ),  # fmt: skip
 }
+
+# %% ../../nbs/27_gguf.ipynb #39ba34d3
 PRE_TOKENIZER_NAMES = {  # tokenizer.ggml.pre -> family, every name llama.cpp's vocabulary loader knows
     **dict.fromkeys(
         (
@@ -710,6 +741,8 @@ PRE_TOKENIZER_NAMES = {  # tokenizer.ggml.pre -> family, every name llama.cpp's 
         )
     },  # fmt: skip
 }
+
+# %% ../../nbs/27_gguf.ipynb #37eae8ec
 NOT_BYTE_LEVEL = ("gemma4", "granite-embed-multi-311m", "sarvam-moe", "whitespace")  # raw-UTF-8 vocabularies
 CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
 

@@ -122,9 +122,9 @@ class LlamaConfig(Config):
         "Whether the forward pass unrolls the layer loop (`layer_loop`; `auto` unrolls on the CPU backend only)."
         return self.layer_loop == "unroll" or (self.layer_loop == "auto" and jax.default_backend() == "cpu")
 
-# %% ../../nbs/20_transformer.ipynb #faeb7ed5
-@patch
-def validate(self: LlamaConfig):
+# %% ../../nbs/20_transformer.ipynb #cfdd76be
+def _check_shape(self: LlamaConfig) -> None:
+    "The sizes: positive, heads that divide the width, a GQA group that divides the heads, an even head."
     check(
         not isinstance(self.moe, dict),
         "moe",
@@ -144,6 +144,10 @@ def validate(self: LlamaConfig):
         f"n_heads={self.n_heads} must be a multiple of n_kv_heads={self.n_kv_heads} (grouped-query attention)",
     )
     check(self.head_size % 2 == 0, "head_dim", f"rotary embeddings need an even head size, got {self.head_size}")
+
+# %% ../../nbs/20_transformer.ipynb #5d96051f
+def _check_attention_layout(self: LlamaConfig) -> None:
+    "Positions and attention: RoPE's scaling, the attention kernel, the layer loop, the windows."
     check(self.rope_scaling in ROPE_SCALINGS, "rope_scaling", f"{self.rope_scaling!r} is not one of {ROPE_SCALINGS}")
     check(self.rope_factor >= 1.0, "rope_factor", f"must be >= 1 (1 = no scaling), got {self.rope_factor}")
     check(self.attention in ATTENTION_IMPLS, "attention", f"{self.attention!r} is not one of {ATTENTION_IMPLS}")
@@ -167,6 +171,10 @@ def validate(self: LlamaConfig):
         "rope_local_theta",
         "is the windowed layers' RoPE base: must be >= 0, and needs a sliding_window (0: they use rope_theta)",
     )
+
+# %% ../../nbs/20_transformer.ipynb #62b452be
+def _check_features(self: LlamaConfig) -> None:
+    "The activation, the soft-caps, and what the attention kernel and the MoE layers can do."
     check(self.activation in ACTIVATION_NAMES, "activation", f"{self.activation!r} is not one of {ACTIVATION_NAMES}")
     check(
         self.activation == "silu" or self.moe is None,
@@ -191,7 +199,15 @@ def validate(self: LlamaConfig):
         f"moe.first_dense_layers + moe.every must be <= n_layers={self.n_layers} (at least one MoE layer)",
     )
 
-# %% ../../nbs/20_transformer.ipynb #5633b757
+# %% ../../nbs/20_transformer.ipynb #64d56113
+@patch
+def validate(self: LlamaConfig):
+    "Refuse a config that cannot work, naming the field (run by `Config.__post_init__`)."
+    _check_shape(self)
+    _check_attention_layout(self)
+    _check_features(self)
+
+# %% ../../nbs/20_transformer.ipynb #a524f2ce
 @patch(as_prop=True)
 def params_per_layer(self: LlamaConfig) -> int:
     D, F = self.d_model, self.d_ff
@@ -229,7 +245,7 @@ def n_non_embedding_params(self: LlamaConfig) -> int:
 def n_params(self: LlamaConfig) -> int:
     return self.n_non_embedding_params + self.n_embedding_params
 
-
+# %% ../../nbs/20_transformer.ipynb #4e7d8ba5
 @patch(as_prop=True)
 def n_matmul_params(self: LlamaConfig) -> int:
     "Parameters that take part in a matmul (the 'N' of 6N): block weights and the vocabulary projection."
@@ -373,7 +389,7 @@ def upgrade_state_keys(arrays: dict) -> dict:
         out[k] = v
     return out
 
-# %% ../../nbs/20_transformer.ipynb #44698a55
+# %% ../../nbs/20_transformer.ipynb #88ddea0e
 REMAT_POLICIES = ("none", "block", "dots")
 
 
@@ -396,7 +412,7 @@ def mlp_forward(cfg: LlamaConfig, p: Block, h: Float[Array, "B S D"], sharding: 
         return moe_mlp_expert_parallel(cfg, p.moe, h, sharding.mesh, sharding.expert_axis, sharding.devices_per_node)
     return p.moe(cfg, h, sharding)
 
-
+# %% ../../nbs/20_transformer.ipynb #a405b481
 def block_forward_with_stats(
     cfg: LlamaConfig, p: Block, x, mask, positions, inv_freq, sharding: ActivationSharding = NO_SHARDING
 ) -> tuple[Float[Array, "B S D"], dict]:
@@ -467,7 +483,7 @@ def scan_blocks(cfg: LlamaConfig, blocks: Block, body: Callable, x):
     start = f + G * (e - 1)
     return dense_scan(x, sl(per_layer, L - tail, L), sl(blocks.mlp, start, start + tail), tail), stats
 
-# %% ../../nbs/20_transformer.ipynb #51a0b8e7
+# %% ../../nbs/20_transformer.ipynb #c31955db
 def to_compute_dtype(model: Transformer, dtype) -> Transformer:
     "`model` with its floating-point weights cast to `dtype` for the forward pass; the MoE router stays float32."
     m = cast_floats(model, dtype)
@@ -491,7 +507,7 @@ def embed_tokens(cfg: LlamaConfig, embed: Float[Array, "V D"], tokens: Int[Array
     x = embed[tokens]
     return x * jnp.asarray(math.sqrt(cfg.d_model), x.dtype) if cfg.scale_embeddings else x
 
-
+# %% ../../nbs/20_transformer.ipynb #9c76ff80
 def forward(
     model: Transformer,
     tokens: Int[Array, "B S"],
@@ -556,7 +572,7 @@ def forward(
     logits = sharding(project_to_vocab(cfg, x, vocab_projection(m)), ("batch", "seq", "act_vocab"))
     return (logits, stats) if return_stats else logits
 
-
+# %% ../../nbs/20_transformer.ipynb #7b3321e5
 Transformer.__call__ = forward
 
 
@@ -619,7 +635,7 @@ def chunked_token_logits(
     _, out = jax.lax.scan(body, None, (strided(x), strided(targets)))
     return tuple(jnp.moveaxis(a, 0, 2).reshape(B, S) for a in out)
 
-# %% ../../nbs/20_transformer.ipynb #334e2cbd
+# %% ../../nbs/20_transformer.ipynb #b0dfd0b3
 def next_token_loss(
     model: Transformer,
     batch: dict,
@@ -655,7 +671,7 @@ def next_token_loss(
         aux.update(metrics)
     return loss, aux
 
-
+# %% ../../nbs/20_transformer.ipynb #24bb70d3
 def post_step_update(params, aux: dict):
     "State changed outside the optimizer after a training step (the MoE router bias); the identity for dense models."
     if "moe_bias_next" not in aux or getattr(params.blocks, "moe", None) is None:
@@ -692,7 +708,7 @@ def directional_grad_check(
         fd = (f(shift(eps)) - f(shift(-eps))) / (2 * eps)
         return float(ad), float(fd)
 
-# %% ../../nbs/20_transformer.ipynb #ea030e38
+# %% ../../nbs/20_transformer.ipynb #51cca178
 def _pick_token(model, window, n, key, temperature, top_k: int):
     "The token after `window[:n]`: the last position's logits, top-k filtered, sampled (argmax at temperature 0)."
     logits = model(window[None])[0, n - 1]  # [V]
@@ -720,7 +736,7 @@ def _sample_chunk(model, window, n, key, first, steps, temperature, top_k: int):
 
     return jax.lax.fori_loop(0, steps, one, (window, n, jnp.zeros((_SAMPLE_CHUNK,), jnp.int32)))
 
-
+# %% ../../nbs/20_transformer.ipynb #9157f355
 def generate(
     model: Transformer,
     prompt: list[int],

@@ -79,7 +79,7 @@ def remote_nodes(
     hit = jnp.zeros((expert_ids.shape[0], n_nodes), bool).at[jnp.arange(expert_ids.shape[0])[:, None], node].set(True)
     return hit.sum(-1) - hit[:, src_node]
 
-# %% ../../nbs/23_moe_parallel.ipynb #d7a8538e
+# %% ../../nbs/23_moe_parallel.ipynb #c07cd21c
 def _traffic(mesh_axes, axis, nodes, r, dsize, C, El, disp_row, comb_row, dedup_row) -> dict:
     "This device's dispatch + combine bytes by link class, summed over the mesh (the `a2a_*` statistics)."
     me = {a: jax.lax.axis_index(a) for a in mesh_axes}
@@ -91,45 +91,11 @@ def _traffic(mesh_axes, axis, nodes, r, dsize, C, El, disp_row, comb_row, dedup_
     out["a2a_cross_dedup"] = hops.sum().astype(jnp.float32) * dedup_row  # what the two-stage dispatch sends
     return {k: jax.lax.psum(v, tuple(mesh_axes)) for k, v in out.items()}
 
-
-def _local_moe(
-    m: MoEConfig,
-    n: int,
-    axis,
-    batch_axes: tuple,
-    p: MoEMLP,
-    h: Float[Array, "b S D"],
-    nodes=None,
-    mesh_axes=(),
-    split=None,
-):
-    """One device's share: route local tokens, all-to-all to the expert owners, experts, all-to-all back, combine.
-    `split=(G, L)`: the two-stage dispatch over `axis = (node axis, local axis)`."""
-    b, S, D = h.shape
-    E, k = m.n_experts, m.top_k
-    El = E // n
-    x = h.reshape(b * S, D)
-    T = x.shape[0]
-    r = route(m, p.router, p.router_bias, x)
-    isz = x.dtype.itemsize
-    dedup_row = 2 * D * isz + k * (4 + isz)  # a two-stage copy: the row + k ids + k weights out, the sum back
-    if split is not None:
-        y, copies = _two_stage_experts(m, p, x, r, axis, *split, El)
-        traffic = None
-        if nodes is not None:  # the copies it sent; its cross-node copies are the two-stage count by construction
-            traffic = {f"a2a_{c}": v.astype(jnp.float32) * dedup_row for c, v in copies.items()}
-            traffic = {c: jax.lax.psum(v, tuple(mesh_axes)) for c, v in traffic.items()}
-            traffic["a2a_cross_dedup"] = traffic["a2a_cross"]
-        return _finish(m, batch_axes, p, h, y.reshape(b, S, D), r, jnp.zeros((), jnp.float32), traffic)
-    plan = sort_by_expert(r.expert_ids, E)
-    dispatch, combine = dispatch_impl(m)
-    xs = dispatch(x, plan.order, k)  # [T k, D] sorted by global expert
-    if n == 1:  # every expert is here (data/FSDP parallelism alone): no exchange, capacity per expert as in moe_mlp
-        ys, overflow = expert_outputs(m, p, xs, plan, per_device=True)
-        y = combine(ys, plan.inverse, r.weights.astype(ys.dtype)).reshape(b, S, D)
-        none = {f"a2a_{c}": jnp.zeros((), jnp.float32) for c in ("local", "intra", "cross", "cross_dedup")}
-        return _finish(m, batch_axes, p, h, y, r, overflow, none if nodes is not None else None)  # nothing sent
-    N = T * k
+# %% ../../nbs/23_moe_parallel.ipynb #d738ee49
+def _flat_experts(m: MoEConfig, p: MoEMLP, xs: Float[Array, "N D"], plan, axis, n: int, El: int):
+    """The flat exchange: each owner's rows of `xs` (sorted by global expert) padded to the capacity `C`, one
+    all-to-all out, the owner's experts, one back; `(ys [N, D] in xs's order, kept rows, rows per owner, C)`."""
+    N, D = xs.shape
     C = N if m.dispatch == "dropless" else max(1, math.ceil(m.capacity_factor * N / n))
     dest = plan.sorted_experts // El  # owner device of each row
     dsize = jnp.zeros((n,), jnp.int32).at[dest].add(1)
@@ -148,14 +114,60 @@ def _local_moe(
     back = out[plan2.inverse].reshape(n, C, D)  # back to the received order
     ret = jax.lax.all_to_all(back, axis, 0, 0, tiled=True)  # [n, C, D]: my rows, by owner
     ys = ret[dest, jnp.minimum(slot, C - 1)] * keep[:, None].astype(ret.dtype)
+    return ys, keep, dsize, C
+
+
+def _two_stage_local(m: MoEConfig, p: MoEMLP, x, r, axis, split, El: int, nodes, mesh_axes, dedup_row):
+    "The two-stage dispatch's output and, given a topology, its traffic: the copies it sent, by link class."
+    y, copies = _two_stage_experts(m, p, x, r, axis, *split, El)
+    traffic = None
+    if nodes is not None:  # the copies it sent; its cross-node copies are the two-stage count by construction
+        traffic = {f"a2a_{c}": v.astype(jnp.float32) * dedup_row for c, v in copies.items()}
+        traffic = {c: jax.lax.psum(v, tuple(mesh_axes)) for c, v in traffic.items()}
+        traffic["a2a_cross_dedup"] = traffic["a2a_cross"]
+    return y, traffic
+
+# %% ../../nbs/23_moe_parallel.ipynb #f14b5463
+def _local_moe(
+    m: MoEConfig,
+    n: int,
+    axis,
+    batch_axes: tuple,
+    p: MoEMLP,
+    h: Float[Array, "b S D"],
+    nodes=None,
+    mesh_axes=(),
+    split=None,
+):
+    """One device's share: route local tokens, all-to-all to the expert owners, experts, all-to-all back, combine.
+    `split=(G, L)`: the two-stage dispatch over `axis = (node axis, local axis)`."""
+    b, S, D = h.shape
+    E, k = m.n_experts, m.top_k
+    El = E // n
+    x = h.reshape(b * S, D)
+    r = route(m, p.router, p.router_bias, x)
+    isz = x.dtype.itemsize
+    dedup_row = 2 * D * isz + k * (4 + isz)  # a two-stage copy: the row + k ids + k weights out, the sum back
+    if split is not None:
+        y, traffic = _two_stage_local(m, p, x, r, axis, split, El, nodes, mesh_axes, dedup_row)
+        return _finish(m, batch_axes, p, h, y.reshape(b, S, D), r, jnp.zeros((), jnp.float32), traffic)
+    plan = sort_by_expert(r.expert_ids, E)
+    dispatch, combine = dispatch_impl(m)
+    xs = dispatch(x, plan.order, k)  # [T k, D] sorted by global expert
+    if n == 1:  # every expert is here (data/FSDP parallelism alone): no exchange, capacity per expert as in moe_mlp
+        ys, overflow = expert_outputs(m, p, xs, plan, per_device=True)
+        y = combine(ys, plan.inverse, r.weights.astype(ys.dtype)).reshape(b, S, D)
+        none = {f"a2a_{c}": jnp.zeros((), jnp.float32) for c in ("local", "intra", "cross", "cross_dedup")}
+        return _finish(m, batch_axes, p, h, y, r, overflow, none if nodes is not None else None)  # nothing sent
+    ys, keep, dsize, C = _flat_experts(m, p, xs, plan, axis, n, El)
     y = combine(ys, plan.inverse, r.weights.astype(ys.dtype)).reshape(b, S, D)
     traffic = None
     if nodes is not None:  # bytes moved, from this batch's routing (per forward pass, the whole mesh)
-        disp_row, comb_row = D * send.dtype.itemsize + 4, D * back.dtype.itemsize  # + the int32 expert id
+        disp_row, comb_row = D * xs.dtype.itemsize + 4, D * ys.dtype.itemsize  # + the int32 expert id
         traffic = _traffic(mesh_axes, axis, nodes, r, dsize, C, El, disp_row, comb_row, dedup_row)
     return _finish(m, batch_axes, p, h, y, r, 1.0 - keep.mean(dtype=jnp.float32), traffic)
 
-
+# %% ../../nbs/23_moe_parallel.ipynb #e3866b45
 def _finish(m: MoEConfig, batch_axes, p: MoEMLP, h, y, r, overflow, traffic):
     "Shared experts, and the layer's statistics, global over the batch axes."
     E = m.n_experts
@@ -239,7 +251,7 @@ def _two_stage_experts(m: MoEConfig, p: MoEMLP, x, r, axes: tuple[str, str], G: 
     }
     return y, copies
 
-# %% ../../nbs/23_moe_parallel.ipynb #801a89c5
+# %% ../../nbs/23_moe_parallel.ipynb #d7200ab5
 def _check_node_groups(m: MoEConfig, nodes: np.ndarray, axis: str, axis_names, n: int) -> None:
     "Node-limited routing on a multi-node topology: the routing groups must be the nodes of the expert axis."
     ranks = np.moveaxis(nodes, list(axis_names).index(axis), -1).reshape(-1, n)  # [groups of the other axes, n]
@@ -267,7 +279,7 @@ def _node_split(nodes: np.ndarray, axis: str, axis_names, n: int) -> tuple[int, 
         )
     return G, n // G
 
-
+# %% ../../nbs/23_moe_parallel.ipynb #ff88e170
 def moe_mlp_expert_parallel(
     cfg, p: MoEMLP, h: Float[Array, "B S D"], mesh: Mesh, axis: str = "expert", devices_per_node: int = 0
 ):

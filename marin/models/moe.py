@@ -248,7 +248,7 @@ class MoEMLP(eqx.Module):
             shared_down=shared[2],
         )
 
-# %% ../../nbs/21_moe.ipynb #6f92bd94
+# %% ../../nbs/21_moe.ipynb #9885d0b2
 class Routing(NamedTuple):
     logits: Float[Array, "T E"]  # float32 router logits
     probs: Float[Array, "T E"]  # scores normalised over experts (softmax, or sigmoid / sum)
@@ -284,7 +284,7 @@ def route(m: MoEConfig, router_w: Float[Array, "D E"], bias: Float[Array, "E"], 
     weights = chosen / jnp.maximum(chosen.sum(-1, keepdims=True), 1e-20) if m.renormalize else chosen
     return Routing(logits, probs, scores, ids, weights, alpha)
 
-
+# %% ../../nbs/21_moe.ipynb #b5cc6bda
 def node_limited(m: MoEConfig, biased: Float[Array, "T E"]) -> Float[Array, "T E"]:
     """Node-limited routing (DeepSeek-V3): `biased` scores outside each token's best `node_limit` groups set to -inf.
     A group's affinity is the sum of its top `k // node_limit` biased scores, DeepSeek-V3's rule."""
@@ -313,7 +313,7 @@ def switch_aux_loss(r: Routing, n_experts: int) -> Float[Array, ""]:
     f = jax.lax.stop_gradient(expert_load(r.expert_ids, n_experts))
     return n_experts * jnp.sum(f * r.probs.mean(0))
 
-# %% ../../nbs/21_moe.ipynb #a2ebb61a
+# %% ../../nbs/21_moe.ipynb #46ef88d8
 def aux_free_bias(bias: Float[Array, "E"], load: Float[Array, "E"], step: float) -> Float[Array, "E"]:
     "DeepSeek-V3's update: raise the bias of under-loaded experts, lower it for over-loaded ones."
     return bias + step * jnp.sign(load.mean() - load)
@@ -328,7 +328,7 @@ def _quantile_beta(scores: Float[Array, "T E"], bias: Float[Array, "E"], k: int,
     top = jax.lax.top_k(d.T, n + 1)[0]  # [E, n+1] largest values per expert
     return 0.5 * (top[:, n - 1] + top[:, n])  # exactly n values lie above beta
 
-
+# %% ../../nbs/21_moe.ipynb #0c1c253f
 def quantile_bias(
     scores: Float[Array, "T E"],
     bias: Float[Array, "E"],
@@ -488,7 +488,7 @@ def _swiglu_gmm(xs, wg, wu, wd, sizes, interpret: bool = False):
     g, u = jnp.split(mm(xp, jnp.concatenate([wg, wu], axis=-1)), 2, axis=-1)  # gate and up in one grouped matmul
     return jnp.where(valid, mm(jax.nn.silu(g) * u, wd), 0)[:N]
 
-# %% ../../nbs/21_moe.ipynb #517fec8a
+# %% ../../nbs/21_moe.ipynb #4ece1bae
 GROUPED_MATMUL_AUTO = {"cpu": "blocked", "tpu": "gmm"}  # lowering platform -> implementation; others: ragged
 
 
@@ -524,7 +524,7 @@ def grouped_swiglu(
     per_platform = {p: impls[grouped_matmul_impl(m, p, local)] for p in GROUPED_MATMUL_AUTO}
     return jax.lax.platform_dependent(xs, wg, wu, wd, sizes, **per_platform, default=impls["ragged"])
 
-
+# %% ../../nbs/21_moe.ipynb #c399fd62
 def capacity(m: MoEConfig, n_tokens: int) -> int:
     "Rows per expert in capacity mode."
     return max(1, math.ceil(m.capacity_factor * n_tokens * m.top_k / m.n_experts))
@@ -575,7 +575,7 @@ def routing_stats(m: MoEConfig, r: Routing, bias: Float[Array, "E"], overflow) -
         "bias_next": next_router_bias(m, r, bias, load),
     }
 
-# %% ../../nbs/21_moe.ipynb #b065979a
+# %% ../../nbs/21_moe.ipynb #1428978f
 def moe_mlp(
     cfg, p: MoEMLP, h: Float[Array, "B S D"], sharding: ActivationSharding = NO_SHARDING
 ) -> tuple[Float[Array, "B S D"], dict]:
@@ -606,7 +606,7 @@ def compiled_kernels_need_shard_map(m: MoEConfig, mesh) -> bool:
     "Compiled Pallas kernels (`tpu`, `gpu`) on a mesh of several devices: XLA cannot partition them."
     return m.kernel == "pallas" and m.pallas_backend != "interpret" and mesh is not None and mesh.size > 1
 
-
+# %% ../../nbs/21_moe.ipynb #74c55205
 MoEMLP.__call__ = lambda self, cfg, h, sharding=NO_SHARDING: moe_mlp(cfg, self, h, sharding)
 
 

@@ -16,7 +16,6 @@ from pydantic_core import PydanticCustomError
 from starlette.exceptions import HTTPException
 from ..core import storage
 from ..core.config import Config, check
-from ..models.download import looks_like_repo_id
 from ..models.pretrained import resolve_checkpoint
 from .engine import Engine, SamplingParams, TOP_N
 from .hf import render_chat_template, turn_end_ids
@@ -25,11 +24,11 @@ from .quantize import int4_group_for
 # %% auto #0
 __all__ = ['DEFAULT_CHAT_TEMPLATE', 'Prompt', 'Stop', 'IGNORED_FIELDS', 'CHARS_PER_TOKEN', 'MAX_HEADER_BYTES', 'GENERATE_ROUTES',
            'KNOWN_ROUTES', 'LOOPBACK_NAMES', 'WILDCARD_HOSTS', 'DEFAULT_MAX_SEQ_LEN', 'MAX_TEMPLATE_BYTES',
-           'folder_chat_template', 'folder_tokenizer', 'ServedModel', 'ApiError', 'StreamOptions', 'CompletionRequest',
-           'ContentPart', 'ChatMessage', 'ChatRequest', 'unsupported_fields', 'check_request', 'validation_error',
-           'library_error', 'sampling_params', 'ServerLimits', 'check_api_key', 'allowed_hosts_for', 'host_allowed',
-           'ServerMetrics', 'listen_socket', 'Server', 'inspect_model', 'serving_context', 'check_memory',
-           'family_chat_templates', 'served_chat_template']
+           'folder_chat_template', 'folder_tokenizer', 'served_kind', 'ServedModel', 'ApiError', 'StreamOptions',
+           'CompletionRequest', 'ContentPart', 'ChatMessage', 'ChatRequest', 'unsupported_fields', 'check_request',
+           'validation_error', 'library_error', 'sampling_params', 'ServerLimits', 'check_api_key', 'allowed_hosts_for',
+           'host_allowed', 'ServerMetrics', 'listen_socket', 'Server', 'inspect_model', 'serving_context',
+           'check_memory', 'family_chat_templates', 'served_chat_template']
 
 # %% ../../nbs/64_server.ipynb #bb861ecd
 DEFAULT_CHAT_TEMPLATE = (
@@ -101,6 +100,19 @@ def _load_training_output(path: str) -> tuple:
         tok = Tokenizer.from_str(char_level_tokenizer_json(storage.read_json(storage.join(path, "vocab.json"))))
     return model, [], tok, None, {}
 
+# %% ../../nbs/64_server.ipynb #3bb9b635
+def served_kind(path: str) -> str:
+    """What `--model` names: 'checkpoint', 'hf', 'gguf' or 'hub', decided by `pretrained_kind` (the one place that
+    decides what a path is), with serving's hint when it is none of them."""
+    from marin.models.pretrained import pretrained_kind
+
+    try:
+        return pretrained_kind(str(path).rstrip("/"))
+    except FileNotFoundError as e:
+        raise FileNotFoundError(
+            f"--model {e}; export a run (`marin export`) or download a model (`marin download`)"
+        ) from None
+
 # %% ../../nbs/64_server.ipynb #352ad384
 @dataclasses.dataclass
 class ServedModel:
@@ -139,17 +151,11 @@ class ServedModel:
         from marin.serve.quantize import quantize_model
 
         given = path = str(path).rstrip("/")
-        if path.endswith(".gguf") or looks_like_repo_id(path):  # imported once, through the cached step
-            path = resolve_checkpoint(path)
-        if storage.exists(storage.join(path, "checkpoints")):  # a training output (imported ones have config.json too)
-            model, eos, tok, template, special = _load_training_output(path)
-        elif storage.exists(storage.join(path, "config.json")):
-            model, eos, tok, template, special = _load_hf(path)
-        else:
-            raise FileNotFoundError(
-                f"--model {path}: neither a Hugging Face model folder (config.json), a GGUF file nor a marin training "
-                "output (checkpoints/); export one (`marin export`) or download one (`marin download`)"
-            )
+        kind = served_kind(path)
+        if kind in ("gguf", "hub"):  # imported once, through the cached step
+            path, kind = resolve_checkpoint(path), "checkpoint"
+        load = _load_training_output if kind == "checkpoint" else _load_hf
+        model, eos, tok, template, special = load(path)
         origin = "the model's tokenizer files" if template else ""
         if chat_template is not None:
             template, origin = chat_template, chat_template_origin
@@ -1386,15 +1392,10 @@ def _serving_weight_bytes(need: dict[str, list[int]], quantize: str, group_size:
 # %% ../../nbs/64_server.ipynb #1664867b
 def _served_source(path: str) -> tuple[str, str]:
     "(kind, path) of what `--model` names: 'hf', 'gguf' or 'checkpoint'; a hub id is downloaded first (as serving does)."
-    from marin.models.pretrained import fetch_hub_model, pretrained_kind
+    from marin.models.pretrained import fetch_hub_model
 
     path = str(path).rstrip("/")
-    try:
-        kind = pretrained_kind(path)
-    except FileNotFoundError as e:
-        raise FileNotFoundError(
-            f"--model {e}; export a run (`marin export`) or download a model (`marin download`)"
-        ) from None
+    kind = served_kind(path)
     return ("hf", fetch_hub_model(path)) if kind == "hub" else (kind, path)
 
 

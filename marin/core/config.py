@@ -63,7 +63,45 @@ def _canon_float(x: float) -> Any:
         return int(x)
     return {"__float__": repr(x)}
 
-# %% ../../nbs/00_config.ipynb #32d8d1ab
+# %% ../../nbs/00_config.ipynb #f90fe552
+def _canon_fields(obj, versioned_only: bool, path: str) -> dict:
+    "A dataclass's fields, less those holding an `added` field's default; `versioned_only`: the versioned ones."
+    out = {}
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        if _holds_added_default(f, v):
+            continue
+        if versioned_only and not is_versioned(f):
+            if not (dataclasses.is_dataclass(v) and not isinstance(v, type)):
+                continue
+            sub = canonical(v, versioned_only=versioned_only, _path=f"{path}.{f.name}")
+            if sub:
+                out[f.name] = sub
+            continue
+        out[f.name] = canonical(v, versioned_only=False, _path=f"{path}.{f.name}")
+    return out
+
+
+def _canon_dict(obj: dict, versioned_only: bool, path: str) -> dict:
+    "String keys (enum keys by value), refused where two keys become the same string."
+    keys = [str(k) if not isinstance(k, enum.Enum) else str(k.value) for k in obj]
+    if len(set(keys)) != len(keys):
+        raise UnhashableConfigError(f"{path}: dict keys collide once turned into strings: {keys}")
+    rec = lambda v, p: canonical(v, versioned_only=versioned_only, _path=p)
+    return {str(k.value if isinstance(k, enum.Enum) else k): rec(v, f"{path}[{k!r}]") for k, v in obj.items()}
+
+
+def _canon_array(obj, versioned_only: bool, path: str):
+    "A numpy or JAX scalar as its number; an array as its dtype, shape and the hash of its bytes."
+    import numpy as np
+
+    a = np.asarray(obj)
+    if a.ndim == 0:
+        return canonical(a.item(), versioned_only=versioned_only, _path=path)
+    a = np.ascontiguousarray(a)
+    return {"__array__": [str(a.dtype), list(a.shape), hashlib.sha256(a.tobytes()).hexdigest()]}
+
+# %% ../../nbs/00_config.ipynb #610aaaeb
 def canonical(obj: Any, *, versioned_only: bool = False, _path: str = "config") -> Any:
     "A JSON-ready value that represents `obj` in exactly one way (see above)."
     rec = lambda v, p: canonical(v, versioned_only=versioned_only, _path=p)
@@ -78,25 +116,9 @@ def canonical(obj: Any, *, versioned_only: bool = False, _path: str = "config") 
     if hasattr(obj, "__marin_canonical__"):
         return rec(obj.__marin_canonical__(), _path)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out = {}
-        for f in dataclasses.fields(obj):
-            v = getattr(obj, f.name)
-            if _holds_added_default(f, v):
-                continue
-            if versioned_only and not is_versioned(f):
-                if not (dataclasses.is_dataclass(v) and not isinstance(v, type)):
-                    continue
-                sub = rec(v, f"{_path}.{f.name}")
-                if sub:
-                    out[f.name] = sub
-                continue
-            out[f.name] = canonical(v, versioned_only=False, _path=f"{_path}.{f.name}")
-        return out
+        return _canon_fields(obj, versioned_only, _path)
     if isinstance(obj, dict):
-        keys = [str(k) if not isinstance(k, enum.Enum) else str(k.value) for k in obj]
-        if len(set(keys)) != len(keys):
-            raise UnhashableConfigError(f"{_path}: dict keys collide once turned into strings: {keys}")
-        return {str(k.value if isinstance(k, enum.Enum) else k): rec(v, f"{_path}[{k!r}]") for k, v in obj.items()}
+        return _canon_dict(obj, versioned_only, _path)
     if isinstance(obj, (list, tuple)):
         return [rec(v, f"{_path}[{i}]") for i, v in enumerate(obj)]
     if isinstance(obj, (set, frozenset)):
@@ -108,13 +130,7 @@ def canonical(obj: Any, *, versioned_only: bool = False, _path: str = "config") 
         return {"__bytes__": hashlib.sha256(obj).hexdigest()}
     mod = type(obj).__module__
     if mod.startswith(("numpy", "jax", "jaxlib")):
-        import numpy as np
-
-        a = np.asarray(obj)
-        if a.ndim == 0:
-            return rec(a.item(), _path)
-        a = np.ascontiguousarray(a)
-        return {"__array__": [str(a.dtype), list(a.shape), hashlib.sha256(a.tobytes()).hexdigest()]}
+        return _canon_array(obj, versioned_only, _path)
     if (
         callable(obj)
         and hasattr(obj, "__qualname__")

@@ -154,7 +154,7 @@ def test_model_loss_metrics_and_bias_update(tmp_path, monkeypatch):
     # switch loss enters the loss; z-loss always
     mm = init(cfg_for(balance="switch", aux_loss_coef=0.5), key=jax.random.PRNGKey(0))
     batch = {"tokens": jnp.zeros((2, 16), jnp.int32), "loss_mask": jnp.ones((2, 16))}
-    loss, aux = next_token_loss(mm, batch)
+    loss, aux = jax.jit(next_token_loss)(mm, batch)  # one program (op by op, an MoE's loss compiles each op: slow)
     want = aux["ce"] + 0.5 * aux["moe/aux_loss"] + mm.cfg.moe.router_z_loss_coef * aux["moe/z_loss"]
     assert jnp.allclose(loss, want, rtol=1e-6)
 

@@ -143,7 +143,7 @@ def dense_hf_tensors(model, dtype: str = "float32") -> dict[str, np.ndarray]:
     out = _shared_hf_tensors(model, LAYER_TENSORS, _host_fn(dtype))
     return {k: np.ascontiguousarray(v) for k, v in out.items()}
 
-# %% ../../nbs/25_hf_models.ipynb #c8084e5b
+# %% ../../nbs/25_hf_models.ipynb #35586bf9
 def _getter(tensors: dict[str, np.ndarray], what: str) -> Callable:
     "Tensor by HF name in the parameter dtype: float32, or the `dtype` the mapping keeps (`HFTensors(dtype=)`)."
     dtype = _np_dtype(getattr(tensors, "dtype", "float32"))
@@ -178,7 +178,7 @@ def _stack_layers(get: Callable, names: list[str], transpose: bool):
         out[i] = m.T if transpose else m
     return jax.device_put(out)
 
-
+# %% ../../nbs/25_hf_models.ipynb #faefcd73
 def _assemble(tensors: dict[str, np.ndarray], cfg, table: dict, mlp: dict, what: str):
     "A marin `Transformer` (float32) from HF tensors: the tensors of `table` (per layer) plus the given MLP fields."
     import jax.numpy as jnp
@@ -331,7 +331,7 @@ def dense_hf_config(
         d.update(sliding_window=cfg.sliding_window or None)
     return d
 
-# %% ../../nbs/25_hf_models.ipynb #059f2ae0
+# %% ../../nbs/25_hf_models.ipynb #d4018bd1
 def _sliding_window(d: dict, arch: str) -> int:
     "The `sliding_window` of a marin config for `config.json` (0: none); per-layer windows are refused by name."
     sw = d.get("sliding_window") or 0
@@ -346,7 +346,7 @@ def _sliding_window(d: dict, arch: str) -> int:
         "layers) is not implemented in marin; use a checkpoint without it"
     )
 
-
+# %% ../../nbs/25_hf_models.ipynb #2d97b0fe
 def dense_config_from_hf(d: dict):
     "A marin `LlamaConfig` from a Llama-family `config.json`."
     from marin.models.transformer import LlamaConfig
@@ -395,7 +395,7 @@ MIXTRAL_WEIGHT_NAMES = {
     "expert_down": "model.layers.{l}.block_sparse_moe.experts.{e}.w2.weight",  # [D, F] = expert_down[l, e].T
 }
 
-# %% ../../nbs/25_hf_models.ipynb #94ed2ce4
+# %% ../../nbs/25_hf_models.ipynb #6d868cc0
 def mixtral_problems(cfg) -> list[str]:
     "Why `cfg` cannot be exported exactly as a Mixtral checkpoint (empty: it can)."
     m = cfg.moe
@@ -421,7 +421,7 @@ def mixtral_problems(cfg) -> list[str]:
         out.append(f"rope_scaling={cfg.rope_scaling!r}: not mapped")
     return out
 
-
+# %% ../../nbs/25_hf_models.ipynb #db3d32b9
 def mixtral_config(cfg) -> dict:
     "The Hugging Face `MixtralConfig` fields (as a dict, `model_type` 'mixtral') for a `LlamaConfig` with `moe`."
     m: MoEConfig = cfg.moe
@@ -458,7 +458,7 @@ def mixtral_config(cfg) -> dict:
         "torch_dtype": "float32",
     }
 
-# %% ../../nbs/25_hf_models.ipynb #83a65b68
+# %% ../../nbs/25_hf_models.ipynb #a7084a2b
 def mixtral_refusal(cfg, router_bias=None) -> str:
     "Why a marin model cannot be written as `MixtralForCausalLM` (empty: it can). Names the field and the fix."
     m = cfg.moe
@@ -497,7 +497,7 @@ def mixtral_refusal(cfg, router_bias=None) -> str:
         return router_bias_refusal(m, b, "Mixtral")
     return ""
 
-
+# %% ../../nbs/25_hf_models.ipynb #ebf8e9fe
 def router_bias_refusal(m, router_bias, arch: str) -> str:
     "Why a non-zero router bias cannot be exported to `arch`, which has none (empty: the bias is zero)."
     b = np.asarray(router_bias, dtype=np.float32)
@@ -1014,7 +1014,7 @@ def gemma3_config_from_hf(d: dict):
         rope_local_theta=float(local_rope["rope_theta"]) if local else 0.0,
     )
 
-# %% ../../nbs/25_hf_models.ipynb #3476481c
+# %% ../../nbs/25_hf_models.ipynb #7ae48ae8
 HF_WHOLE_FIELDS = {  # config.json field -> (smallest, largest) whole number marin reads; larger is no real model
     "vocab_size": (1, 1 << 24),
     "hidden_size": (1, 1 << 17),
@@ -1043,6 +1043,8 @@ HF_FLOAT_FIELDS = {  # field -> (exclusive lower bound, inclusive upper bound); 
     "attn_logit_softcapping": (0.0, 1e9),
     "router_aux_loss_coef": (-1e-300, 1e9),
 }
+
+# %% ../../nbs/25_hf_models.ipynb #b52234a9
 HF_BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window", "norm_topk_prob")
 
 
@@ -1107,7 +1109,7 @@ class HFArchitecture:
         None  # ({HF name: array}, marin config) -> the same in the names of `shapes` (fused experts split)
     )
 
-# %% ../../nbs/25_hf_models.ipynb #2c193e71
+# %% ../../nbs/25_hf_models.ipynb #7e766a21
 ARCHITECTURES: dict[str, HFArchitecture] = {}
 
 
@@ -1135,6 +1137,8 @@ for _name, _type, _qk, _bias in (
             qkv_bias=_bias,
         )
     )
+
+# %% ../../nbs/25_hf_models.ipynb #1a172e98
 register_architecture(
     HFArchitecture(
         "Gemma3ForCausalLM",
@@ -1160,6 +1164,8 @@ register_architecture(
         canonical=qwen3_moe_unfused,
     )
 )
+
+# %% ../../nbs/25_hf_models.ipynb #3afc47cc
 register_architecture(
     HFArchitecture(
         "MixtralForCausalLM",
@@ -1174,7 +1180,7 @@ register_architecture(
     )
 )
 
-# %% ../../nbs/25_hf_models.ipynb #03781b54
+# %% ../../nbs/25_hf_models.ipynb #18145c51
 def architecture_for(model) -> str:
     "The HF architecture a marin model exports to."
     cfg = model.cfg
@@ -1204,7 +1210,7 @@ def _architecture(d: dict) -> HFArchitecture:
         raise NotImplementedError(f"{name}: {arch.unsupported}")
     return arch
 
-
+# %% ../../nbs/25_hf_models.ipynb #6f0d308b
 def config_from_hf(d: dict):
     """The marin config of a `config.json`: exactly the one it records when marin wrote it (`marin_config`), else
     what its architecture's reader makes of the published fields."""
@@ -1281,7 +1287,7 @@ def hf_weight_files(path: str) -> list[str]:
         )
     raise FileNotFoundError(f"{path}: no model.safetensors or {INDEX_FILE}; is this a Hugging Face model folder?")
 
-# %% ../../nbs/25_hf_models.ipynb #432a20b1
+# %% ../../nbs/25_hf_models.ipynb #effc8b19
 FLOAT_DTYPES = ("F64", "F32", "F16", "BF16")  # what a weight may be stored as
 MAX_HEADER_BYTES = 100 << 20  # the safetensors library's own limit on a header
 
@@ -1325,7 +1331,7 @@ def safetensors_header(url: str) -> dict[str, dict]:
             )
     return h
 
-
+# %% ../../nbs/25_hf_models.ipynb #8d3516a8
 def hf_weight_headers(path: str) -> dict[str, dict]:
     "Every tensor the folder's weight files declare (their headers, checked; no weights read), by name."
     out = {}
@@ -1335,7 +1341,7 @@ def hf_weight_headers(path: str) -> dict[str, dict]:
         out.update(safetensors_header(storage.join(path, f)))
     return out
 
-# %% ../../nbs/25_hf_models.ipynb #1ad62406
+# %% ../../nbs/25_hf_models.ipynb #274b1af8
 _LAYER = re.compile(r"model\.layers\.(\d+)\.")
 
 
@@ -1374,7 +1380,7 @@ def check_config_weights(d: dict, shapes: Mapping[str, list[int]], where: str, w
             f"{where}: {weights} do not match it: " + "; ".join(wrong[:3]) + ("..." if len(wrong) > 3 else "")
         )
 
-
+# %% ../../nbs/25_hf_models.ipynb #fae8f574
 def read_hf_config(path: str, weights: bool = True) -> dict:
     """The `config.json` of an HF folder, refused (file, field, fix) when malformed, absurd, or contradicted by the
     headers of the folder's weight files (with `weights`; read before any tensor is)."""
@@ -1401,7 +1407,7 @@ def read_hf_config(path: str, weights: bool = True) -> dict:
         check_config_weights(d, {k: h["shape"] for k, h in headers.items()}, f, f"the weights of {path}")
     return d
 
-
+# %% ../../nbs/25_hf_models.ipynb #2faccdcc
 def check_tokenizer_json(path: str) -> None:
     "Refuse a folder whose `tokenizer.json` or `tokenizer_config.json` is not a JSON object (truncated, damaged)."
     for name, key in (("tokenizer.json", "model"), ("tokenizer_config.json", None)):

@@ -34,7 +34,7 @@ PALLAS_BACKENDS = ("interpret", "tpu", "gpu")
 GROUPED_MATMULS = ("auto", "ragged", "blocked", "gmm")
 EP_DISPATCHES = ("flat", "two_stage")  # expert parallelism's all-to-all: one hop, or node then device (DeepEP)
 
-# %% ../../nbs/21_moe.ipynb #ddb21acc
+# %% ../../nbs/21_moe.ipynb #daa3711c
 @dataclasses.dataclass(frozen=True)
 class MoEConfig(Config):
     "An MoE MLP: experts, router, balancing and dispatch. Set it as `LlamaConfig(moe=MoEConfig(...))`."
@@ -67,66 +67,75 @@ class MoEConfig(Config):
     )  # node-limited routing: a token's top_k within <= this many groups (0: off)
     ep_dispatch: str = added("flat")  # expert parallelism: flat | two_stage (same outputs; one copy per remote node)
 
-    def validate(self):
-        check(self.n_experts >= 1, "n_experts", "must be >= 1")
-        check(
-            1 <= self.top_k <= self.n_experts, "top_k", f"must be in [1, n_experts={self.n_experts}], got {self.top_k}"
-        )
-        check(
-            self.balance != "quantile" or self.top_k < self.n_experts,
-            "top_k",
-            "quantile balancing needs top_k < n_experts (alpha is the (k+1)-th score)",
-        )
-        check(
-            self.d_expert >= 0 and self.n_shared_experts >= 0, "d_expert", "d_expert and n_shared_experts must be >= 0"
-        )
-        check(self.router in ROUTERS, "router", f"{self.router!r} is not one of {ROUTERS}")
-        check(self.balance in BALANCERS, "balance", f"{self.balance!r} is not one of {BALANCERS}")
-        check(self.dispatch in DISPATCH_MODES, "dispatch", f"{self.dispatch!r} is not one of {DISPATCH_MODES}")
-        check(self.kernel in KERNELS, "kernel", f"{self.kernel!r} is not one of {KERNELS}")
-        check(self.ep_dispatch in EP_DISPATCHES, "ep_dispatch", f"{self.ep_dispatch!r} is not one of {EP_DISPATCHES}")
-        check(
-            self.ep_dispatch == "flat" or self.dispatch == "dropless",
-            "ep_dispatch",
-            "two_stage is dropless (its buffers hold every copy); use dispatch='dropless' or ep_dispatch='flat'",
-        )
-        check(
-            self.pallas_backend in PALLAS_BACKENDS,
-            "pallas_backend",
-            f"{self.pallas_backend!r} is not one of {PALLAS_BACKENDS}",
-        )
-        check(self.capacity_factor > 0, "capacity_factor", "must be > 0")
-        check(self.every >= 1, "every", f"must be >= 1 (1 = an MoE MLP in every layer), got {self.every}")
-        check(self.first_dense_layers >= 0, "first_dense_layers", f"must be >= 0, got {self.first_dense_layers}")
-        check(
-            self.grouped_matmul in GROUPED_MATMULS,
-            "grouped_matmul",
-            f"{self.grouped_matmul!r} is not one of {GROUPED_MATMULS}",
-        )
-        check(self.block_rows >= 0, "block_rows", "must be >= 0 (0 = automatic)")
-        check(self.qb_iters >= 1 and self.balance_groups >= 1, "qb_iters", "qb_iters and balance_groups must be >= 1")
-        check(
-            self.node_groups >= 1 and self.n_experts % self.node_groups == 0,
-            "node_groups",
-            f"must be >= 1 and divide n_experts={self.n_experts} (the number of nodes), got {self.node_groups}",
-        )
-        check(
-            0 <= self.node_limit <= self.node_groups,
-            "node_limit",
-            f"must be in [1, node_groups={self.node_groups}] (or 0: off), got {self.node_limit}",
-        )
-        qb = self.balance == "quantile"
-        check(
-            not self.node_limit or self.node_limit * self.n_experts // self.node_groups >= self.top_k + qb,
-            "node_limit",
-            f"{self.node_limit} groups of {self.n_experts // self.node_groups} experts leave fewer than top_k"
-            f"{' + 1 (quantile balancing)' if qb else ''} = {self.top_k + qb} to choose from; raise node_limit",
-        )
-        check(
-            self.aux_loss_coef >= 0 and self.router_z_loss_coef >= 0 and self.bias_step >= 0,
-            "aux_loss_coef",
-            "aux_loss_coef, router_z_loss_coef and bias_step must be >= 0",
-        )
+# %% ../../nbs/21_moe.ipynb #eda94509
+def _check_moe_kinds(self: MoEConfig) -> None:
+    "Expert and top-k counts, and every choice (router, balancer, dispatch, kernel) one of those there are."
+    check(self.n_experts >= 1, "n_experts", "must be >= 1")
+    check(1 <= self.top_k <= self.n_experts, "top_k", f"must be in [1, n_experts={self.n_experts}], got {self.top_k}")
+    check(
+        self.balance != "quantile" or self.top_k < self.n_experts,
+        "top_k",
+        "quantile balancing needs top_k < n_experts (alpha is the (k+1)-th score)",
+    )
+    check(self.d_expert >= 0 and self.n_shared_experts >= 0, "d_expert", "d_expert and n_shared_experts must be >= 0")
+    check(self.router in ROUTERS, "router", f"{self.router!r} is not one of {ROUTERS}")
+    check(self.balance in BALANCERS, "balance", f"{self.balance!r} is not one of {BALANCERS}")
+    check(self.dispatch in DISPATCH_MODES, "dispatch", f"{self.dispatch!r} is not one of {DISPATCH_MODES}")
+    check(self.kernel in KERNELS, "kernel", f"{self.kernel!r} is not one of {KERNELS}")
+    check(self.ep_dispatch in EP_DISPATCHES, "ep_dispatch", f"{self.ep_dispatch!r} is not one of {EP_DISPATCHES}")
+    check(
+        self.ep_dispatch == "flat" or self.dispatch == "dropless",
+        "ep_dispatch",
+        "two_stage is dropless (its buffers hold every copy); use dispatch='dropless' or ep_dispatch='flat'",
+    )
+    check(
+        self.pallas_backend in PALLAS_BACKENDS,
+        "pallas_backend",
+        f"{self.pallas_backend!r} is not one of {PALLAS_BACKENDS}",
+    )
+
+# %% ../../nbs/21_moe.ipynb #52b718c0
+def _check_moe_sizes(self: MoEConfig) -> None:
+    "Capacity, layer plan, blocks, balancing iterations, the routing groups and the loss coefficients."
+    check(self.capacity_factor > 0, "capacity_factor", "must be > 0")
+    check(self.every >= 1, "every", f"must be >= 1 (1 = an MoE MLP in every layer), got {self.every}")
+    check(self.first_dense_layers >= 0, "first_dense_layers", f"must be >= 0, got {self.first_dense_layers}")
+    check(
+        self.grouped_matmul in GROUPED_MATMULS,
+        "grouped_matmul",
+        f"{self.grouped_matmul!r} is not one of {GROUPED_MATMULS}",
+    )
+    check(self.block_rows >= 0, "block_rows", "must be >= 0 (0 = automatic)")
+    check(self.qb_iters >= 1 and self.balance_groups >= 1, "qb_iters", "qb_iters and balance_groups must be >= 1")
+    check(
+        self.node_groups >= 1 and self.n_experts % self.node_groups == 0,
+        "node_groups",
+        f"must be >= 1 and divide n_experts={self.n_experts} (the number of nodes), got {self.node_groups}",
+    )
+    check(
+        0 <= self.node_limit <= self.node_groups,
+        "node_limit",
+        f"must be in [1, node_groups={self.node_groups}] (or 0: off), got {self.node_limit}",
+    )
+    qb = self.balance == "quantile"
+    check(
+        not self.node_limit or self.node_limit * self.n_experts // self.node_groups >= self.top_k + qb,
+        "node_limit",
+        f"{self.node_limit} groups of {self.n_experts // self.node_groups} experts leave fewer than top_k"
+        f"{' + 1 (quantile balancing)' if qb else ''} = {self.top_k + qb} to choose from; raise node_limit",
+    )
+    check(
+        self.aux_loss_coef >= 0 and self.router_z_loss_coef >= 0 and self.bias_step >= 0,
+        "aux_loss_coef",
+        "aux_loss_coef, router_z_loss_coef and bias_step must be >= 0",
+    )
+
+# %% ../../nbs/21_moe.ipynb #d4eecaa6
+@patch
+def validate(self: MoEConfig):
+    "Refuse an MoE config that cannot work, naming the field (run by `Config.__post_init__`)."
+    _check_moe_kinds(self)
+    _check_moe_sizes(self)
 
 # %% ../../nbs/21_moe.ipynb #98f0f57a
 @patch

@@ -241,10 +241,38 @@ def _decode_dataclass(cls, d: Any, path: str, ignore_unknown: bool):
     }
     return cls(**kw)
 
-# %% ../../nbs/00_config.ipynb #3a71ecba
+# %% ../../nbs/00_config.ipynb #7f34c93a
 _CANON_SPECIAL_FLOATS = {"__nan__": math.nan, "__inf__": math.inf, "__-inf__": -math.inf}  # `_canon_float`'s names
 
 
+def _decode_float(v: Any, path: str) -> float:
+    "A number, one of `canonical`'s names for nan and the infinities, or a number YAML 1.1 left as a string."
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    if isinstance(v, str) and v in _CANON_SPECIAL_FLOATS:
+        return _CANON_SPECIAL_FLOATS[v]
+    if isinstance(v, str):  # YAML 1.1 reads `3e-4` (no dot) as a string
+        try:
+            return float(v)
+        except ValueError:
+            pass
+    raise ConfigError(f"{path}: expected a number (float), got {type(v).__name__} {v!r}")
+
+
+def _decode_items(t: Any, v: Any, path: str, rec) -> list | tuple:
+    "A list or tuple, each item as its annotated type (`tuple[int, ...]`, `tuple[A, B]`, `list[X]`)."
+    origin, args = typing.get_origin(t), typing.get_args(t)
+    if not isinstance(v, (list, tuple)):
+        raise ConfigError(f"{path}: expected a list, got {type(v).__name__} {v!r}")
+    each = (
+        (lambda i: args[0])
+        if (len(args) == 2 and args[1] is Ellipsis) or len(args) == 1
+        else (lambda i: args[i] if i < len(args) else Any)
+    )
+    items = [rec(each(i), x, f"{path}[{i}]") if args else _tuples(from_canonical(x)) for i, x in enumerate(v)]
+    return tuple(items) if (origin or t) is tuple else items
+
+# %% ../../nbs/00_config.ipynb #0e51f4ee
 def decode(t: Any, v: Any, path: str = "config", *, ignore_unknown: bool = False) -> Any:
     "`v` (a JSON value) as the annotated type `t`: dataclasses, `X | None`, tuples, lists, dicts, enums, floats."
     rec = lambda tt, vv, p: decode(tt, vv, p, ignore_unknown=ignore_unknown)
@@ -264,15 +292,7 @@ def decode(t: Any, v: Any, path: str = "config", *, ignore_unknown: bool = False
     if dataclasses.is_dataclass(t):
         return _decode_dataclass(t, v, path, ignore_unknown)
     if origin in (tuple, list) or t in (tuple, list):
-        if not isinstance(v, (list, tuple)):
-            raise ConfigError(f"{path}: expected a list, got {type(v).__name__} {v!r}")
-        each = (
-            (lambda i: args[0])
-            if (len(args) == 2 and args[1] is Ellipsis) or len(args) == 1
-            else (lambda i: args[i] if i < len(args) else Any)
-        )
-        items = [rec(each(i), x, f"{path}[{i}]") if args else _tuples(from_canonical(x)) for i, x in enumerate(v)]
-        return tuple(items) if (origin or t) is tuple else items
+        return _decode_items(t, v, path, rec)
     if origin is dict or t is dict:
         if not isinstance(v, dict):
             raise ConfigError(f"{path}: expected a mapping, got {type(v).__name__} {v!r}")
@@ -283,16 +303,7 @@ def decode(t: Any, v: Any, path: str = "config", *, ignore_unknown: bool = False
         except ValueError:
             raise ConfigError(f"{path}: {v!r} is not one of {[m.value for m in t]}") from None
     if t is float:
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return float(v)
-        if isinstance(v, str) and v in _CANON_SPECIAL_FLOATS:
-            return _CANON_SPECIAL_FLOATS[v]
-        if isinstance(v, str):  # YAML 1.1 reads `3e-4` (no dot) as a string
-            try:
-                return float(v)
-            except ValueError:
-                pass
-        raise ConfigError(f"{path}: expected a number (float), got {type(v).__name__} {v!r}")
+        return _decode_float(v, path)
     if t in (int, str, bool) and not (isinstance(v, t) and (t is bool or not isinstance(v, bool))):
         raise ConfigError(f"{path}: expected {t.__name__}, got {type(v).__name__} {v!r}")
     return from_canonical(v)  # a type this decoder does not know (a Protocol, a callable): canonical JSON back

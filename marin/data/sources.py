@@ -6,6 +6,7 @@
 from __future__ import annotations
 import collections, contextlib, dataclasses, glob as globmod, io, json, os, re, stat, sys, warnings
 from typing import Any, Callable, Iterable, Iterator
+from fastcore.basics import patch
 import pyarrow as pa, pyarrow.parquet as pq
 from ..core import storage
 from ..core.config import Config, added, check, versioned
@@ -46,7 +47,7 @@ SPLITS = ("file", "paragraphs", "lines")
 MB = 1 << 20
 MAX_LIMIT_MB = 2048  # the largest line or document limit: Arrow and the tokenizer hold a document several times over
 
-# %% ../../nbs/10_sources.ipynb #f079daaa
+# %% ../../nbs/10_sources.ipynb #011b5877
 @dataclasses.dataclass(frozen=True)
 class SourceConfig(Config):
     "Where a source's documents live and how to read them."
@@ -71,35 +72,39 @@ class SourceConfig(Config):
     max_line_mb: float = added(64.0)
     max_doc_mb: float = added(256.0)
 
-    def validate(self):
-        check(
-            bool(re.fullmatch(r"[A-Za-z0-9_.\-]+", self.name or "")),
-            "name",
-            f"{self.name!r}: use letters, digits, '_', '-', '.'",
-        )
-        check(
-            isinstance(self.paths, tuple) and len(self.paths) > 0,
-            "paths",
-            f"source {self.name!r} needs at least one path (as a tuple)",
-        )
-        check(self.format in FORMATS, "format", f"{self.format!r} is not one of {FORMATS}")
-        check(self.split in SPLITS, "split", f"{self.split!r} is not one of {SPLITS}")
-        check(self.max_chars >= 0, "max_chars", f"{self.max_chars}: use 0 (one paragraph each) or a number of chars")
-        check(self.limit >= 0, "limit", f"{self.limit}: use 0 (all documents) or a number of documents")
-        check(self.shard_docs >= 1 and self.task_bytes >= 1, "shard_docs/task_bytes", "must be >= 1")
-        check(self.workers >= 0, "workers", f"{self.workers}: use 0 (the data_workers setting) or a positive number")
-        for f in ("max_line_mb", "max_doc_mb"):
-            v = getattr(self, f)
-            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= MAX_LIMIT_MB
-            check(ok, f, f"{v!r}: use a size in MB above 0 and at most {MAX_LIMIT_MB}")
+# %% ../../nbs/10_sources.ipynb #ce40e378
+@patch
+def validate(self: SourceConfig):
+    check(
+        bool(re.fullmatch(r"[A-Za-z0-9_.\-]+", self.name or "")),
+        "name",
+        f"{self.name!r}: use letters, digits, '_', '-', '.'",
+    )
+    check(
+        isinstance(self.paths, tuple) and len(self.paths) > 0,
+        "paths",
+        f"source {self.name!r} needs at least one path (as a tuple)",
+    )
+    check(self.format in FORMATS, "format", f"{self.format!r} is not one of {FORMATS}")
+    check(self.split in SPLITS, "split", f"{self.split!r} is not one of {SPLITS}")
+    check(self.max_chars >= 0, "max_chars", f"{self.max_chars}: use 0 (one paragraph each) or a number of chars")
+    check(self.limit >= 0, "limit", f"{self.limit}: use 0 (all documents) or a number of documents")
+    check(self.shard_docs >= 1 and self.task_bytes >= 1, "shard_docs/task_bytes", "must be >= 1")
+    check(self.workers >= 0, "workers", f"{self.workers}: use 0 (the data_workers setting) or a positive number")
+    for f in ("max_line_mb", "max_doc_mb"):
+        v = getattr(self, f)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= MAX_LIMIT_MB
+        check(ok, f, f"{v!r}: use a size in MB above 0 and at most {MAX_LIMIT_MB}")
 
-    @property
-    def max_line_bytes(self) -> int:
-        return max(1, int(self.max_line_mb * MB))
 
-    @property
-    def max_doc_bytes(self) -> int:
-        return max(1, int(self.max_doc_mb * MB))
+@patch(as_prop=True)
+def max_line_bytes(self: SourceConfig) -> int:
+    return max(1, int(self.max_line_mb * MB))
+
+
+@patch(as_prop=True)
+def max_doc_bytes(self: SourceConfig) -> int:
+    return max(1, int(self.max_doc_mb * MB))
 
 # %% ../../nbs/10_sources.ipynb #b7223d2a
 def _has_magic(p: str) -> bool:
@@ -229,7 +234,7 @@ def reading(url: str, where: Callable[[], str] = lambda: ""):
         at = where()
         raise SourceReadError(f"{url}{' ' + at if at else ''}: {problem}") from None
 
-# %% ../../nbs/10_sources.ipynb #b80c919d
+# %% ../../nbs/10_sources.ipynb #16bdee8d
 class _ZstdFrames(io.RawIOBase):
     """A .zst file's bytes, passed through unchanged while its frames' headers are walked: bytes that are no frame raise
     `_BadZstd`; the file's end inside a frame sets `truncated` (zstandard's stream reader would end there quietly, so
@@ -263,30 +268,32 @@ class _ZstdFrames(io.RawIOBase):
             if len(self.head) == self.need:
                 self._header(int.from_bytes(self.head, "little"))
 
-    def _header(self, v: int) -> None:
-        "Act on a complete header field `v` (little-endian) of the current state; set the next state."
-        self.head, st = b"", self.state
-        if st == "magic" and v == 0xFD2FB528:
-            self.state, self.need = "descriptor", 1
-        elif st == "magic" and v & 0xFFFFFFF0 == 0x184D2A50:  # a skippable frame: its size, then that many bytes
-            self.state, self.need = "skippable", 4
-        elif st == "magic":
-            raise _BadZstd(f"no zstandard frame starts here (magic {v:#010x})")
-        elif st == "skippable":
-            self.state, self.need, self.skip = "magic", 4, v
-        elif st == "descriptor":  # window, dictionary id and content size fields follow; then blocks
-            single = bool(v & 0x20)
-            fcs = {0: int(single), 1: 2, 2: 4, 3: 8}[v >> 6]
-            self.checksum, self.state, self.need = bool(v & 4), "block", 3
-            self.skip = (0 if single else 1) + (0, 1, 2, 4)[v & 3] + fcs
-        else:  # a block header: last-block flag, type, size
-            last, kind, size = v & 1, (v >> 1) & 3, v >> 3
-            if kind == 3:
-                raise _BadZstd("a block of the reserved type")
-            self.skip = 1 if kind == 1 else size
-            if last:
-                self.state, self.need = "magic", 4
-                self.skip += 4 if self.checksum else 0
+# %% ../../nbs/10_sources.ipynb #eb8b67b0
+@patch
+def _header(self: _ZstdFrames, v: int) -> None:
+    "Act on a complete header field `v` (little-endian) of the current state; set the next state."
+    self.head, st = b"", self.state
+    if st == "magic" and v == 0xFD2FB528:
+        self.state, self.need = "descriptor", 1
+    elif st == "magic" and v & 0xFFFFFFF0 == 0x184D2A50:  # a skippable frame: its size, then that many bytes
+        self.state, self.need = "skippable", 4
+    elif st == "magic":
+        raise _BadZstd(f"no zstandard frame starts here (magic {v:#010x})")
+    elif st == "skippable":
+        self.state, self.need, self.skip = "magic", 4, v
+    elif st == "descriptor":  # window, dictionary id and content size fields follow; then blocks
+        single = bool(v & 0x20)
+        fcs = {0: int(single), 1: 2, 2: 4, 3: 8}[v >> 6]
+        self.checksum, self.state, self.need = bool(v & 4), "block", 3
+        self.skip = (0 if single else 1) + (0, 1, 2, 4)[v & 3] + fcs
+    else:  # a block header: last-block flag, type, size
+        last, kind, size = v & 1, (v >> 1) & 3, v >> 3
+        if kind == 3:
+            raise _BadZstd("a block of the reserved type")
+        self.skip = 1 if kind == 1 else size
+        if last:
+            self.state, self.need = "magic", 4
+            self.skip += 4 if self.checksum else 0
 
 # %% ../../nbs/10_sources.ipynb #a0e55c7a
 class _ZstdEnd(io.RawIOBase):

@@ -35,6 +35,11 @@ def _hf(path):
     return transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
 
 
+# forward as one compiled program: op by op, a tiny MoE's first forward compiles each of its many small operations
+# (8 CPU s, 2.3 jitted); the same function, the same logits within float32 rounding
+forward_jit = jax.jit(forward)
+
+
 CASES = {
     "top2-of-4-gqa": dict(moe=MoEConfig(n_experts=4, top_k=2, balance="switch")),
     "top3-of-8-expert-width-llama3-rope-tied-mha": dict(
@@ -57,7 +62,7 @@ def test_moe_export_matches_transformers_mixtral_logits(tmp_path, case):
     s = export_hf(model, str(tmp_path), tokenizer=VOCAB)
     assert s["architecture"] == "MixtralForCausalLM"
     toks = np.random.default_rng(0).integers(0, 96, (2, 48))
-    ours = np.asarray(forward(model, jnp.asarray(toks)))
+    ours = np.asarray(forward_jit(model, jnp.asarray(toks)))
     hf = _hf(str(tmp_path))
     assert type(hf).__name__ == "MixtralForCausalLM"
     with torch.no_grad():
@@ -86,7 +91,7 @@ def test_transformers_mixtral_imports_and_reexports_bit_exactly(tmp_path):
     toks = np.random.default_rng(1).integers(0, 80, (2, 40))
     with torch.no_grad():
         theirs = hf(torch.tensor(toks)).logits.numpy()
-    ours = np.asarray(forward(model, jnp.asarray(toks)))
+    ours = np.asarray(forward_jit(model, jnp.asarray(toks)))
     print(f"transformers-written Mixtral: max |logit diff| {float(np.abs(ours - theirs).max()):.2e}")
     np.testing.assert_allclose(ours, theirs, atol=1e-4, rtol=1e-4)
     # import -> export: every tensor (names, dtypes, values) identical to what transformers wrote
@@ -146,7 +151,7 @@ def test_transformers5_fused_expert_layout_imports_with_transformers_logits(tmp_
     assert model.cfg == legacy.cfg
     assert all(bool((a == b).all()) for a, b in zip(jax.tree.leaves(model), jax.tree.leaves(legacy)))
     toks = np.random.default_rng(2).integers(0, 80, (2, 40))
-    ours = np.asarray(forward(model, jnp.asarray(toks)))
+    ours = np.asarray(forward_jit(model, jnp.asarray(toks)))
     for name, ref in (("in memory", hf), ("reloaded from the fused files", _hf(str(tmp_path / "fused")))):
         with torch.no_grad():
             theirs = ref(torch.tensor(toks)).logits.numpy()

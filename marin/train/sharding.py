@@ -6,6 +6,7 @@
 from __future__ import annotations
 import dataclasses, math, os
 from typing import Any
+from fastcore.basics import patch
 import equinox as eqx
 import jax
 import numpy as np
@@ -39,7 +40,7 @@ DEFAULT_RULES: tuple[tuple[str, Any], ...] = (
     ("act_vocab", "tensor"),
 )
 
-# %% ../../nbs/31_sharding.ipynb #640bbf05
+# %% ../../nbs/31_sharding.ipynb #4dadf74a
 @dataclasses.dataclass(frozen=True)
 class MeshConfig(Config):
     "Sizes of the mesh axes; -1 on one axis means 'all remaining devices'. Not versioned: placement never changes results beyond float tolerance."
@@ -69,39 +70,45 @@ class MeshConfig(Config):
             f"must be >= 0 (0 = every device on one node), got {self.devices_per_node}",
         )
 
-    def mesh_shape(self, n_devices: int) -> dict[str, int]:
-        "Every mesh axis's size over `n_devices` devices (the -1 axis resolved), in `MESH_AXES` order."
-        sizes = {"data": self.data, "expert": self.expert, "fsdp": self.fsdp, "tensor": self.tensor}
-        known = math.prod(s for s in sizes.values() if s != -1)
-        free = [a for a, s in sizes.items() if s == -1]
-        if free:
-            if n_devices % known:
-                raise ValueError(
-                    f"mesh: {n_devices} devices are not divisible by the product of the other axes ({known}, from "
-                    f"{ {a: s for a, s in sizes.items() if s != -1} }); change MeshConfig"
-                )
-            sizes[free[0]] = n_devices // known
-        if math.prod(sizes.values()) != n_devices:
+# %% ../../nbs/31_sharding.ipynb #b78cd622
+@patch
+def mesh_shape(self: MeshConfig, n_devices: int) -> dict[str, int]:
+    "Every mesh axis's size over `n_devices` devices (the -1 axis resolved), in `MESH_AXES` order."
+    sizes = {"data": self.data, "expert": self.expert, "fsdp": self.fsdp, "tensor": self.tensor}
+    known = math.prod(s for s in sizes.values() if s != -1)
+    free = [a for a, s in sizes.items() if s == -1]
+    if free:
+        if n_devices % known:
             raise ValueError(
-                f"mesh: data*expert*fsdp*tensor = {math.prod(sizes.values())} but {n_devices} devices are in use; "
-                "make the product match (or use -1)"
+                f"mesh: {n_devices} devices are not divisible by the product of the other axes ({known}, from "
+                f"{ {a: s for a, s in sizes.items() if s != -1} }); change MeshConfig"
             )
-        return sizes
+        sizes[free[0]] = n_devices // known
+    if math.prod(sizes.values()) != n_devices:
+        raise ValueError(
+            f"mesh: data*expert*fsdp*tensor = {math.prod(sizes.values())} but {n_devices} devices are in use; "
+            "make the product match (or use -1)"
+        )
+    return sizes
 
-    def n_nodes(self, n_devices: int) -> int:
-        "How many nodes `n_devices` devices form (`devices_per_node` must divide them)."
-        dpn = self.devices_per_node or n_devices
-        if n_devices % dpn:
-            raise ValueError(
-                f"mesh.devices_per_node={dpn} does not divide the {n_devices} devices in use; set it to a divisor "
-                f"of {n_devices} (the devices of one host) or 0 (one node)"
-            )
-        return n_devices // dpn
 
-    def axis_sizes(self, n_devices: int) -> tuple[int, int, int]:
-        "(data, fsdp, tensor) sizes over `n_devices`, the expert axis accounted for (`mesh_shape` has all four axes)."
-        s = self.mesh_shape(n_devices)
-        return s["data"], s["fsdp"], s["tensor"]
+@patch
+def n_nodes(self: MeshConfig, n_devices: int) -> int:
+    "How many nodes `n_devices` devices form (`devices_per_node` must divide them)."
+    dpn = self.devices_per_node or n_devices
+    if n_devices % dpn:
+        raise ValueError(
+            f"mesh.devices_per_node={dpn} does not divide the {n_devices} devices in use; set it to a divisor "
+            f"of {n_devices} (the devices of one host) or 0 (one node)"
+        )
+    return n_devices // dpn
+
+
+@patch
+def axis_sizes(self: MeshConfig, n_devices: int) -> tuple[int, int, int]:
+    "(data, fsdp, tensor) sizes over `n_devices`, the expert axis accounted for (`mesh_shape` has all four axes)."
+    s = self.mesh_shape(n_devices)
+    return s["data"], s["fsdp"], s["tensor"]
 
 # %% ../../nbs/31_sharding.ipynb #f016e0e4
 def initialize_distributed() -> None:

@@ -42,13 +42,13 @@ __all__ = ['ROPE_SCALINGS', 'ACTIVATION_NAMES', 'ATTENTION_IMPLS', 'LAYER_LOOPS'
            'vocab_projection', 'project_to_vocab', 'output_logits', 'loss_chunks', 'chunked_token_logits',
            'next_token_loss', 'post_step_update', 'directional_grad_check', 'generate']
 
-# %% ../../nbs/20_transformer.ipynb #2acb9b3c
+# %% ../../nbs/20_transformer.ipynb #45ba7803
 ROPE_SCALINGS = ("none", "linear", "ntk", "llama3")
 ACTIVATION_NAMES = ("silu", "gelu_tanh")
 ATTENTION_IMPLS = ("reference", "xla", "cudnn", "splash", "auto")
 LAYER_LOOPS = ("auto", "scan", "unroll")
 
-
+# %% ../../nbs/20_transformer.ipynb #4148808c
 @dataclasses.dataclass(frozen=True)
 class LlamaConfig(Config):
     "Shape and numerics of a Llama-style decoder. `versioned` fields are the model's identity."
@@ -91,36 +91,43 @@ class LlamaConfig(Config):
         "float32", versioned=True
     )  # float32 | bfloat16: the dense products' operands (layers.bf16_product); MoE experts keep compute_dtype
 
-    @property
-    def head_size(self) -> int:
-        return self.head_dim or self.d_model // self.n_heads
+# %% ../../nbs/20_transformer.ipynb #46540c62
+@patch(as_prop=True)
+def head_size(self: LlamaConfig) -> int:
+    return self.head_dim or self.d_model // self.n_heads
 
-    @property
-    def q_dim(self) -> int:
-        return self.n_heads * self.head_size
 
-    @property
-    def kv_dim(self) -> int:
-        return self.n_kv_heads * self.head_size
+@patch(as_prop=True)
+def q_dim(self: LlamaConfig) -> int:
+    return self.n_heads * self.head_size
 
-    @property
-    def group_size(self) -> int:
-        return self.n_heads // self.n_kv_heads
 
-    @property
-    def attention_scale(self) -> float:
-        "The factor on `q·k`: `query_pre_attn_scalar ** -0.5` when set, else `head_size ** -0.5`."
-        return 1 / math.sqrt(self.query_pre_attn_scalar or self.head_size)
+@patch(as_prop=True)
+def kv_dim(self: LlamaConfig) -> int:
+    return self.n_kv_heads * self.head_size
 
-    @property
-    def per_layer_attention(self) -> bool:
-        "Whether layers differ in their window or RoPE base (local and global layers), so each reads its own."
-        return bool(self.global_layers) or bool(self.rope_local_theta)
 
-    @property
-    def unroll_layers(self) -> bool:
-        "Whether the forward pass unrolls the layer loop (`layer_loop`; `auto` unrolls on the CPU backend only)."
-        return self.layer_loop == "unroll" or (self.layer_loop == "auto" and jax.default_backend() == "cpu")
+@patch(as_prop=True)
+def group_size(self: LlamaConfig) -> int:
+    return self.n_heads // self.n_kv_heads
+
+
+@patch(as_prop=True)
+def attention_scale(self: LlamaConfig) -> float:
+    "The factor on `q·k`: `query_pre_attn_scalar ** -0.5` when set, else `head_size ** -0.5`."
+    return 1 / math.sqrt(self.query_pre_attn_scalar or self.head_size)
+
+
+@patch(as_prop=True)
+def per_layer_attention(self: LlamaConfig) -> bool:
+    "Whether layers differ in their window or RoPE base (local and global layers), so each reads its own."
+    return bool(self.global_layers) or bool(self.rope_local_theta)
+
+
+@patch(as_prop=True)
+def unroll_layers(self: LlamaConfig) -> bool:
+    "Whether the forward pass unrolls the layer loop (`layer_loop`; `auto` unrolls on the CPU backend only)."
+    return self.layer_loop == "unroll" or (self.layer_loop == "auto" and jax.default_backend() == "cpu")
 
 # %% ../../nbs/20_transformer.ipynb #cfdd76be
 def _check_shape(self: LlamaConfig) -> None:

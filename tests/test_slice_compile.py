@@ -72,6 +72,7 @@ def test_batch_too_small_for_the_devices_goes_to_the_sequence():
     B, S, V = 4, 512, 16384
     r = compile_for_slice(tiny(batch=B, seq=S, vocab=V, d_model=256), "v5p:2x2x2")
     assert r.fits and r.mesh["fsdp"] == 8
+    assert r.hosts == 2 and r.target.devices == 8  # the multi-host slice (test_multi_host_and_two_slices_over_dcn)
     assert 0.9 < r.flops_ratio < 1.1, r.table()  # replicated, it would be ~2
     local_logits = B * S * V * 4 / 8
     assert r.temp_bytes < 4 * local_logits, r.table()
@@ -108,9 +109,8 @@ def test_batch_that_fits_nowhere_is_refused_before_compiling():
 
 
 def test_multi_host_and_two_slices_over_dcn():
-    "v5p:2x2x2 spans 2 hosts; two v5e 2x2 slices over DCN: data=2 (one per slice) x fsdp=4."
-    r = compile_for_slice(tiny(), "v5p:2x2x2")
-    assert r.fits and r.hosts == 2 and r.target.devices == 8
+    """v5p:2x2x2 spans 2 hosts (its compile, 8 devices on 2 hosts: test_batch_too_small_for_the_devices_goes_to_the_
+    sequence, which compiles for that slice anyway); two v5e 2x2 slices over DCN: data=2 (one per slice) x fsdp=4."""
     two = compile_for_slice(tiny(mesh=MeshConfig(data=2, fsdp=-1)), parse_target("v5e:2x2", slices=2))
     assert two.fits and two.hosts == 2 and two.mesh["data"] == 2 and two.mesh["fsdp"] == 4
     assert two.target.name == "2x v5e-4"

@@ -117,7 +117,7 @@ FILE_SECONDS = {
     "test_moe_layer.py": 105,
     "test_train_sharding.py": 100,
     "test_core_experiments.py": 120,
-    "test_serve_engine.py": 105,
+    "test_serve_engine.py": 95,
     "test_scaling_fits.py": 95,
     "test_quickstart.py": 90,
     "test_moe_locality.py": 85,

@@ -10,6 +10,8 @@ from marin.serve.engine import Engine, SamplingParams
 from marin.serve.quantize import Int4Weight, Int8Weight, quantize_model
 
 CFG = LlamaConfig(vocab_size=64, seq_len=64, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=128)
+# the recompute as one compiled program per sequence length (op by op, each new length compiled every op again)
+forward_jit = jax.jit(forward)
 
 
 def _dequantized(qm):
@@ -29,13 +31,13 @@ def test_quantized_engine_equals_recompute_with_dequantized_weights(mode):
     with Engine(qm, max_batch=2) as eng:
         outs = eng.generate(prompts, SamplingParams(max_tokens=8, temperature=0.0))
     for p, c in zip(prompts, outs):
-        ref = jax.nn.log_softmax(forward(deq, jnp.asarray([p + c.tokens]))[0], -1)
+        ref = jax.nn.log_softmax(forward_jit(deq, jnp.asarray([p + c.tokens]))[0], -1)
         np.testing.assert_allclose(
             c.logprobs, [float(ref[len(p) - 1 + i, t]) for i, t in enumerate(c.tokens)], atol=1e-4
         )
     toks = jnp.asarray(np.random.default_rng(0).integers(0, 64, (2, 64)))
-    base = jax.nn.log_softmax(forward(model, toks), -1)
-    kl = float(jnp.mean(jnp.sum(jnp.exp(base) * (base - jax.nn.log_softmax(forward(deq, toks), -1)), -1)))
+    base = jax.nn.log_softmax(forward_jit(model, toks), -1)
+    kl = float(jnp.mean(jnp.sum(jnp.exp(base) * (base - jax.nn.log_softmax(forward_jit(deq, toks), -1)), -1)))
     assert 0 < kl < (0.01 if mode == "int8" else 0.5), kl  # random O(1) weights: a worst case for 4 bits
 
 
@@ -56,11 +58,11 @@ def test_engine_serves_architecture_variants_like_the_model(variant):
     plain = dataclasses.replace(model, cfg=CFG)  # the same weights without the variant: must differ
     for p, c in zip(prompts, outs):
         seq = jnp.asarray([p + c.tokens])
-        ref = jax.nn.log_softmax(forward(model, seq)[0], -1)
+        ref = jax.nn.log_softmax(forward_jit(model, seq)[0], -1)
         got = [float(ref[len(p) - 1 + i, t]) for i, t in enumerate(c.tokens)]
         np.testing.assert_allclose(c.logprobs, got, atol=1e-4)
         if cfg.sliding_window:
-            other = jax.nn.log_softmax(forward(plain, seq)[0], -1)
+            other = jax.nn.log_softmax(forward_jit(plain, seq)[0], -1)
             assert max(abs(float(other[len(p) - 1 + i, t]) - g) for i, (t, g) in enumerate(zip(c.tokens, got))) > 1e-3
 
 
@@ -86,7 +88,7 @@ def test_one_sequence_decode_goes_through_the_row_vector_kernel(monkeypatch, mod
     prompt, params = [1, 5, 9, 13, 17], SamplingParams(max_tokens=8, temperature=0.0)
     with Engine(qm, max_batch=1) as eng:
         kernel = eng.generate([prompt], params)[0]
-    ref = jax.nn.log_softmax(forward(_dequantized(qm), jnp.asarray([prompt + kernel.tokens]))[0], -1)
+    ref = jax.nn.log_softmax(forward_jit(_dequantized(qm), jnp.asarray([prompt + kernel.tokens]))[0], -1)
     want = [float(ref[len(prompt) - 1 + i, t]) for i, t in enumerate(kernel.tokens)]
     np.testing.assert_allclose(kernel.logprobs, want, atol=1e-4)
     monkeypatch.setenv("MARIN_CPU_KERNELS", "off")

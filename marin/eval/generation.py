@@ -21,11 +21,12 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
 # %% ../../nbs/52_generation.ipynb #523ceac9
 def _pick_impl(logits, last, key, temperature):
     import jax, jax.numpy as jnp
+    from marin.models.transformer import sample_tokens
 
     row = jnp.take_along_axis(logits, last[:, None, None], axis=1)[:, 0]  # [B, V] logits at each row's last token
-    greedy = jnp.argmax(row, axis=-1)
-    sampled = jax.random.categorical(key, row / jnp.maximum(temperature, 1e-6), axis=-1)
-    return jnp.where(temperature > 0, sampled, greedy)
+    B = row.shape[0]
+    t = jnp.full((B,), temperature, jnp.float32)
+    return sample_tokens(row, jax.random.split(key, B), t, jnp.zeros((B,), jnp.int32), jnp.ones((B,), jnp.float32))[0]
 
 
 _PICK: dict = {}

@@ -445,11 +445,10 @@ class DenseMLP(eqx.Module):
         normal = lambda k, shape, s: s * jax.random.normal(k, L + shape, jnp.float32)
         return cls(w_gate=normal(kg, (D, F), std), w_up=normal(ku, (D, F), std), w_down=normal(kd, (F, D), out_std))
 
-    def __call__(self, cfg, h: Float[Array, "B S D"], sharding: ActivationSharding = NO_SHARDING):
-        "(output, stats) of one layer's MLP (`self` holds one layer's weights; dense MLPs have no stats)."
-        act, mm = ACTIVATIONS[getattr(cfg, "activation", "silu")], getattr(cfg, "matmul_dtype", "float32")
-        f = sharding(
-            act(dense(h, self.w_gate, matmul_dtype=mm)) * dense(h, self.w_up, matmul_dtype=mm),
-            ("batch", "seq", "act_mlp"),
-        )
-        return dense(f, self.w_down, matmul_dtype=mm), {}
+    def __call__(self, cfg, h: Float[Array, "B S D"], sharding: ActivationSharding = NO_SHARDING, matmul=None):
+        """(output, stats) of one layer's MLP (`self` holds one layer's weights; dense MLPs have no stats). `matmul`
+        (x, w) -> x @ w replaces `dense` at the config's `matmul_dtype` (serving's quantized weights)."""
+        mm = matmul or functools.partial(dense, matmul_dtype=getattr(cfg, "matmul_dtype", "float32"))
+        act = ACTIVATIONS[getattr(cfg, "activation", "silu")]
+        f = sharding(act(mm(h, self.w_gate)) * mm(h, self.w_up), ("batch", "seq", "act_mlp"))
+        return mm(f, self.w_down), {}

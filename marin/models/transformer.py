@@ -4,8 +4,8 @@
 
 # %% ../../nbs/20_transformer.ipynb #c672eb32
 from __future__ import annotations
-import dataclasses, math, re
-from typing import Callable
+import dataclasses, functools, math, re
+from typing import Callable, NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -26,6 +26,7 @@ from marin.models.layers import (
     dense,
     is_param,
     param_name,
+    reference_attention,
     rms_norm,
     rope_frequencies,
     softcap,
@@ -36,11 +37,12 @@ from .moe_parallel import moe_mlp_expert_parallel
 # %% auto #0
 __all__ = ['ROPE_SCALINGS', 'ACTIVATION_NAMES', 'ATTENTION_IMPLS', 'LAYER_LOOPS', 'EMBEDDING_AXES', 'ATTENTION_AXES',
            'PARAM_AXES', 'LEGACY_STATE_KEYS', 'REMAT_POLICIES', 'LOSS_CHUNK_BYTES', 'CPU_LOSS_CHUNK_BYTES',
-           'LOSS_CHUNK_MIN_ROWS', 'LlamaConfig', 'Block', 'Transformer', 'moe_layer_ids', 'init', 'count_params',
-           'param_axes', 'upgrade_state_keys', 'mlp_forward', 'block_forward_with_stats', 'block_forward',
-           'layer_params', 'scan_blocks', 'to_compute_dtype', 'layer_attention', 'embed_tokens', 'forward',
-           'vocab_projection', 'project_to_vocab', 'output_logits', 'loss_chunks', 'chunked_token_logits',
-           'next_token_loss', 'post_step_update', 'directional_grad_check', 'generate']
+           'LOSS_CHUNK_MIN_ROWS', 'TOP_N', 'LlamaConfig', 'Block', 'Transformer', 'moe_layer_ids', 'init',
+           'count_params', 'param_axes', 'upgrade_state_keys', 'mlp_forward', 'LayerOps', 'attention_qkv', 'block_step',
+           'block_forward_with_stats', 'block_forward', 'layer_params', 'scan_blocks', 'to_compute_dtype',
+           'layer_attention', 'embed_tokens', 'forward', 'vocab_projection', 'project_to_vocab', 'output_logits',
+           'loss_chunks', 'chunked_token_logits', 'next_token_loss', 'post_step_update', 'directional_grad_check',
+           'KVCache', 'kv_cache_shape', 'prefill', 'decode', 'sample_tokens', 'generate']
 
 # %% ../../nbs/20_transformer.ipynb #45ba7803
 ROPE_SCALINGS = ("none", "linear", "ntk", "llama3")
@@ -306,6 +308,18 @@ class Transformer(eqx.Module):
     lm_head: Float[Array, "D V"] | None
     cfg: LlamaConfig = eqx.field(static=True)
 
+    def __call__(self, tokens, segment_ids=None, **kw):
+        "Logits `[B, S, V]` of a batch: `forward`."
+        return forward(self, tokens, segment_ids, **kw)
+
+    def prefill(self, cache: KVCache, tokens, length, slot, start=0, **kw):
+        "A prompt chunk into one slot of `cache`: `prefill`."
+        return prefill(self, cache, tokens, length, slot, start, **kw)
+
+    def decode(self, cache: KVCache, tokens, positions, slots, attn_len: int, **kw):
+        "One new token for each of `slots`: `decode`."
+        return decode(self, cache, tokens, positions, slots, attn_len, **kw)
+
 
 def moe_layer_ids(cfg: LlamaConfig) -> tuple[int, ...]:
     "Indices of the layers whose MLP is the MoE (none for a dense model)."
@@ -420,30 +434,64 @@ def mlp_forward(cfg: LlamaConfig, p: Block, h: Float[Array, "B S D"], sharding: 
     return p.moe(cfg, h, sharding)
 
 # %% ../../nbs/20_transformer.ipynb #a405b481
-def block_forward_with_stats(
-    cfg: LlamaConfig, p: Block, x, mask, positions, inv_freq, sharding: ActivationSharding = NO_SHARDING
-) -> tuple[Float[Array, "B S D"], dict]:
-    "One block and its MLP's statistics (`{}` for a dense MLP; the MoE's routing stats otherwise)."
-    B, S, D = x.shape
-    norm = lambda y, w: rms_norm(y, w, cfg.norm_eps, cfg.norm_offset)
-    h = norm(x, p.attn_norm)
-    mm = cfg.matmul_dtype
-    q, k, v = dense(h, p.wq, matmul_dtype=mm), dense(h, p.wk, matmul_dtype=mm), dense(h, p.wv, matmul_dtype=mm)
+class LayerOps(NamedTuple):
+    """How a block multiplies and runs its MLP, and how a layer loop reads one layer's weights. `None` is training's
+    way (`dense` at `cfg.matmul_dtype`, `mlp_forward`, every stacked array indexed); serving passes its quantized,
+    CPU-kernel versions from above (`marin.serve.engine.SERVING_OPS`): the one boundary those kernels cross."""
+
+    matmul: Callable | None = None  # (x, w) -> x @ w
+    mlp: Callable | None = None  # (cfg, p, h, sharding) -> (y, stats)
+    layer: Callable | None = None  # (stacked blocks, traced i) -> layer i's weights
+
+
+def _matmul(cfg: LlamaConfig, ops: LayerOps) -> Callable:
+    return ops.matmul or functools.partial(dense, matmul_dtype=cfg.matmul_dtype)
+
+
+def attention_qkv(cfg: LlamaConfig, p: Block, h, positions, inv_freq, matmul: Callable):
+    """Queries `[B, S, H, dh]`, keys and values `[B, S, K, dh]` of normed hidden states `h`: the projections (and
+    Qwen2's biases), QK-norm, RoPE at `positions` with `inv_freq`."""
+    B, S, _ = h.shape
+    q, k, v = matmul(h, p.wq), matmul(h, p.wk), matmul(h, p.wv)
     if p.bq is not None:
-        q, k, v = q + p.bq, k + p.bk, v + p.bv
+        q, k, v = q + p.bq.astype(q.dtype), k + p.bk.astype(k.dtype), v + p.bv.astype(v.dtype)
     q = q.reshape(B, S, cfg.n_heads, cfg.head_size)
     k = k.reshape(B, S, cfg.n_kv_heads, cfg.head_size)
     v = v.reshape(B, S, cfg.n_kv_heads, cfg.head_size)
     if cfg.qk_norm:
-        q, k = norm(q, p.q_norm), norm(k, p.k_norm)
-    q, k = apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq)
-    q = sharding(q, ("batch", "seq", "act_heads", None))
-    a = ATTENTION[cfg.attention](q, k, v, mask, scale=cfg.attention_scale, logit_cap=cfg.attn_softcap)
-    o = dense(a.reshape(B, S, cfg.q_dim), p.wo, matmul_dtype=mm)
-    x = x + sharding(o if p.attn_post_norm is None else norm(o, p.attn_post_norm), ("batch", "seq", "act_embed"))
-    y, stats = mlp_forward(cfg, p, norm(x, p.mlp_norm), sharding)
-    y = y if p.mlp_post_norm is None else norm(y, p.mlp_post_norm)
-    return x + sharding(y, ("batch", "seq", "act_embed")), stats
+        q, k = _norm(cfg, q, p.q_norm), _norm(cfg, k, p.k_norm)
+    return apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq), v
+
+
+def _norm(cfg: LlamaConfig, x, w):
+    return rms_norm(x, w, cfg.norm_eps, cfg.norm_offset)
+
+# %% ../../nbs/20_transformer.ipynb #8b8c07e7
+def block_step(
+    cfg: LlamaConfig, p: Block, x, positions, inv_freq, attend: Callable, sharding=NO_SHARDING, ops=LayerOps()
+):
+    """One transformer block around `attend(q, k, v) -> (a [B, S, H, dh], extra)`, the one part that differs between
+    training (an attention kernel over the sequence) and decoding (a KV cache). Returns (x, the MLP's stats, extra)."""
+    B, S, D = x.shape
+    mm = _matmul(cfg, ops)
+    a, extra = attend(*attention_qkv(cfg, p, _norm(cfg, x, p.attn_norm), positions, inv_freq, mm))
+    o = mm(a.reshape(B, S, cfg.q_dim), p.wo)
+    x = x + sharding(o if p.attn_post_norm is None else _norm(cfg, o, p.attn_post_norm), ("batch", "seq", "act_embed"))
+    y, stats = (ops.mlp or mlp_forward)(cfg, p, _norm(cfg, x, p.mlp_norm), sharding)
+    y = y if p.mlp_post_norm is None else _norm(cfg, y, p.mlp_post_norm)  # Gemma's sandwich norms
+    return x + sharding(y, ("batch", "seq", "act_embed")), stats, extra
+
+
+def block_forward_with_stats(
+    cfg: LlamaConfig, p: Block, x, mask, positions, inv_freq, sharding: ActivationSharding = NO_SHARDING
+) -> tuple[Float[Array, "B S D"], dict]:
+    "One training block (the attention kernel `cfg.attention` under `mask`) and its MLP's statistics (MoE: routing)."
+
+    def attend(q, k, v):
+        q = sharding(q, ("batch", "seq", "act_heads", None))
+        return ATTENTION[cfg.attention](q, k, v, mask, scale=cfg.attention_scale, logit_cap=cfg.attn_softcap), None
+
+    return block_step(cfg, p, x, positions, inv_freq, attend, sharding)[:2]
 
 
 def block_forward(cfg: LlamaConfig, p: Block, x, mask, positions, inv_freq, sharding=NO_SHARDING):
@@ -580,9 +628,6 @@ def forward(
     return (logits, stats) if return_stats else logits
 
 # %% ../../nbs/20_transformer.ipynb #7b3321e5
-Transformer.__call__ = forward
-
-
 def vocab_projection(model: Transformer):
     """The `[D, V]` matrix onto the vocabulary: `lm_head` when the model holds one (an untied model, or a tied one
     whose projection was quantized on its own, `quantize_model(head=...)`), else the tied embedding."""
@@ -715,15 +760,162 @@ def directional_grad_check(
         fd = (f(shift(eps)) - f(shift(-eps))) / (2 * eps)
         return float(ad), float(fd)
 
+# %% ../../nbs/20_transformer.ipynb #ea81d36d
+class KVCache(NamedTuple):
+    "Every layer's keys and values for `slots` sequences of up to `S` positions."
+
+    k: Float[Array, "L slots S K dh"]
+    v: Float[Array, "L slots S K dh"]
+
+    @classmethod
+    def zeros(cls, cfg: LlamaConfig, slots: int, seq_len: int, dtype=jnp.float32) -> KVCache:
+        shape = kv_cache_shape(cfg, slots, seq_len)
+        return cls(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype))
+
+
+def kv_cache_shape(cfg: LlamaConfig, slots: int, seq_len: int) -> tuple[int, ...]:
+    "The shape of the key cache (and of the value cache): `[layers, slots, positions, KV heads, head size]`."
+    return (cfg.n_layers, int(slots), int(seq_len), cfg.n_kv_heads, cfg.head_size)
+
+
+def _cached_attention(cfg: LlamaConfig, q, k, v, mask):
+    "`q [B, T, H, dh]` over cached `k`, `v [B, A, K, dh]` where `mask [B, T, A]`: the training reference attention."
+    return reference_attention(q, k, v, mask[:, None], scale=cfg.attention_scale, logit_cap=cfg.attn_softcap)
+
+
+def _layer_loop(m: Transformer, ops: LayerOps, layer: Callable, x, cache: KVCache):
+    "`layer(i, weights, window, RoPE frequencies, x, cache) -> (x, cache)` over the layers (see above)."
+    cfg = m.cfg
+    windows, inv_freqs = layer_attention(cfg)
+    if cfg.moe is None or cfg.moe.all_layers_moe(cfg.n_layers):
+        at = ops.layer or (lambda b, i: jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, i, 0, False), b))
+        body = lambda i, carry: layer(i, at(m.blocks, i), windows[i], inv_freqs[i], *carry)
+        return jax.lax.fori_loop(0, cfg.n_layers, body, (x, cache))
+    for i in range(cfg.n_layers):  # static slices (quantized weights too)
+        x, cache = layer(i, layer_params(cfg, m.blocks, i), windows[i], inv_freqs[i], x, cache)
+    return x, cache
+
+
+def _logits_at(m: Transformer, x, ops: LayerOps):
+    "Float32 logits of the final hidden states `x` (normed here), through `ops.matmul` (serving's quantized head)."
+    x = _norm(m.cfg, x, m.final_norm)
+    return softcap(_matmul(m.cfg, ops)(x, vocab_projection(m)).astype(jnp.float32), m.cfg.logit_softcap)
+
+# %% ../../nbs/20_transformer.ipynb #2eaca981
+def prefill(
+    model: Transformer,
+    cache: KVCache,
+    tokens,
+    length,
+    slot,
+    start=0,
+    *,
+    dtype=jnp.float32,
+    every_position=False,
+    attn_len: int | None = None,
+    ops: LayerOps = LayerOps(),
+) -> tuple[Float[Array, "... V"], KVCache]:
+    """A padded prompt chunk `tokens[T]` (valid up to `length`) at positions `start`, `start + 1`, ... of `slot`:
+    its K/V written into the slot, its queries attending to the slot's cache before `start` too (a reused prefix).
+    Returns the logits [V] of its last valid position, or [T, V] with `every_position` (prompt log-probabilities),
+    and the cache. `attn_len` (static, default T) is how many of the slot's positions the attention reads."""
+    cfg, m, T = model.cfg, to_compute_dtype(model, dtype), tokens.shape[0]
+    A = attn_len or T
+    x = embed_tokens(cfg, m.embed, tokens)[None]  # [1, T, D]
+    qpos, kpos = start + jnp.arange(T), jnp.arange(A)
+    causal = (kpos[None, :] <= qpos[:, None]) & (kpos[None, :] < start + length)  # [T, A]
+    back = qpos[:, None] - kpos[None, :]  # q - k
+
+    def layer(i, p, window, inv_freq, x, cache):
+        mask = (causal & ((window <= 0) | (back < window)))[None]  # a window: only the last `window` positions
+
+        def attend(q, k, v):
+            write = lambda c, new: jax.lax.dynamic_update_slice(c, new.astype(c.dtype)[None], (i, slot, start, 0, 0))
+            c = KVCache(write(cache.k, k), write(cache.v, v))
+            read = lambda c: jax.lax.dynamic_slice(c, (i, slot, 0, 0, 0), (1, 1, A, *c.shape[3:]))[0]  # [1, A, K, dh]
+            return _cached_attention(cfg, q, read(c.k), read(c.v), mask), c
+
+        x, _, cache = block_step(cfg, p, x, qpos[None], inv_freq, attend, ops=ops)
+        return x, cache
+
+    x, cache = _layer_loop(m, ops, layer, x, cache)
+    x = x[0] if every_position else jax.lax.dynamic_index_in_dim(x[0], length - 1, 0, keepdims=False)
+    return _logits_at(m, x, ops), cache  # the vocabulary projection only where it is read
+
+# %% ../../nbs/20_transformer.ipynb #b044f19d
+def decode(
+    model: Transformer,
+    cache: KVCache,
+    tokens,
+    positions,
+    slots,
+    attn_len: int,
+    *,
+    dtype=jnp.float32,
+    ops: LayerOps = LayerOps(),
+) -> tuple[Float[Array, "B V"], KVCache]:
+    """Logits [B, V] of one new token for each of `slots[B]` at `positions[B]`, and the cache with their keys and
+    values written (in place when the caller donates it). `attn_len` (static) is how many cache positions are read;
+    each row's mask stops at its own position, so sequences of different lengths share a step."""
+    cfg, m = model.cfg, to_compute_dtype(model, dtype)
+    x = embed_tokens(cfg, m.embed, tokens)[:, None]  # [B, 1, D]
+    causal = (jnp.arange(attn_len)[None, :] <= positions[:, None])[:, None]  # [B, 1, A]
+    back = positions[:, None] - jnp.arange(attn_len)[None, :]  # q - k
+
+    def layer(i, p, window, inv_freq, x, cache):
+        mask = causal & ((window <= 0) | (back < window))[:, None]
+
+        def attend(q, k, v):
+            c = KVCache(*(c.at[i, slots, positions].set(new[:, 0].astype(c.dtype)) for c, new in zip(cache, (k, v))))
+            return _cached_attention(cfg, q, c.k[i, slots, :attn_len], c.v[i, slots, :attn_len], mask), c
+
+        x, _, cache = block_step(cfg, p, x, positions[:, None], inv_freq, attend, ops=ops)
+        return x, cache
+
+    x, cache = _layer_loop(m, ops, layer, x, cache)
+    return _logits_at(m, x, ops)[:, 0], cache
+
+# %% ../../nbs/20_transformer.ipynb #181f9db3
+TOP_N = 20  # top log-probabilities returned with every token (the OpenAI API allows up to 20)
+
+
+def _truncate(scaled, top_k, top_p):
+    "`scaled` logits outside each row's top-k and top-p set at -inf (one sort of the vocabulary)."
+    srt = jnp.sort(scaled, axis=-1)[:, ::-1]  # descending
+    V = scaled.shape[-1]
+    kth = jnp.take_along_axis(srt, jnp.clip(top_k - 1, 0, V - 1)[:, None], axis=-1)
+    kth = jnp.where(top_k[:, None] > 0, kth, -jnp.inf)
+    probs = jax.nn.softmax(srt, axis=-1)
+    before = jnp.cumsum(probs, axis=-1) - probs  # mass of strictly better tokens
+    pth = jnp.min(jnp.where(before < top_p[:, None], srt, jnp.inf), axis=-1, keepdims=True)
+    return jnp.where((scaled >= kth) & (scaled >= pth), scaled, -jnp.inf)
+
+
+def sample_tokens(logits, keys, temperature, top_k, top_p):
+    """Per row: (token, its log-probability, top-N log-probs, their ids). Parameters are arrays over rows. The sort
+    that top-k/top-p need, and the sampling itself, run only when some row asks for them (`lax.cond`): a batch of
+    greedy requests pays for one argmax."""
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    top_vals, top_ids = jax.lax.top_k(logp, min(TOP_N, logits.shape[-1]))
+    greedy = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+
+    def sampled():
+        scaled = logits / jnp.maximum(temperature, 1e-6)[:, None]
+        truncating = jnp.any((temperature > 0) & ((top_k > 0) | (top_p < 1)))
+        masked = jax.lax.cond(truncating, _truncate, lambda s, k, p: s, scaled, top_k, top_p)
+        return jnp.where(temperature > 0, jax.vmap(jax.random.categorical)(keys, masked), greedy).astype(jnp.int32)
+
+    tok = jax.lax.cond(jnp.any(temperature > 0), sampled, lambda: greedy)
+    return tok, jnp.take_along_axis(logp, tok[:, None], axis=-1)[:, 0], top_vals, top_ids
+
 # %% ../../nbs/20_transformer.ipynb #51cca178
 def _pick_token(model, window, n, key, temperature, top_k: int):
-    "The token after `window[:n]`: the last position's logits, top-k filtered, sampled (argmax at temperature 0)."
-    logits = model(window[None])[0, n - 1]  # [V]
-    if top_k:
-        logits = jnp.where(logits < jax.lax.top_k(logits, top_k)[0][-1], -jnp.inf, logits)
-    return jnp.where(
-        temperature > 0, jax.random.categorical(key, logits / jnp.maximum(temperature, 1e-6)), jnp.argmax(logits)
-    ).astype(jnp.int32)
+    "The token after `window[:n]`: the last position's logits through `sample_tokens` (top-k; argmax at temperature 0)."
+    logits = model(window[None])[0, n - 1][None]  # [1, V]
+    one = lambda v, dt: jnp.asarray(v, dt)[None]
+    return sample_tokens(
+        logits, key[None], one(temperature, jnp.float32), one(top_k, jnp.int32), one(1.0, jnp.float32)
+    )[0][0]
 
 
 _SAMPLE_CHUNK = 32  # tokens per compiled call: the loop runs inside XLA, the host syncs once per chunk

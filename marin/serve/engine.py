@@ -12,47 +12,16 @@ import jax.numpy as jnp
 import numpy as np
 from fastcore.basics import patch
 from ..core.config import Config, check
-from ..models.layers import ACTIVATIONS, apply_rope, rms_norm, softcap
 from ..models.moe import moe_mlp
-from ..models.transformer import embed_tokens, layer_attention, layer_params, to_compute_dtype, vocab_projection
+from ..models.transformer import TOP_N, KVCache, LayerOps, kv_cache_shape, sample_tokens
 from .quantize import dequantize_tree, layer_view, qmatmul
 
 # %% auto #0
-__all__ = ['TOP_N', 'serving_moe_config', 'prefill', 'decode', 'sample_tokens', 'prompt_logprobs', 'SlotParams', 'sample_slots',
-           'decode_sample', 'SamplingParams', 'TokenOut', 'Completion', 'RequestHandle', 'length_bucket',
-           'kv_cache_shape', 'kv_cache_bytes', 'Engine', 'common_prefix', 'StreamingText']
+__all__ = ['SERVING_OPS', 'serving_moe_config', 'serving_mlp', 'prefill', 'decode', 'prompt_logprobs', 'SlotParams',
+           'sample_slots', 'decode_sample', 'SamplingParams', 'TokenOut', 'Completion', 'RequestHandle',
+           'length_bucket', 'kv_cache_bytes', 'Engine', 'common_prefix', 'StreamingText']
 
 # %% ../../nbs/63_engine.ipynb #99d20f1d
-TOP_N = 20  # top log-probabilities returned with every token (the OpenAI API allows up to 20)
-
-
-def _project_qkv(cfg, p, h, positions, inv_freq):
-    B, T, _ = h.shape
-    q, k, v = qmatmul(h, p.wq), qmatmul(h, p.wk), qmatmul(h, p.wv)
-    if p.bq is not None:  # Qwen2's projection biases
-        q, k, v = q + p.bq.astype(q.dtype), k + p.bk.astype(k.dtype), v + p.bv.astype(v.dtype)
-    q = q.reshape(B, T, cfg.n_heads, cfg.head_size)
-    k = k.reshape(B, T, cfg.n_kv_heads, cfg.head_size)
-    v = v.reshape(B, T, cfg.n_kv_heads, cfg.head_size)
-    if cfg.qk_norm:
-        q, k = _norm(cfg, q, p.q_norm), _norm(cfg, k, p.k_norm)
-    return apply_rope(q, positions, inv_freq), apply_rope(k, positions, inv_freq), v
-
-
-def _norm(cfg, x, w):
-    return rms_norm(x, w, cfg.norm_eps, cfg.norm_offset)
-
-
-def _attend(cfg, q, k, v, mask):
-    "q [B,T,H,dh], k/v [B,A,K,dh], mask [B,T,A] -> [B,T,H*dh]"
-    B, T, H, dh = q.shape
-    qg = q.reshape(B, T, cfg.n_kv_heads, cfg.group_size, dh)
-    s = jnp.einsum("btkgd,bskd->bkgts", qg, k, preferred_element_type=jnp.float32) * cfg.attention_scale
-    s = jnp.where(mask[:, None, None], softcap(s, cfg.attn_softcap), jnp.finfo(jnp.float32).min)
-    pr = jax.nn.softmax(s, axis=-1).astype(v.dtype)
-    return jnp.einsum("bkgts,bskd->btkgd", pr, v).reshape(B, T, H * dh)
-
-# %% ../../nbs/63_engine.ipynb #a1f8d6ba
 @functools.lru_cache(maxsize=None)
 def serving_moe_config(cfg):
     "The config the engine evaluates MoE layers with: dropless, XLA dispatch, no balancing statistics (see above)."
@@ -63,129 +32,34 @@ def serving_moe_config(cfg):
     )
 
 
-def _mlp_and_out(cfg, p, x, a):
-    o = qmatmul(a, p.wo)
-    x = x + (o if p.attn_post_norm is None else _norm(cfg, o, p.attn_post_norm))  # Gemma's sandwich norms
-    h = _norm(cfg, x, p.mlp_norm)
+def serving_mlp(cfg, p, h, sharding=None):
+    "One layer's MLP as the engine runs it: quantized matmuls; an MoE layer dropless, its experts dequantized."
     if getattr(p, "moe", None) is not None:  # an MoE layer (a Mixtral or Qwen3-MoE checkpoint)
         y, _ = moe_mlp(serving_moe_config(cfg), dequantize_tree(p.moe, h.dtype), h)
-        y = y.astype(x.dtype)
-    else:
-        mlp, act = p.mlp, ACTIVATIONS[cfg.activation]
-        y = qmatmul(act(qmatmul(h, mlp.w_gate)) * qmatmul(h, mlp.w_up), mlp.w_down)
-    return x + (y if p.mlp_post_norm is None else _norm(cfg, y, p.mlp_post_norm))
+        return y.astype(h.dtype), {}
+    return p.mlp(cfg, h, matmul=qmatmul)
 
 
-def _logits(model, x):
-    x = _norm(model.cfg, x, model.final_norm)
-    return softcap(qmatmul(x, vocab_projection(model)).astype(jnp.float32), model.cfg.logit_softcap)
-
-# %% ../../nbs/63_engine.ipynb #00d5d1d1
-def _partial_moe(cfg) -> bool:
-    m = getattr(cfg, "moe", None)
-    return m is not None and hasattr(m, "all_layers_moe") and not m.all_layers_moe(cfg.n_layers)
+SERVING_OPS = LayerOps(matmul=qmatmul, mlp=serving_mlp, layer=layer_view)
 
 
-def _run_layers(m, layer, x, cache_k, cache_v):
-    """`layer(i, weights, window, RoPE frequencies, x, cache_k, cache_v) -> (x, cache_k, cache_v)` over the layers.
-    The whole cache rides in the loop's carry and each layer writes its own rows of it in place; a `fori_loop` when
-    every layer has the same structure (weights indexed by the loop counter; quantized matrices stay whole for `qmatmul`,
-    see `layer_view`), a Python loop when the MLPs differ."""
-    cfg = m.cfg
-    windows, inv_freqs = layer_attention(cfg)
-    if not _partial_moe(cfg):
-
-        def body(i, carry):
-            return layer(i, layer_view(m.blocks, i), windows[i], inv_freqs[i], *carry)
-
-        return jax.lax.fori_loop(0, cfg.n_layers, body, (x, cache_k, cache_v))
-    for i in range(cfg.n_layers):  # static slices (quantized weights too)
-        x, cache_k, cache_v = layer(i, layer_params(cfg, m.blocks, i), windows[i], inv_freqs[i], x, cache_k, cache_v)
-    return x, cache_k, cache_v
-
-# %% ../../nbs/63_engine.ipynb #c08399ca
 def prefill(
     model, tokens, length, cache_k, cache_v, slot, start=0, dtype=jnp.float32, every_position=False, attn_len=None
 ):
-    """A padded prompt chunk `tokens[T]` (valid up to `length`) at positions `start`, `start + 1`, ... of `slot`:
-    its K/V written into the slot, its queries attending to the slot's cache before `start` too (a reused prefix).
-    Returns the logits [V] of its last valid position, or [T, V] with `every_position` (prompt log-probabilities).
-    `attn_len` (static, default T) is how many of the slot's positions the attention reads."""
-    cfg = model.cfg
-    m = to_compute_dtype(model, dtype)
-    T = tokens.shape[0]
-    A = attn_len or T
-    x = embed_tokens(cfg, m.embed, tokens)[None]  # [1, T, D]
-    qpos, kpos = start + jnp.arange(T), jnp.arange(A)
-    causal = (kpos[None, :] <= qpos[:, None]) & (kpos[None, :] < start + length)  # [T, A]
-    back = qpos[:, None] - kpos[None, :]  # q - k
+    "`Transformer.prefill` with `SERVING_OPS` on the engine's two cache arrays: (logits, cache_k, cache_v)."
+    kw = dict(dtype=dtype, every_position=every_position, attn_len=attn_len, ops=SERVING_OPS)
+    logits, c = model.prefill(KVCache(cache_k, cache_v), tokens, length, slot, start, **kw)
+    return logits, c.k, c.v
 
-    def layer(i, p, window, inv_freq, x, ck, cv):
-        mask = (causal & ((window <= 0) | (back < window)))[None]  # a window: only the last `window` positions
-        h = _norm(cfg, x, p.attn_norm)
-        q, k, v = _project_qkv(cfg, p, h, qpos[None], inv_freq)
-        ck = jax.lax.dynamic_update_slice(ck, k.astype(ck.dtype)[None], (i, slot, start, 0, 0))
-        cv = jax.lax.dynamic_update_slice(cv, v.astype(cv.dtype)[None], (i, slot, start, 0, 0))
-        read = lambda c: jax.lax.dynamic_slice(c, (i, slot, 0, 0, 0), (1, 1, A, *c.shape[3:]))[0]  # [1, A, K, dh]
-        return _mlp_and_out(cfg, p, x, _attend(cfg, q, read(ck), read(cv), mask)), ck, cv
 
-    x, cache_k, cache_v = _run_layers(m, layer, x, cache_k, cache_v)
-    x = x[0] if every_position else jax.lax.dynamic_index_in_dim(x[0], length - 1, 0, keepdims=False)
-    return _logits(m, x), cache_k, cache_v  # the vocabulary projection only where it is read
-
-# %% ../../nbs/63_engine.ipynb #abccbcb1
 def decode(model, tokens, positions, slots, cache_k, cache_v, attn_len: int, dtype=jnp.float32):
-    "Logits [B, V] of one new token for each of `slots[B]` at `positions[B]`; the cache updated in place (donated)."
-    cfg = model.cfg
-    m = to_compute_dtype(model, dtype)
-    x = embed_tokens(cfg, m.embed, tokens)[:, None]  # [B, 1, D]
-    pos = positions[:, None]
-    causal = (jnp.arange(attn_len)[None, :] <= positions[:, None])[:, None]  # [B, 1, A]
-    back = positions[:, None] - jnp.arange(attn_len)[None, :]  # q - k
-
-    def layer(i, p, window, inv_freq, x, ck, cv):
-        mask = causal & ((window <= 0) | (back < window))[:, None]
-        h = _norm(cfg, x, p.attn_norm)
-        q, k, v = _project_qkv(cfg, p, h, pos, inv_freq)
-        ck = ck.at[i, slots, positions].set(k[:, 0].astype(ck.dtype))
-        cv = cv.at[i, slots, positions].set(v[:, 0].astype(cv.dtype))
-        a = _attend(cfg, q, ck[i, slots, :attn_len], cv[i, slots, :attn_len], mask)  # [B, A, K, dh] of this layer
-        return _mlp_and_out(cfg, p, x, a), ck, cv
-
-    x, cache_k, cache_v = _run_layers(m, layer, x, cache_k, cache_v)
-    return _logits(m, x)[:, 0], cache_k, cache_v
+    "`Transformer.decode` with `SERVING_OPS`: logits [B, V] of one token for each of `slots[B]`, and the cache."
+    logits, c = model.decode(
+        KVCache(cache_k, cache_v), tokens, positions, slots, attn_len, dtype=dtype, ops=SERVING_OPS
+    )
+    return logits, c.k, c.v
 
 # %% ../../nbs/63_engine.ipynb #241e79e1
-def _truncate(scaled, top_k, top_p):
-    "`scaled` logits outside each row's top-k and top-p set at -inf (one sort of the vocabulary)."
-    srt = jnp.sort(scaled, axis=-1)[:, ::-1]  # descending
-    V = scaled.shape[-1]
-    kth = jnp.take_along_axis(srt, jnp.clip(top_k - 1, 0, V - 1)[:, None], axis=-1)
-    kth = jnp.where(top_k[:, None] > 0, kth, -jnp.inf)
-    probs = jax.nn.softmax(srt, axis=-1)
-    before = jnp.cumsum(probs, axis=-1) - probs  # mass of strictly better tokens
-    pth = jnp.min(jnp.where(before < top_p[:, None], srt, jnp.inf), axis=-1, keepdims=True)
-    return jnp.where((scaled >= kth) & (scaled >= pth), scaled, -jnp.inf)
-
-
-def sample_tokens(logits, keys, temperature, top_k, top_p):
-    """Per row: (token, its log-probability, top-N log-probs, their ids). Parameters are arrays over rows. The sort
-    that top-k/top-p need, and the sampling itself, run only when some row asks for them (`lax.cond`): a batch of
-    greedy requests pays for one argmax."""
-    logp = jax.nn.log_softmax(logits, axis=-1)
-    top_vals, top_ids = jax.lax.top_k(logp, min(TOP_N, logits.shape[-1]))
-    greedy = jnp.argmax(logits, axis=-1).astype(jnp.int32)
-
-    def sampled():
-        scaled = logits / jnp.maximum(temperature, 1e-6)[:, None]
-        truncating = jnp.any((temperature > 0) & ((top_k > 0) | (top_p < 1)))
-        masked = jax.lax.cond(truncating, _truncate, lambda s, k, p: s, scaled, top_k, top_p)
-        return jnp.where(temperature > 0, jax.vmap(jax.random.categorical)(keys, masked), greedy).astype(jnp.int32)
-
-    tok = jax.lax.cond(jnp.any(temperature > 0), sampled, lambda: greedy)
-    return tok, jnp.take_along_axis(logp, tok[:, None], axis=-1)[:, 0], top_vals, top_ids
-
-
 @jax.jit
 def _request_keys(seeds, counts):
     "One PRNG key per row: the request's seed folded with the index of the token being sampled."
@@ -327,11 +201,6 @@ def _copy_slot(cache_k, cache_v, src, dst):
     return cache_k.at[:, dst].set(cache_k[:, src]), cache_v.at[:, dst].set(cache_v[:, src])
 
 # %% ../../nbs/63_engine.ipynb #0f926356
-def kv_cache_shape(cfg, max_batch: int, max_seq_len: int) -> tuple[int, ...]:
-    "The shape of the engine's key cache (and of its value cache): `[layers, slots, positions, KV heads, head size]`."
-    return (cfg.n_layers, int(max_batch), int(max_seq_len), cfg.n_kv_heads, cfg.head_size)
-
-
 def kv_cache_bytes(cfg, max_batch: int, max_seq_len: int, dtype: str = "float32") -> int:
     "Bytes of the engine's key and value caches for `max_batch` sequences of `max_seq_len` tokens."
     return 2 * math.prod(kv_cache_shape(cfg, max_batch, max_seq_len)) * jnp.dtype(dtype).itemsize

@@ -16,8 +16,8 @@ from .lora import LoraConfig, abstract_adapter, merge
 __all__ = ['COMMIT_FILE', 'STATE_FILE', 'META_FILE', 'ORBAX_DIR', 'PARAMS_PREFIX', 'CheckpointMismatch', 'step_dir',
            'list_checkpoints', 'latest_checkpoint', 'unflatten_state', 'orbax_dir', 'is_orbax', 'dotted_key',
            'orbax_metadata', 'write_committed_state', 'read_arrays', 'model_config_from_dict', 'abstract_model',
-           'read_params', 'checkpoint_path', 'load_model', 'init_base_model', 'lora_base_meta', 'load_lora_base',
-           'read_lora']
+           'read_params', 'checkpoint_path', 'checkpoint_meta', 'load_model', 'init_base_model', 'lora_base_meta',
+           'load_lora_base', 'read_lora']
 
 # %% ../../nbs/24_model_io.ipynb #7aa3f324
 COMMIT_FILE, STATE_FILE, META_FILE, ORBAX_DIR = "COMMITTED", "state.safetensors", "meta.json", "state.orbax"
@@ -168,16 +168,19 @@ def read_params(path: str, pshapes):
 def checkpoint_path(output_path: str, step: int | None = None) -> str:
     "The newest (or the given step's) committed checkpoint directory of a training output."
     cks = dict(list_checkpoints(storage.join(output_path, "checkpoints")))
-    if not cks:
-        if storage.exists(storage.join(output_path, "config.json")) or str(output_path).endswith(".gguf"):
-            raise FileNotFoundError(
-                f"{output_path} is a published checkpoint, not a training output: import it first"
-                " (`marin import`, or marin.models.pretrained.resolve_checkpoint / import_step)"
-            )
-        raise FileNotFoundError(f"no committed checkpoint under {output_path}/checkpoints; train first")
+    if not cks:  # what else the path may be (a Hugging Face folder, a GGUF file) is `open_model`'s to decide
+        raise FileNotFoundError(
+            f"no committed checkpoint under {output_path}/checkpoints; train first (a Hugging Face folder, .gguf file"
+            " or hub id opens with marin.models.open.open_model, or imports with `marin import`)"
+        )
     if step is not None and step not in cks:
         raise FileNotFoundError(f"{output_path}: no committed checkpoint of step {step} (there are {sorted(cks)})")
     return cks[step if step is not None else max(cks)]
+
+
+def checkpoint_meta(output_path: str, step: int | None = None) -> dict:
+    "The `meta.json` (step, model config, ...) of a training output's newest (or given step's) committed checkpoint."
+    return storage.read_json(storage.join(checkpoint_path(output_path, step), META_FILE))
 
 
 def load_model(output_path: str, step: int | None = None):

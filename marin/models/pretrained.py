@@ -27,7 +27,8 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 
 
 def pretrained_kind(source: str) -> str:
-    "'checkpoint' (a lab training output), 'hf' (a Hugging Face folder), 'gguf' (a GGUF file) or 'hub' (a hub id)."
+    """What `source` (a path or fsspec URL, or a hub id) is: 'checkpoint' (a lab training output), 'hf' (a Hugging Face
+    folder), 'gguf' (a GGUF file) or 'hub' (a hub id); the lab's one decider of this."""
     s = str(source)
     if s.endswith(".gguf"):
         if storage.exists(s):
@@ -40,8 +41,8 @@ def pretrained_kind(source: str) -> str:
     if looks_like_repo_id(s):
         return "hub"
     raise FileNotFoundError(
-        f"{s}: not a training output (no checkpoints/), a Hugging Face model folder (no config.json),"
-        " a .gguf file or a hub id (ORG/NAME)"
+        f"{s}: not a training output (no checkpoints/ folder), a Hugging Face model folder (no config.json),"
+        " a .gguf file or a hub id (ORG/NAME[@revision])"
     )
 
 
@@ -53,9 +54,10 @@ def weight_files(source: str) -> list[str]:
 
 def source_files(source: str) -> dict[str, str]:
     "File name -> checksum of every file of `source` (a folder or a GGUF file) that the imported checkpoint depends on."
-    if str(source).endswith(".gguf") and storage.exists(source):
+    kind = pretrained_kind(source)
+    if kind == "gguf":
         return {str(source).rstrip("/").rsplit("/", 1)[-1]: storage.file_checksum(source)}
-    if not storage.exists(storage.join(source, "config.json")):
+    if kind != "hf":
         raise FileNotFoundError(f"{source}: no config.json; import takes a Hugging Face model folder or a .gguf file")
     names = [f for f in MODEL_FILES + TOKENIZER_FILES if storage.exists(storage.join(source, f))]
     return {f: storage.file_checksum(storage.join(source, f)) for f in sorted(names + weight_files(source))}
@@ -189,10 +191,11 @@ def as_training_output(x: StepOrPath) -> StepOrPath:
 
 
 def resolve_checkpoint(source: str, prefix: str | None = None) -> str:
-    "A training output path for `source`: itself, or the output of its import step (run now, or found cached)."
+    """A training output path for `source`: itself, or the output of its import step (run now, or found cached); a
+    source that is none of `pretrained_kind`'s kinds is refused, naming them."""
     from marin.core.executor import Executor
 
-    st = as_training_output(str(source))
-    if not isinstance(st, Step):
+    if pretrained_kind(str(source)) == "checkpoint":
         return str(source)
+    st = import_step(str(source))
     return Executor(prefix).run([st])[st]

@@ -16,89 +16,25 @@ from pydantic_core import PydanticCustomError
 from starlette.exceptions import HTTPException
 from ..core import storage
 from ..core.config import Config, check
-from ..models.pretrained import resolve_checkpoint
+from ..models.hf_export import render_chat_template, turn_end_ids
+from ..models.open import folder_chat_template, open_model
 from .engine import Engine, SamplingParams, TOP_N
-from .hf import render_chat_template, turn_end_ids
 from .quantize import int4_group_for
 
 # %% auto #0
 __all__ = ['DEFAULT_CHAT_TEMPLATE', 'Prompt', 'Stop', 'IGNORED_FIELDS', 'CHARS_PER_TOKEN', 'MAX_HEADER_BYTES', 'GENERATE_ROUTES',
            'KNOWN_ROUTES', 'LOOPBACK_NAMES', 'WILDCARD_HOSTS', 'DEFAULT_MAX_SEQ_LEN', 'MAX_TEMPLATE_BYTES',
-           'folder_chat_template', 'folder_tokenizer', 'served_kind', 'ServedModel', 'ApiError', 'StreamOptions',
-           'CompletionRequest', 'ContentPart', 'ChatMessage', 'ChatRequest', 'unsupported_fields', 'check_request',
-           'validation_error', 'library_error', 'sampling_params', 'ServerLimits', 'check_api_key', 'allowed_hosts_for',
-           'host_allowed', 'ServerMetrics', 'listen_socket', 'Server', 'inspect_model', 'serving_context',
-           'check_memory', 'family_chat_templates', 'served_chat_template']
+           'served_kind', 'ServedModel', 'ApiError', 'StreamOptions', 'CompletionRequest', 'ContentPart', 'ChatMessage',
+           'ChatRequest', 'unsupported_fields', 'check_request', 'validation_error', 'library_error', 'sampling_params',
+           'ServerLimits', 'check_api_key', 'allowed_hosts_for', 'host_allowed', 'ServerMetrics', 'listen_socket',
+           'Server', 'inspect_model', 'serving_context', 'check_memory', 'family_chat_templates',
+           'served_chat_template']
 
 # %% ../../nbs/64_server.ipynb #bb861ecd
 DEFAULT_CHAT_TEMPLATE = (
     "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}assistant:{% endif %}"
 )
-
-
-def _as_list(x) -> list[int]:
-    if x is None:
-        return []
-    return [int(i) for i in (x if isinstance(x, (list, tuple)) else [x])]
-
-
-def folder_chat_template(path: str, tc: dict | None = None) -> tuple[str | None, str | None]:
-    "(chat template, the file it is in) of a folder: tokenizer_config.json's `chat_template`, else chat_template.jinja."
-    f = storage.join(path, "tokenizer_config.json")
-    tc = (storage.read_json(f, {}) or {}) if tc is None else tc
-    template = tc.get("chat_template")
-    if isinstance(template, list):
-        template = next(
-            (t.get("template") for t in template if isinstance(t, dict) and t.get("name") == "default"), None
-        )
-    if isinstance(template, str) and template.strip():
-        return template, f
-    f = storage.join(path, "chat_template.jinja")
-    return (storage.read_text(f), f) if storage.exists(f) else (None, None)
-
-
-def folder_tokenizer(path: str) -> tuple:
-    "(end-of-text ids, tokenizer or None, chat template or None, special tokens) from a folder's HF tokenizer files."
-    hfc = storage.read_json(storage.join(path, "config.json"), {}) or {}
-    gen = storage.read_json(storage.join(path, "generation_config.json"), {}) or {}
-    eos = _as_list(gen.get("eos_token_id", hfc.get("eos_token_id")))
-    tok = None
-    if storage.exists(storage.join(path, "tokenizer.json")):
-        from tokenizers import Tokenizer
-
-        tok = Tokenizer.from_str(storage.read_text(storage.join(path, "tokenizer.json")))
-    tc = storage.read_json(storage.join(path, "tokenizer_config.json"), {}) or {}
-    template = folder_chat_template(path, tc)[0]
-    special = {
-        k: (v.get("content") if isinstance(v, dict) else v) for k, v in tc.items() if k in ("bos_token", "eos_token")
-    }
-    if template and tok is not None:  # a chat model stops at its turn's end too (a folder that does not list it)
-        eos += [i for i in turn_end_ids(template, tok, special) if i not in eos]
-    return eos, tok, template, special
-
-
-def _load_hf(path: str) -> tuple:
-    "(model, end-of-text ids, tokenizer or None, chat template or None, special tokens) of an HF-layout folder."
-    from marin.models.hf import import_hf
-
-    return (import_hf(path)[0], *folder_tokenizer(path))
-
-# %% ../../nbs/64_server.ipynb #99ed0e54
-def _load_training_output(path: str) -> tuple:
-    "(model, end-of-text ids, tokenizer or None, chat template or None, special tokens) of a marin training output."
-    from marin.models.io import load_model
-    from marin.serve.hf import char_level_tokenizer_json
-
-    model, _ = load_model(path)
-    if storage.exists(storage.join(path, "tokenizer.json")):
-        return (model, *folder_tokenizer(path))
-    tok = None
-    if storage.exists(storage.join(path, "vocab.json")):
-        from tokenizers import Tokenizer
-
-        tok = Tokenizer.from_str(char_level_tokenizer_json(storage.read_json(storage.join(path, "vocab.json"))))
-    return model, [], tok, None, {}
 
 # %% ../../nbs/64_server.ipynb #3bb9b635
 def served_kind(path: str) -> str:
@@ -150,17 +86,15 @@ class ServedModel:
         "`chat_template` (Jinja text) replaces the model's own; its end-of-turn token stops generation too."
         from marin.serve.quantize import quantize_model
 
-        given = path = str(path).rstrip("/")
-        kind = served_kind(path)
-        if kind in ("gguf", "hub"):  # imported once, through the cached step
-            path, kind = resolve_checkpoint(path), "checkpoint"
-        load = _load_training_output if kind == "checkpoint" else _load_hf
-        model, eos, tok, template, special = load(path)
+        given = str(path).rstrip("/")
+        served_kind(given)  # a source of no kind is refused with serving's hint, before anything loads
+        m = open_model(given)  # a GGUF file or hub id: imported once, through the cached step
+        tok, template, special, eos = m.tokenizer, m.chat_template, m.special, list(m.end_ids)
         origin = "the model's tokenizer files" if template else ""
         if chat_template is not None:
             template, origin = chat_template, chat_template_origin
             eos += [i for i in (turn_end_ids(template, tok, special) if tok is not None else []) if i not in eos]
-        model = quantize_model(model, quantize, group_size=group_size, head=quantize_head)
+        model = quantize_model(m.model, quantize, group_size=group_size, head=quantize_head)
         decode = (lambda ids: tok.decode(ids, skip_special_tokens=False)) if tok is not None else None
         engine = Engine(
             model,
@@ -1270,29 +1204,6 @@ def _chat_job(self: Server, req: ChatRequest) -> _Job:
     )
 
 # %% ../../nbs/64_server.ipynb #6d92bbf4
-def _safetensors_header(url: str) -> dict:
-    import struct
-
-    fs, p = storage.fs_path(url)
-    with fs.open(p, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        h = json.loads(f.read(n))
-    h.pop("__metadata__", None)
-    return h
-
-
-def _weight_headers(path: str) -> tuple[list[str], dict]:
-    "(weight file names, the safetensors header of every tensor in them); a missing file says how to get it."
-    idx = storage.join(path, "model.safetensors.index.json")
-    files = sorted(set(storage.read_json(idx)["weight_map"].values())) if storage.exists(idx) else ["model.safetensors"]
-    headers = {}
-    for f in files:
-        if not storage.exists(storage.join(path, f)):
-            raise FileNotFoundError(f"{path}/{f}: missing weight file; re-run `marin download` or `marin export`")
-        headers.update(_safetensors_header(storage.join(path, f)))
-    return files, headers
-
-
 def _check_shapes(path: str, arch, cfg, headers: dict) -> dict[str, list[int]]:
     "Every tensor `cfg` needs, with its HF shape; refuses missing or misshapen tensors, listing the first five."
     have = {k: list(h["shape"]) for k, h in headers.items()}
@@ -1356,10 +1267,9 @@ def _checkpoint_config(path: str):
     "(marin config, architecture name or None) of a training output's newest checkpoint, from its meta.json."
     import equinox as eqx
     from marin.models.hf import architecture_for
-    from marin.models.io import META_FILE, abstract_model, checkpoint_path, model_config_from_dict
+    from marin.models.io import abstract_model, checkpoint_meta, model_config_from_dict
 
-    meta = storage.read_json(storage.join(checkpoint_path(path), META_FILE))
-    cfg = model_config_from_dict(meta["model_config"])
+    cfg = model_config_from_dict(checkpoint_meta(path)["model_config"])
     try:
         return cfg, architecture_for(eqx.combine(*abstract_model(cfg)))
     except ValueError:  # no Hugging Face architecture: the parameters are counted without names
@@ -1401,7 +1311,7 @@ def _served_source(path: str) -> tuple[str, str]:
 
 def _source_needs(kind: str, path: str) -> dict:
     "The architecture, config, needed tensors, stored bytes, tokenizer, own chat template and vocabulary of a source."
-    from marin.models.hf import ARCHITECTURES, _architecture, config_from_hf, read_hf_config
+    from marin.models.hf import ARCHITECTURES, _architecture, config_from_hf, hf_weight_headers, read_hf_config
     from marin.models.pretrained import check_source
 
     has_json = storage.exists(storage.join(path, "tokenizer.json"))
@@ -1418,8 +1328,7 @@ def _source_needs(kind: str, path: str) -> dict:
         template, vocab = (template, origin if template else None), (lambda: _gguf_vocab(path, end) if has_tok else [])
     else:
         check_source(path)  # config.json against the weights' headers, and tokenizer.json, as import checks them
-        d = read_hf_config(path)
-        files, headers = _weight_headers(path)
+        d, headers = read_hf_config(path, weights=False), hf_weight_headers(path)
         stored = sum(
             int(np.prod(h["shape"])) * {"F32": 4, "BF16": 2, "F16": 2}.get(h["dtype"], 4) for h in headers.values()
         )

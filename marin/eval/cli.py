@@ -60,12 +60,10 @@ def _eval_config(checkpoint: str, suite: list[str], *, tokenizer: str, max_token
     from marin.eval.tasks import load_items
     from marin.models.pretrained import resolve_checkpoint
 
-    checkpoint = resolve_checkpoint(checkpoint)  # a Hugging Face folder, GGUF file or hub id: imported (cached)
-    if not storage.exists(storage.join(checkpoint, "checkpoints")):
-        raise FileNotFoundError(
-            f"--checkpoint {checkpoint}: no checkpoints/ folder; give a training output (train, SFT or DPO), a"
-            " Hugging Face folder or a .gguf file"
-        )
+    try:  # what the source is, `pretrained_kind` decides; a published checkpoint is imported (cached)
+        checkpoint = resolve_checkpoint(checkpoint)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"--checkpoint {e}") from None
     # exact byte counts for bits per byte need the tokenizer: the given one, else the run's own tokenizer.json
     byte_tok = tokenizer or (
         os.path.abspath(checkpoint) if storage.exists(storage.join(checkpoint, "tokenizer.json")) else ""

@@ -59,17 +59,15 @@ _TOKENIZER_FILES = ("tokenizer.json", "vocab.json")
 
 def resolve_base(source: str, tokenizer: str = "", prefix: str | None = None) -> Base:
     "The base `source` (anything `marin eval` takes), imported first when published (cached), with its tokenizer."
-    from marin.models.io import META_FILE, checkpoint_path, model_config_from_dict
+    from marin.models.io import checkpoint_meta, model_config_from_dict
     from marin.models.pretrained import resolve_checkpoint
 
-    run = resolve_checkpoint(source, prefix)
-    if not storage.exists(storage.join(run, "checkpoints")):
-        raise FileNotFoundError(
-            f"--base {source}: no checkpoints/ folder; give a training output (train, SFT or DPO), a Hugging Face"
-            " folder, a .gguf file or a hub id"
-        )
+    try:  # what the source is, `pretrained_kind` decides; a published checkpoint is imported (cached)
+        run = resolve_checkpoint(source, prefix)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"--base {e}") from None
     run = os.path.abspath(run) if "://" not in run else run
-    meta = storage.read_json(storage.join(checkpoint_path(run), META_FILE))
+    meta = checkpoint_meta(run)
     own = run if any(storage.exists(storage.join(run, f)) for f in _TOKENIZER_FILES) else ""
     if not (tokenizer or own):
         raise FileNotFoundError(

@@ -19,7 +19,7 @@ __all__ = ['app', 'MAX_BODY_MB', 'export_cmd', 'download_cmd', 'import_cmd', 'se
 # %% ../../nbs/65_serve_cli.ipynb #3c692424
 @app.command("export")
 def export_cmd(
-    checkpoint: str = typer.Option(..., help="a training output, a Hugging Face folder or a .gguf file"),
+    checkpoint: str = typer.Option(..., help="a training output, a Hugging Face folder, a .gguf file or a hub id"),
     output: str = typer.Option(..., help="folder (or fsspec URL) to write the Hugging Face checkpoint to"),
     step: int = typer.Option(-1, help="checkpoint step (-1: newest)"),
     dtype: str = typer.Option("float32", help="float32 | bfloat16 | float16"),
@@ -31,14 +31,17 @@ def export_cmd(
     "Export a training checkpoint to the Hugging Face layout (config, safetensors, tokenizer, model card)."
     from marin.core import storage
     from marin.models.pretrained import resolve_checkpoint
-    from marin.serve.hf import export_checkpoint
+    from marin.models.hf_export import export_checkpoint
 
-    run = resolve_checkpoint(checkpoint)
+    try:  # what the source is, `pretrained_kind` decides; a published checkpoint is imported (cached)
+        run = resolve_checkpoint(checkpoint)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"--checkpoint {e}") from None
     template = open(chat_template).read() if chat_template else None
     if storage.exists(storage.join(run, "tokenizer.json")):  # an imported model: its own tokenizer and template
-        from marin.serve.server import folder_tokenizer
+        from marin.models.open import folder_chat_template
 
-        tokenizer, template = tokenizer or run, template or folder_tokenizer(run)[2]
+        tokenizer, template = tokenizer or run, template or folder_chat_template(run)[0]
     s = export_checkpoint(
         run,
         output,
@@ -152,7 +155,7 @@ def _serve_limits(
 # %% ../../nbs/65_serve_cli.ipynb #14489da2
 @app.command("serve")
 def serve_cmd(
-    model: str = typer.Option(..., help="a Hugging Face model folder, a .gguf file or a marin training output"),
+    model: str = typer.Option(..., help="a training output, a Hugging Face folder, a .gguf file or a hub id"),
     port: int = typer.Option(8000, help="TCP port"),
     host: str = typer.Option("127.0.0.1", help="interface to bind (0.0.0.0: all)"),
     quantize: str = typer.Option(

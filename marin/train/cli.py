@@ -346,12 +346,12 @@ def _cli_config(config: str, steps: int, devices: int) -> TrainConfig:
 # %% ../../nbs/34_train_cli.ipynb #5c339a98
 def _continued_from(cfg: TrainConfig, source: str, prefix: str = "") -> TrainConfig:
     "`cfg` continuing from `source` (imported first if it is a published checkpoint), with the source's model."
-    from marin.models.io import checkpoint_path, model_config_from_dict
+    from marin.models.io import checkpoint_meta, model_config_from_dict
     from marin.models.pretrained import resolve_checkpoint
 
     try:
         run = resolve_checkpoint(source, prefix=prefix or None)
-        meta = storage.read_json(storage.join(checkpoint_path(run), META_FILE))
+        meta = checkpoint_meta(run)
     except (FileNotFoundError, ValueError) as e:
         typer.echo(f"error: --init-from {source}: {e}", err=True)
         raise typer.Exit(2)
@@ -459,15 +459,14 @@ def sample_cmd(
     check_sampling_flags(temperature=temperature, top_k=top_k, max_tokens=max_tokens, seed=seed)
     import jax
     from marin.models.transformer import generate
-    from marin.models.io import load_model
-    from marin.models.pretrained import resolve_checkpoint
+    from marin.models.open import open_model
 
-    try:
-        run = resolve_checkpoint(run)  # a published checkpoint is imported first (cached)
-        model, meta = load_model(run, None if step < 0 else step)
-    except FileNotFoundError as e:
+    try:  # a Hugging Face folder is read in place; a GGUF file or hub id is imported first (cached)
+        opened = open_model(run, step=None if step < 0 else step)
+    except (FileNotFoundError, ValueError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2)
+    model, run = opened.model, opened.path
     if storage.exists(storage.join(run, "tokenizer.json")):  # text through the model's own tokenizer
         from marin.data.tokenizers import load_tokenizer
 

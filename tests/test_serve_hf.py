@@ -102,6 +102,11 @@ def test_transformers_written_checkpoint_imports_and_reexports_bit_exactly(tmp_p
 HF_VARIANTS = {  # transformers classes built offline with random weights, and what marin must read from them
     "qwen2": ("Qwen2", dict(), dict(qkv_bias=True)),
     "mistral-window": ("Mistral", dict(sliding_window=8), dict(sliding_window=8)),
+    "phi3-window": (  # fused qkv_proj and gate_up_proj, Mistral's window: a family added as one file (25f_phi3)
+        "Phi3",
+        dict(sliding_window=8, pad_token_id=0),
+        dict(sliding_window=8, hf_architecture="Phi3ForCausalLM"),
+    ),
     "gemma3": (  # soft-capping set, a local and a global layer, a window shorter than the sequence, tied embeddings
         "Gemma3",
         dict(

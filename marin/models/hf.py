@@ -1182,8 +1182,11 @@ register_architecture(
 
 # %% ../../nbs/25_hf_models.ipynb #18145c51
 def architecture_for(model) -> str:
-    "The HF architecture a marin model exports to."
+    "The HF architecture a marin model exports to: the one it was read from, else chosen from its fields."
     cfg = model.cfg
+    if getattr(cfg, "hf_architecture", ""):  # a family whose fields a Llama shares (Phi-3's fused weights)
+        check(cfg.hf_architecture in ARCHITECTURES, "hf_architecture", f"{cfg.hf_architecture!r} is not registered")
+        return cfg.hf_architecture
     gemma = gemma_fields(cfg)
     if getattr(cfg, "moe", None) is not None or getattr(model.blocks, "moe", None) is not None:
         if gemma:

@@ -79,9 +79,7 @@ class LlamaConfig(Config):
     qkv_bias: bool = added(False, versioned=True)  # biases on the query, key and value projections (Qwen2)
     sliding_window: int = added(0, versioned=True)  # attend to the last `sliding_window` positions (Mistral); 0: all
     global_layers: tuple[int, ...] = added((), versioned=True)  # layers that ignore the window (Gemma 3's global ones)
-    rope_local_theta: float = added(
-        0.0, versioned=True
-    )  # windowed layers' RoPE base, unscaled (Gemma 3); 0: rope_theta
+    rope_local_theta: float = added(0.0, versioned=True)  # windowed layers' RoPE base (Gemma 3); 0: rope_theta
     norm_offset: float = added(0.0, versioned=True)  # RMSNorm scale = norm_offset + weight (Gemma: 1)
     post_norms: bool = added(False, versioned=True)  # RMSNorm on the attention and MLP outputs too (Gemma's sandwich)
     scale_embeddings: bool = added(False, versioned=True)  # embeddings times sqrt(d_model) (Gemma)
@@ -89,9 +87,8 @@ class LlamaConfig(Config):
     query_pre_attn_scalar: float = added(0.0, versioned=True)  # attention scale = this ** -0.5 (Gemma); 0: head size
     attn_softcap: float = added(0.0, versioned=True)  # attention scores soft-capped at this (Gemma 2); 0: off
     logit_softcap: float = added(0.0, versioned=True)  # final logits soft-capped at this (Gemma 2/3); 0: off
-    matmul_dtype: str = added(
-        "float32", versioned=True
-    )  # float32 | bfloat16: the dense products' operands (layers.bf16_product); MoE experts keep compute_dtype
+    matmul_dtype: str = added("float32", versioned=True)  # float32 | bfloat16: dense products' operands
+    hf_architecture: str = added("")  # the HF architecture read from and written back ("": from the fields)
 
 # %% ../../nbs/20_transformer.ipynb #46540c62
 @patch(as_prop=True)

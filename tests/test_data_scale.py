@@ -90,8 +90,9 @@ def reference(corpus, tmp_path_factory):
     return hashes(r, steps), r, steps
 
 
-@pytest.mark.parametrize("workers", [2, 4])
-def test_worker_count_does_not_change_output(corpus, reference, tmp_path, monkeypatch, workers):
+def test_worker_count_does_not_change_output(corpus, reference, tmp_path, monkeypatch, workers=4):
+    """4 workers give the one-worker bytes. (2 workers: the killed-and-resumed run of the next test ends with them
+    too.)"""
     want, ref, ref_steps = reference
     summary = lambda k: json.loads(Path(ref[ref_steps[k]], "summary.json").read_text())
     assert summary("import")["files"] >= 12  # a sharded set, really
@@ -118,13 +119,14 @@ def _markers(prefix: Path, step: str) -> dict[str, float]:
     return {str(p.relative_to(prefix)): p.stat().st_mtime_ns for p in prefix.glob(f"{step}-*/.tasks/*/*.json")}
 
 
-def test_sigkill_mid_stage_then_rerun_redoes_only_unfinished_shards(corpus, tmp_path):
+def test_sigkill_mid_stage_then_rerun_redoes_only_unfinished_shards(corpus, reference, tmp_path):
     """The chain in a subprocess with 2 workers, frozen (SIGSTOP) as soon as the decontamination stage has finished
-    its first shards and killed (SIGKILL, the whole process group): the rerun keeps the finished shards' markers, redoes
-    the rest, and ends with the same bytes as a run that was never interrupted."""
-    prefix, ref_prefix = tmp_path / "killed", tmp_path / "whole"
+    its first shards and killed (SIGKILL, the whole process group): the rerun (2 workers) keeps the finished shards'
+    markers, redoes the rest, and ends with the same bytes as the uninterrupted one-worker run (`reference`, the same
+    steps)."""
+    prefix = tmp_path / "killed"
     env = {**os.environ, "MARIN_DATA_WORKERS": "2", "MARIN_TRACKER": "disabled"}
-    script = CHAIN_SCRIPT.format(tests=str(Path(__file__).parent), src=str(corpus), prefix=str(prefix), shard_docs=10)
+    script = CHAIN_SCRIPT.format(tests=str(Path(__file__).parent), src=str(corpus), prefix=str(prefix), shard_docs=50)
     p = subprocess.Popen([sys.executable, "-c", script], env=env, start_new_session=True)
     try:
         t = time.time()
@@ -141,14 +143,13 @@ def test_sigkill_mid_stage_then_rerun_redoes_only_unfinished_shards(corpus, tmp_
     out = next(prefix.glob("decontam/novels-*"))
     assert read_status(str(out))["status"] == "RUNNING"  # what a kill leaves
 
-    steps = chain(corpus, shard_docs=10)
+    steps = chain(corpus)
     os.environ["MARIN_DATA_WORKERS"] = "2"
     try:
         r = executor_main(list(steps.values()), prefix=str(prefix), verbose=False, backend="local")
-        after = _markers(prefix, "decontam/novels")
-        assert {k: after[k] for k in before} == before  # the finished shards were not redone
-        assert len(after) == n_tasks
-        whole = executor_main(list(steps.values()), prefix=str(ref_prefix), verbose=False, backend="local")
     finally:
         del os.environ["MARIN_DATA_WORKERS"]
-    assert hashes(r, steps) == hashes(whole, steps)
+    after = _markers(prefix, "decontam/novels")
+    assert {k: after[k] for k in before} == before  # the finished shards were not redone
+    assert len(after) == n_tasks
+    assert hashes(r, steps) == reference[0]

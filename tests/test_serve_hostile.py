@@ -196,6 +196,20 @@ def test_half_open_connections_hold_nothing_and_are_closed(srv):
         assert closed, "a client trickling its headers was never closed"
 
 
+def test_an_idle_keep_alive_connection_outlives_the_header_deadline(srv):
+    """Between requests a connection is idle keep-alive (uvicorn closes it after keep_alive_s=5), not a slow client:
+    reused after header_timeout_s (1 s here) it is answered, not hung up on (a pooled client under load was); and a
+    client that then sends half a request is still closed (after keep_alive_s + header_timeout_s)."""
+    body = json.dumps({"prompt": "Romeo", "max_tokens": 2, "temperature": 0}).encode()
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=60) as sk:
+        for _ in range(2):
+            sk.sendall(head(str(len(body))) + body)
+            assert _read_response(sk)[0] == 200
+            time.sleep(1.5)  # past the header deadline, within the keep-alive window
+        sk.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")  # and never the rest
+        assert sk.recv(10) == b""  # closed by the server (the 60 s socket timeout bounds the wait)
+
+
 def test_bad_fields_are_4xx_naming_the_field(srv):
     cases = [
         ({"prompt": "a", "max_tokens": 10**300}, 400, "max_tokens", "maximum context length"),

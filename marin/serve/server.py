@@ -468,32 +468,33 @@ _CONNECTION = contextvars.ContextVar("marin_connection", default=None)  # the `_
 class _HeaderDeadline(asyncio.Protocol):
     "A connection's protocol, passed through; the connection is closed when no request begins in time (see above)."
 
-    def __init__(self, inner: asyncio.Protocol, timeout: Callable[[], float]):
-        self.inner, self.timeout, self.requests, self.timer, self.lost = inner, timeout, 0, None, False
+    def __init__(self, inner: asyncio.Protocol, limits: Callable[[], ServerLimits]):
+        self.inner, self.limits, self.requests, self.timer, self.lost = inner, limits, 0, None, False
 
     def connection_made(self, transport):
         self.transport = transport
         self.inner.connection_made(transport)
-        self._arm()
+        self._arm(self.limits().header_timeout_s)
 
-    def _arm(self):
-        "Start the deadline afresh while no request is being answered; stop it while one is."
+    def _arm(self, seconds: float):
+        "Start the deadline afresh (`seconds`) while no request is being answered; stop it while one is."
         if self.timer is not None:
             self.timer.cancel()
         idle = self.requests == 0 and not self.lost
-        self.timer = asyncio.get_running_loop().call_later(self.timeout(), self.transport.close) if idle else None
+        self.timer = asyncio.get_running_loop().call_later(seconds, self.transport.close) if idle else None
 
     def request_began(self):
         self.requests += 1
-        self._arm()
+        self._arm(0)
 
     def request_ended(self):
         self.requests -= 1
-        self._arm()
+        lim = self.limits()  # idle keep-alive first (uvicorn's to close), then the next request's headers
+        self._arm(lim.keep_alive_s + lim.header_timeout_s)
 
     def connection_lost(self, exc):
         self.lost = True
-        self._arm()
+        self._arm(0)
         self.inner.connection_lost(exc)
 
 # %% ../../nbs/64_server.ipynb #f34e11d9
@@ -534,12 +535,12 @@ def _base_loop() -> type:
 class _ServingLoop(_base_loop()):
     "The event loop uvicorn serves on: the protocol of each connection it accepts is wrapped in a `_HeaderDeadline`."
 
-    def __init__(self, header_timeout: Callable[[], float]):
+    def __init__(self, limits: Callable[[], ServerLimits]):
         super().__init__()
-        self.header_timeout = header_timeout
+        self.limits = limits
 
     async def create_server(self, protocol_factory, *args, **kwargs):
-        deadline = lambda: _HeaderDeadline(protocol_factory(), self.header_timeout)
+        deadline = lambda: _HeaderDeadline(protocol_factory(), self.limits)
         return await super().create_server(deadline, *args, **kwargs)
 
 
@@ -850,7 +851,7 @@ def start(self: Server) -> Server:
 @patch
 def serve_forever(self: Server):
     "uvicorn's `serve` on a `_ServingLoop`, as `uvicorn.Server.run` does on its own loop (Ctrl-C, SIGTERM: stop)."
-    with asyncio.Runner(loop_factory=lambda: _ServingLoop(lambda: self.limits.header_timeout_s)) as runner:
+    with asyncio.Runner(loop_factory=lambda: _ServingLoop(lambda: self.limits)) as runner:
         runner.run(self.uvicorn.serve([self.sock]))
 
 

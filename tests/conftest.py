@@ -111,7 +111,8 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(2 * 10**9))  # least
 FILE_SECONDS = {
     "test_cluster_ray.py": 305,
     "test_serve_hf.py": 205,
-    "test_slice_compile.py": 210,
+    "test_slice_compile.py": 95,
+    "test_slice_memory.py": 125,
     "test_serve_moe.py": 105,
     "test_cluster_cli.py": 125,
     "test_moe_layer.py": 105,
@@ -125,7 +126,7 @@ FILE_SECONDS = {
     "test_tpu_kernels.py": 80,
     "test_optimizers_train.py": 80,
     "test_models_transformer.py": 80,
-    "test_data_scale.py": 70,
+    "test_data_scale.py": 40,
     "test_tpu_attention.py": 65,
     "test_moe_parallel.py": 65,
     "test_train_resume.py": 60,

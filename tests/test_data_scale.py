@@ -14,9 +14,10 @@ FILES, DOCS_PER_FILE = 12, 60
 ARC_QUESTION = json.loads((SHARED / "eval" / "arc_easy_test.jsonl").read_text().splitlines()[0])["query"]
 
 
-def write_corpus(root: Path) -> Path:
-    """FILES JSONL files of paragraph documents from the shared novels, with exact and near duplicates across files
-    and one document that quotes an ARC-Easy test question."""
+def write_corpus(root: Path, files: int = FILES) -> Path:
+    """`files` JSONL files of paragraph documents from the shared novels, with exact and near duplicates across files
+    and one document that quotes an ARC-Easy test question (in the sixth file: `files` >= 6)."""
+    assert files >= 6, "the ARC-Easy question goes into the sixth file"
     paras = [
         " ".join(p.split())
         for f in ("pride_and_prejudice.txt", "little_women.txt")
@@ -26,7 +27,7 @@ def write_corpus(root: Path) -> Path:
     rng = random.Random(0)
     src = root / "corpus"
     src.mkdir(parents=True)
-    for i in range(FILES):
+    for i in range(files):
         docs = []
         for j in range(DOCS_PER_FILE):
             text = paras[(i * DOCS_PER_FILE + j) % len(paras)]

@@ -42,7 +42,7 @@ __all__ = ['ROPE_SCALINGS', 'ACTIVATION_NAMES', 'ATTENTION_IMPLS', 'LAYER_LOOPS'
            'block_forward_with_stats', 'block_forward', 'layer_params', 'scan_blocks', 'to_compute_dtype',
            'layer_attention', 'embed_tokens', 'forward', 'vocab_projection', 'project_to_vocab', 'output_logits',
            'loss_chunks', 'chunked_token_logits', 'next_token_loss', 'post_step_update', 'directional_grad_check',
-           'KVCache', 'kv_cache_shape', 'prefill', 'decode', 'sample_tokens', 'generate']
+           'KVCache', 'kv_cache_shape', 'at_layer', 'prefill', 'decode', 'sample_tokens', 'generate']
 
 # %% ../../nbs/20_transformer.ipynb #45ba7803
 ROPE_SCALINGS = ("none", "linear", "ntk", "llama3")
@@ -775,6 +775,16 @@ def kv_cache_shape(cfg: LlamaConfig, slots: int, seq_len: int) -> tuple[int, ...
     return (cfg.n_layers, int(slots), int(seq_len), cfg.n_kv_heads, cfg.head_size)
 
 
+def at_layer(stacked, i):
+    "Layer `i` (traced or not) of every array in a stacked tree: its leading axis indexed away."
+    return jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, i, 0, keepdims=False), stacked)
+
+
+def _in_window(back, window):
+    "Whether a key `back` positions behind its query is within the layer's `window` (0: the whole context)."
+    return (window <= 0) | (back < window)
+
+
 def _cached_attention(cfg: LlamaConfig, q, k, v, mask):
     "`q [B, T, H, dh]` over cached `k`, `v [B, A, K, dh]` where `mask [B, T, A]`: the training reference attention."
     return reference_attention(q, k, v, mask[:, None], scale=cfg.attention_scale, logit_cap=cfg.attn_softcap)
@@ -785,8 +795,7 @@ def _layer_loop(m: Transformer, ops: LayerOps, layer: Callable, x, cache: KVCach
     cfg = m.cfg
     windows, inv_freqs = layer_attention(cfg)
     if cfg.moe is None or cfg.moe.all_layers_moe(cfg.n_layers):
-        at = ops.layer or (lambda b, i: jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, i, 0, False), b))
-        body = lambda i, carry: layer(i, at(m.blocks, i), windows[i], inv_freqs[i], *carry)
+        body = lambda i, carry: layer(i, (ops.layer or at_layer)(m.blocks, i), windows[i], inv_freqs[i], *carry)
         return jax.lax.fori_loop(0, cfg.n_layers, body, (x, cache))
     for i in range(cfg.n_layers):  # static slices (quantized weights too)
         x, cache = layer(i, layer_params(cfg, m.blocks, i), windows[i], inv_freqs[i], x, cache)
@@ -824,7 +833,7 @@ def prefill(
     back = qpos[:, None] - kpos[None, :]  # q - k
 
     def layer(i, p, window, inv_freq, x, cache):
-        mask = (causal & ((window <= 0) | (back < window)))[None]  # a window: only the last `window` positions
+        mask = (causal & _in_window(back, window))[None]  # a window: only the last `window` positions
 
         def attend(q, k, v):
             write = lambda c, new: jax.lax.dynamic_update_slice(c, new.astype(c.dtype)[None], (i, slot, start, 0, 0))
@@ -860,7 +869,7 @@ def decode(
     back = positions[:, None] - jnp.arange(attn_len)[None, :]  # q - k
 
     def layer(i, p, window, inv_freq, x, cache):
-        mask = causal & ((window <= 0) | (back < window))[:, None]
+        mask = causal & _in_window(back, window)[:, None]
 
         def attend(q, k, v):
             c = KVCache(*(c.at[i, slots, positions].set(new[:, 0].astype(c.dtype)) for c, new in zip(cache, (k, v))))

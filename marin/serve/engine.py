@@ -236,8 +236,7 @@ class Engine:
         self.decode_text = decode_text or (lambda ids: "")
         self.dtype = jnp.dtype(dtype)
         cdt = jnp.dtype(cache_dtype or dtype)
-        shape = kv_cache_shape(cfg, self.max_batch, self.max_seq_len)
-        self.cache_k, self.cache_v = jnp.zeros(shape, cdt), jnp.zeros(shape, cdt)
+        self.cache_k, self.cache_v = KVCache.zeros(cfg, self.max_batch, self.max_seq_len, cdt)
         self._prefill = jax.jit(
             functools.partial(prefill, dtype=self.dtype),
             static_argnames=("every_position", "attn_len"),

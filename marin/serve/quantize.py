@@ -12,13 +12,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 from ..kernels.cpu_rowvec import f32_rowvec, int4_rowvec, int8_rowvec, rowvec_available
-from ..models.transformer import vocab_projection
+from ..models.transformer import at_layer, vocab_projection
 
 # %% auto #0
 __all__ = ['QUANT_MODES', 'BLOCK_MATMULS', 'MLP_MATMULS', 'EXPERT_MATMULS', 'CHUNK_COLUMNS', 'CHUNK_MIN_ELEMENTS',
            'KERNEL_MAX_ROWS', 'HEAD_MODES', 'Int8Weight', 'quantize_int8', 'Int4Weight', 'quantize_int4',
-           'StackedLayer', 'at_layer', 'layer_view', 'by_column_chunks', 'qmatmul', 'int4_group_for', 'quantize_model',
-           'head_mode', 'dequantize_tree', 'weight_bytes']
+           'StackedLayer', 'layer_view', 'by_column_chunks', 'qmatmul', 'int4_group_for', 'quantize_model', 'head_mode',
+           'dequantize_tree', 'weight_bytes']
 
 # %% ../../nbs/62_quantize.ipynb #8c4dd082
 QUANT_MODES = ("none", "int8", "int4", "int4-min")  # int4-min: with a minimum per group
@@ -114,11 +114,6 @@ class StackedLayer(NamedTuple):
 
     weight: Int8Weight | Int4Weight | Float[Array, "L I O"]
     layer: Int[Array, ""]
-
-
-def at_layer(stacked, i):
-    "Layer `i` (traced or not) of every array in a stacked tree: its leading axis indexed away."
-    return jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, i, 0, keepdims=False), stacked)
 
 
 def layer_view(blocks, i):

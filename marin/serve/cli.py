@@ -152,51 +152,120 @@ def _serve_limits(
         max_concurrent=max_concurrent,
     )
 
-# %% ../../nbs/65_serve_cli.ipynb #14489da2
-@app.command("serve")
-def serve_cmd(
-    model: str = typer.Option(..., help="a training output, a Hugging Face folder, a .gguf file or a hub id"),
-    port: int = typer.Option(8000, help="TCP port"),
-    host: str = typer.Option("127.0.0.1", help="interface to bind (0.0.0.0: all)"),
-    quantize: str = typer.Option(
-        "none", help="none | int8 | int4 | int4-min (weight-only; int4-min: a minimum per group too, as GGUF's Q4_1)"
-    ),
-    quantize_head: str = typer.Option(
-        "auto",
+# %% ../../nbs/65_serve_cli.ipynb #10c3a5ee
+from typing import Annotated
+
+_Model = Annotated[str, typer.Option(help="a training output, a Hugging Face folder, a .gguf file or a hub id")]
+_Quantize = Annotated[
+    str,
+    typer.Option(help="none | int8 | int4 | int4-min (weight-only; int4-min: a minimum per group too, as GGUF's Q4_1)"),
+]
+_QuantizeHead = Annotated[
+    str,
+    typer.Option(
         help="the vocabulary projection: auto | none | int8 | int4 | int4-min (auto: int8 when --quantize is not none,"
         " float32 when it is; an int8 projection made batch-1 decoding 1.4x faster on a 135M model on the CPU)",
     ),
-    group_size: int = typer.Option(
-        128, help="largest int4 group: each matrix takes the largest even divisor of its input width up to this"
-    ),
-    api_key: str = typer.Option(
-        None, envvar="MARIN_API_KEY", help="require 'Authorization: Bearer KEY' on every route but /health"
-    ),
-    allowed_hosts: str = typer.Option(
-        "",
+]
+_GroupSize = Annotated[
+    int,
+    typer.Option(help="largest int4 group: each matrix takes the largest even divisor of its input width up to this"),
+]
+_MaxBatch = Annotated[int, typer.Option(help="concurrent sequences decoded together (KV-cache slots)")]
+_MaxSeqLen = Annotated[
+    int,
+    typer.Option(help="tokens per sequence in the KV cache, at most the model's context (0: the context, up to 4096)"),
+]
+_ChatTemplate = Annotated[
+    str, typer.Option(help="a Jinja chat template file, or a family name the lab knows (default: the model's own)")
+]
+_PrefillChunk = Annotated[
+    int,
+    typer.Option(help="prompt tokens prefilled per pass; a longer prompt is prefilled in chunks between decode steps"),
+]
+_PrefixCache = Annotated[bool, typer.Option(help="reuse the cached keys/values of a prompt beginning seen before")]
+
+# %% ../../nbs/65_serve_cli.ipynb #6da7e91e
+_Port = Annotated[int, typer.Option(help="TCP port")]
+_Host = Annotated[str, typer.Option(help="interface to bind (0.0.0.0: all)")]
+_ApiKey = Annotated[
+    str, typer.Option(envvar="MARIN_API_KEY", help="require 'Authorization: Bearer KEY' on every route but /health")
+]
+_AllowedHosts = Annotated[
+    str,
+    typer.Option(
         help="Host header names a server without --api-key answers, comma-separated ('*': any); default: loopback"
         " names, and --host itself when it is not a wildcard (against DNS rebinding)",
     ),
-    max_batch: int = typer.Option(8, help="concurrent sequences decoded together (KV-cache slots)"),
-    max_seq_len: int = typer.Option(
-        0, help="tokens per sequence in the KV cache, at most the model's context (0: the context, up to 4096)"
+]
+_MaxConcurrent = Annotated[int, typer.Option(help="generation requests in flight; more are answered 503")]
+_MaxChoices = Annotated[int, typer.Option(help="sequences (prompts x n) one request may ask for")]
+_MaxPromptChars = Annotated[int, typer.Option(help="characters per prompt, checked before tokenizing (0: 32/token)")]
+_MaxBodyMb = Annotated[float, typer.Option(help="request body limit in MiB")]
+_Name = Annotated[str, typer.Option(help="the model id clients use (default: the folder name)")]
+_DryRun = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run", help="run serve's checks and print what it would reserve, then exit (the port is not bound)"
     ),
-    chat_template: str = typer.Option(
-        "", help="a Jinja chat template file, or a family name the lab knows (default: the model's own)"
-    ),
-    prefill_chunk: int = typer.Option(
-        512, help="prompt tokens prefilled per pass; a longer prompt is prefilled in chunks between decode steps"
-    ),
-    prefix_cache: bool = typer.Option(True, help="reuse the cached keys/values of a prompt beginning seen before"),
-    max_concurrent: int = typer.Option(256, help="generation requests in flight; more are answered 503"),
-    max_choices: int = typer.Option(128, help="sequences (prompts x n) one request may ask for"),
-    max_prompt_chars: int = typer.Option(0, help="characters per prompt, checked before tokenizing (0: 32/token)"),
-    max_body_mb: float = typer.Option(16.0, help="request body limit in MiB"),
-    name: str = typer.Option("", help="the model id clients use (default: the folder name)"),
-    dry_run: bool = typer.Option(
-        False, "--dry-run", help="run serve's checks and print what it would reserve, then exit (the port is not bound)"
-    ),
-    verbose: bool = typer.Option(False, help="log every request"),
+]
+_Verbose = Annotated[bool, typer.Option(help="log every request")]
+
+# %% ../../nbs/65_serve_cli.ipynb #d3570d75
+def _serve(model: str, flags: dict, limits, *, host: str, port: int, api_key: str | None, allowed_hosts: str,
+           name: str, prefill_chunk: int, prefix_cache: bool, verbose: bool):  # fmt: skip
+    "Bind the port, load the model and serve it in the foreground until Ctrl-C."
+    from marin.core.devices import use_compilation_cache
+    from marin.serve.server import Server, ServedModel, allowed_hosts_for, listen_socket
+    from marin.serve.quantize import head_mode
+
+    hosts = allowed_hosts_for(host, api_key, allowed_hosts)
+    sock = listen_socket(host, port)  # before the model loads: a busy or bad port fails in a second
+    try:
+        plan = _plan(model, flags, out_err=True)
+        use_compilation_cache()  # a restart of the same model loads its compiled prefill and decode programs
+        sm = ServedModel.load(
+            model, name=name, quantize=flags["quantize"], group_size=flags["group_size"],
+            max_batch=flags["max_batch"], prefill_chunk=prefill_chunk, prefix_cache=prefix_cache,
+            quantize_head=flags["quantize_head"], max_seq_len=plan["max_seq_len"],
+            chat_template=plan["chat_template"], chat_template_origin=plan["chat_template_origin"],
+        )  # fmt: skip
+    except BaseException:
+        sock.close()
+        raise
+    srv = Server(sm, api_key=api_key, verbose=verbose, limits=limits, sock=sock, allowed_hosts=hosts)
+    head = head_mode(flags["quantize"], flags["quantize_head"])
+    typer.echo(f"serving {sm.name!r} ({sm.quantize}, head {head}) at {srv.url}  (Ctrl-C to stop)", err=True)
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        srv.shutdown()
+
+# %% ../../nbs/65_serve_cli.ipynb #86972785
+@app.command("serve")
+def serve_cmd(
+    model: _Model,
+    port: _Port = 8000,
+    host: _Host = "127.0.0.1",
+    quantize: _Quantize = "none",
+    quantize_head: _QuantizeHead = "auto",
+    group_size: _GroupSize = 128,
+    api_key: _ApiKey = None,
+    allowed_hosts: _AllowedHosts = "",
+    max_batch: _MaxBatch = 8,
+    max_seq_len: _MaxSeqLen = 0,
+    chat_template: _ChatTemplate = "",
+    prefill_chunk: _PrefillChunk = 512,
+    prefix_cache: _PrefixCache = True,
+    max_concurrent: _MaxConcurrent = 256,
+    max_choices: _MaxChoices = 128,
+    max_prompt_chars: _MaxPromptChars = 0,
+    max_body_mb: _MaxBodyMb = 16.0,
+    name: _Name = "",
+    dry_run: _DryRun = False,
+    verbose: _Verbose = False,
 ):
     "Serve a model over an OpenAI-compatible HTTP API."
     limits = _serve_limits(
@@ -208,30 +277,5 @@ def serve_cmd(
     if dry_run:  # the same checks as serving, up to where it would bind its port and load weights
         _plan(model, flags)
         return typer.echo("ok: checkpoint is complete and consistent (dry run: not serving)")
-    from marin.core.devices import use_compilation_cache
-    from marin.serve.server import Server, ServedModel, allowed_hosts_for, listen_socket
-    from marin.serve.quantize import head_mode
-
-    hosts = allowed_hosts_for(host, api_key, allowed_hosts)
-    sock = listen_socket(host, port)  # before the model loads: a busy or bad port fails in a second
-    try:
-        plan = _plan(model, flags, out_err=True)
-        use_compilation_cache()  # a restart of the same model loads its compiled prefill and decode programs
-        sm = ServedModel.load(
-            model, name=name, quantize=quantize, group_size=group_size, max_batch=max_batch,
-            prefill_chunk=prefill_chunk, prefix_cache=prefix_cache, quantize_head=quantize_head,
-            max_seq_len=plan["max_seq_len"], chat_template=plan["chat_template"],
-            chat_template_origin=plan["chat_template_origin"],
-        )  # fmt: skip
-    except BaseException:
-        sock.close()
-        raise
-    srv = Server(sm, api_key=api_key, verbose=verbose, limits=limits, sock=sock, allowed_hosts=hosts)
-    head = head_mode(quantize, quantize_head)
-    typer.echo(f"serving {sm.name!r} ({sm.quantize}, head {head}) at {srv.url}  (Ctrl-C to stop)", err=True)
-    try:
-        srv.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        srv.shutdown()
+    _serve(model, flags, limits, host=host, port=port, api_key=api_key, allowed_hosts=allowed_hosts, name=name,
+           prefill_chunk=prefill_chunk, prefix_cache=prefix_cache, verbose=verbose)  # fmt: skip

@@ -53,7 +53,7 @@ def load_recipe(spec: str, budget: float, **overrides):
         raise ValueError(f"--recipe {spec}: {cls!r} is not a recipe class (a dataclass with plan())")
     return cls(**{k: v for k, v in overrides.items() if v})
 
-# %% ../../nbs/44_scaling_cli.ipynb #4c31dae4
+# %% ../../nbs/44_scaling_cli.ipynb #05d1c1ed
 def accelerator_train_config(plan: ScalingPlan, n_devices: int, kind: str):
     "The TrainConfig the dry run sizes: FSDP over all devices; bf16, block remat and `auto` attention on accelerators."
     from marin.train.sharding import MeshConfig
@@ -70,7 +70,7 @@ def accelerator_train_config(plan: ScalingPlan, n_devices: int, kind: str):
 def _platform(kind: str) -> str:
     return "cpu" if kind == "cpu" else "tpu" if kind.startswith("TPU") else "gpu"
 
-
+# %% ../../nbs/44_scaling_cli.ipynb #f3968b25
 def fewest_microbatches(plan: ScalingPlan, n_devices: int, kind: str, limit: float, split: bool | None = None):
     """(TrainConfig, estimate, whole): the plan on `n_devices` of `kind` with the fewest microbatches whose estimate
     (`estimate_per_chip`, the one the train CLI's dry run uses) is under `limit` bytes, those whose microbatch divides
@@ -96,7 +96,7 @@ def fewest_microbatches(plan: ScalingPlan, n_devices: int, kind: str, limit: flo
                 return base.replace(grad_accum=A), e, whole
     return None
 
-
+# %% ../../nbs/44_scaling_cli.ipynb #fd890dbe
 def memory_plan(plan: ScalingPlan, device_kind: str = "", devices: int = 0) -> dict:
     """Devices (`devices`, or the fewest power of two on which it fits), the fewest microbatches that fit there, the
     per-device estimate and the time at 40% MFU for `plan` on `device_kind`."""
@@ -337,49 +337,102 @@ def _slice_dry_run(plan: ScalingPlan, t, max_days: float, prefix: str, refresh: 
     typer.echo(text)
     return 0 if fits else 2
 
-# %% ../../nbs/44_scaling_cli.ipynb #6ff7a58e
-@app.command("scale")
-def scale_cmd(
-    flops: float = typer.Option(..., "--flops", help="training compute budget in FLOPs, e.g. 3e20"),
-    dry_run: bool = typer.Option(
-        False, "--dry-run", help="print the plan, its exact FLOPs and per-device memory; train nothing"
+# %% ../../nbs/44_scaling_cli.ipynb #211b5993
+from typing import Annotated
+
+_Flops = Annotated[float, typer.Option("--flops", help="training compute budget in FLOPs, e.g. 3e20")]
+_DryRun = Annotated[
+    bool, typer.Option("--dry-run", help="print the plan, its exact FLOPs and per-device memory; train nothing")
+]
+_Run = Annotated[bool, typer.Option("--run", help="train the plan (an executor step, cached and in the ledger)")]
+_Emit = Annotated[
+    str,
+    typer.Option(
+        "--emit", help="write the plan as a config file `marin train --config FILE` runs (slice, cadence, data)"
     ),
-    run: bool = typer.Option(False, "--run", help="train the plan (an executor step, cached and in the ledger)"),
-    emit: str = typer.Option(
-        "", "--emit", help="write the plan as a config file `marin train --config FILE` runs (slice, cadence, data)"
-    ),
-    device_kind: str = typer.Option(
-        "",
-        "--device-kind",
-        help="cpu, H100, H200, A100, B200, TPU v4, TPU v5e, TPU v5p, TPU v6e (default: this machine)",
-    ),
-    devices: int = typer.Option(0, "--devices", help="device count (0: the fewest power of two on which it fits)"),
-    recipe: str = typer.Option(
-        "auto",
+]
+_Recipe = Annotated[
+    str,
+    typer.Option(
         "--recipe",
         help="auto, compute-optimal, tiny-cpu, moe, completed-adamh, tiny-cpu-adamh, or package.module:Class",
     ),
-    tokens_per_param: float = typer.Option(
-        0.0, "--tokens-per-param", help="override the recipe's tokens per parameter"
+]
+_TokensPerParam = Annotated[
+    float, typer.Option("--tokens-per-param", help="override the recipe's tokens per parameter")
+]
+_VocabSize = Annotated[
+    int, typer.Option("--vocab-size", help="tokenizer vocabulary (0: 512 for runs and tiny-cpu, else 128256)")
+]
+_Data = Annotated[
+    str,
+    typer.Option("--data", help="local (the three-source mixture; --run's default) or synthetic (--emit's default)"),
+]
+
+# %% ../../nbs/44_scaling_cli.ipynb #00924f67
+_DeviceKind = Annotated[
+    str,
+    typer.Option(
+        "--device-kind", help="cpu, H100, H200, A100, B200, TPU v4, TPU v5e, TPU v5p, TPU v6e (default: this machine)"
     ),
-    vocab_size: int = typer.Option(
-        0, "--vocab-size", help="tokenizer vocabulary (0: 512 for runs and tiny-cpu, else 128256)"
+]
+_Devices = Annotated[int, typer.Option("--devices", help="device count (0: the fewest power of two on which it fits)")]
+_Prefix = Annotated[str, typer.Option("--prefix", help="storage prefix (default: settings)")]
+_Force = Annotated[bool, typer.Option("--force", help="rerun even if the step already succeeded")]
+_Target = Annotated[
+    str,
+    typer.Option(
+        "--target", help="with --dry-run: compile the plan's step for this TPU slice (v5p-128, v5e:4x4); no TPU needed"
     ),
-    data: str = typer.Option(
-        "", "--data", help="local (the three-source mixture; --run's default) or synthetic (--emit's default)"
-    ),
-    prefix: str = typer.Option("", "--prefix", help="storage prefix (default: settings)"),
-    force: bool = typer.Option(False, "--force", help="rerun even if the step already succeeded"),
-    target: str = typer.Option(
-        "",
-        "--target",
-        help="with --dry-run: compile the plan's step for this TPU slice (v5p-128, v5e:4x4); no TPU needed",
-    ),
-    slices: int = typer.Option(1, "--slices", min=1, max=64, help="with --target: this many slices over DCN"),
-    max_days: float = typer.Option(
-        TPU_MAX_DAYS, "--max-days", help="the recommended slice trains within this many days"
-    ),
-    refresh_compile: bool = typer.Option(False, "--refresh-compile", help="with --target: compile even if cached"),
+]
+_Slices = Annotated[int, typer.Option("--slices", min=1, max=64, help="with --target: this many slices over DCN")]
+_MaxDays = Annotated[float, typer.Option("--max-days", help="the recommended slice trains within this many days")]
+_RefreshCompile = Annotated[bool, typer.Option("--refresh-compile", help="with --target: compile even if cached")]
+
+# %% ../../nbs/44_scaling_cli.ipynb #c4788b14
+def _emit(plan: ScalingPlan, emit: str, data: str, V: int, t, max_days: float) -> None:
+    "`--emit FILE`: write the rung as `marin train`'s config and print what it is and the commands that run it."
+    cfg, commands = emit_rung(plan, emit, data, V, t, max_days=max_days)
+    typer.echo(
+        f"wrote {emit}: {cfg.num_train_steps:,} steps, grad_accum {cfg.grad_accum}, "
+        f"{cfg.mesh.devices or 1} devices, evaluation and checkpoint every {cfg.eval_every:,} steps"
+    )
+    typer.echo("\n".join(commands))
+
+
+def _memory_dry_run(plan: ScalingPlan, flops: float, device_kind: str, devices: int, max_days: float) -> int:
+    "`--dry-run`: the devices and memory per device, and a recommended TPU slice; the exit code (1: does not fit)."
+    try:
+        m = memory_plan(plan, device_kind, devices)
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        return 2
+    typer.echo(format_memory(m))
+    if flops >= TINY_BELOW and (rec := recommend_slice(plan, _tpu_generation(m["kind"]), max_days=max_days)):
+        typer.echo(
+            f"recommended TPU slice (by the estimate; check it with --target {rec.target.name}): {rec.describe()}"
+        )
+    return 0 if m["fits"] else 1
+
+# %% ../../nbs/44_scaling_cli.ipynb #ac09981a
+@app.command("scale")
+def scale_cmd(
+    flops: _Flops,
+    dry_run: _DryRun = False,
+    run: _Run = False,
+    emit: _Emit = "",
+    device_kind: _DeviceKind = "",
+    devices: _Devices = 0,
+    recipe: _Recipe = "auto",
+    tokens_per_param: _TokensPerParam = 0.0,
+    vocab_size: _VocabSize = 0,
+    data: _Data = "",
+    prefix: _Prefix = "",
+    force: _Force = False,
+    target: _Target = "",
+    slices: _Slices = 1,
+    max_days: _MaxDays = TPU_MAX_DAYS,
+    refresh_compile: _RefreshCompile = False,
 ):
     """Plan a run for a FLOPs budget (model, batch, schedule, optimizer, exact FLOPs, memory); --run trains it."""
     if dry_run + run + bool(emit) != 1:
@@ -391,12 +444,7 @@ def scale_cmd(
         plan, V = _plan_for(flops, recipe, tokens_per_param, vocab_size, run or bool(emit) and data == "local", data)
         typer.echo(plan.describe())
         if emit:
-            cfg, commands = emit_rung(plan, emit, data, V, t, max_days=max_days)
-            typer.echo(
-                f"wrote {emit}: {cfg.num_train_steps:,} steps, grad_accum {cfg.grad_accum}, "
-                f"{cfg.mesh.devices or 1} devices, evaluation and checkpoint every {cfg.eval_every:,} steps"
-            )
-            typer.echo("\n".join(commands))
+            _emit(plan, emit, data, V, t, max_days)
             raise typer.Exit(0)
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)
@@ -404,15 +452,5 @@ def scale_cmd(
     if t is not None:
         raise typer.Exit(_slice_dry_run(plan, t, max_days, prefix, refresh_compile))
     if dry_run:
-        try:
-            m = memory_plan(plan, device_kind, devices)
-        except ValueError as e:
-            typer.echo(f"error: {e}", err=True)
-            raise typer.Exit(2)
-        typer.echo(format_memory(m))
-        if flops >= TINY_BELOW and (rec := recommend_slice(plan, _tpu_generation(m["kind"]), max_days=max_days)):
-            typer.echo(
-                f"recommended TPU slice (by the estimate; check it with --target {rec.target.name}): {rec.describe()}"
-            )
-        raise typer.Exit(0 if m["fits"] else 1)
+        raise typer.Exit(_memory_dry_run(plan, flops, device_kind, devices, max_days))
     raise typer.Exit(_train_plan(plan, data, V, prefix, force))

@@ -137,45 +137,80 @@ def _compile_planned(planned: list, target: str, slices: int) -> int:
         typer.echo(f"\nno training step would run: nothing to compile for {target} (done steps are not; --force)")
     return 0 if fits_all else 2
 
-# %% ../nbs/90_cli.ipynb #0d99655f
+# %% ../nbs/90_cli.ipynb #4008a7ce
+_Notebook = Annotated[
+    Path,
+    typer.Argument(
+        help="experiment notebook, e.g. experiments_nb/quickstart.ipynb; parameters follow as -p NAME VALUE (repeatable)"
+    ),
+]
+_RunForce = Annotated[bool, typer.Option(help="rerun steps even if their outputs are done")]
+_RunDryRun = Annotated[
+    bool, typer.Option(help="print the step plan (what runs, what is cached, output paths) and stop")
+]
+_RunOnly = Annotated[
+    Optional[str], typer.Option(help="run only steps whose name matches this regex (and what they need)")
+]
+_Render = Annotated[bool, typer.Option(help="render the executed notebook to HTML")]
+_Publish = Annotated[
+    bool,
+    typer.Option(
+        help="keep the executed notebook in the repository's published record (the publish_dir setting, reports/: "
+        "tracked by git) instead of the reports_dir setting (default PREFIX/reports, outside the checkout)"
+    ),
+]
+_LogOutput = Annotated[bool, typer.Option(help="stream the notebook's output to the terminal")]
+_Cluster = Annotated[
+    Optional[str],
+    typer.Option(
+        help="where steps run: local, ray (address from RAY_ADDRESS or this machine's Ray) or ray://HOST:PORT; default: the cluster setting (MARIN_CLUSTER)"
+    ),
+]
+_Target = Annotated[
+    str,
+    typer.Option(
+        help="with --dry-run: compile the training steps that would run for this TPU slice (v5p-128, v5e:4x4); no TPU needed"
+    ),
+]
+_Slices = Annotated[int, typer.Option(min=1, max=64, help="with --target: this many slices over DCN")]
+
+# %% ../nbs/90_cli.ipynb #0a8e5d86
+def _prepare_run(ctx: typer.Context, notebook: Path, target: str, slices: int, dry_run: bool, cluster) -> tuple:
+    "(notebook, parameters), every option checked before anything runs; `--cluster` set for the executor."
+    _check_slice_target(target, slices, dry_run)
+    notebook = _find_notebook(notebook)
+    params = parse_param_args(list(ctx.args))
+    if cluster is not None:  # reaches the experiment's executor through the environment, never the ledger
+        _check_cluster(cluster)
+        os.environ["MARIN_CLUSTER"] = cluster
+    return notebook, params
+
+
+def _finish_run(r, notebook: Path, target: str, slices: int) -> None:
+    "Print how `r` ended; exit 2 if a dry run's training step does not fit `--target`, 1 if the run failed."
+    if r.status == "DRY_RUN":
+        typer.echo(r.plan or f"{notebook.name} ran to its end without planning an executor step")
+        code = _compile_planned(r.planned, target, slices) if target else 0
+        typer.echo("dry run complete: nothing was executed")
+        raise typer.Exit(code)
+    _echo_result(r)
+    if r.status != "SUCCESS":
+        raise typer.Exit(1)
+
+# %% ../nbs/90_cli.ipynb #5f6252c1
 @app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run_cmd(
     ctx: typer.Context,
-    notebook: Annotated[
-        Path,
-        typer.Argument(
-            help="experiment notebook, e.g. experiments_nb/quickstart.ipynb; parameters follow as -p NAME VALUE (repeatable)"
-        ),
-    ],
-    force: Annotated[bool, typer.Option(help="rerun steps even if their outputs are done")] = False,
-    dry_run: Annotated[
-        bool, typer.Option(help="print the step plan (what runs, what is cached, output paths) and stop")
-    ] = False,
-    run_only: Annotated[
-        Optional[str], typer.Option(help="run only steps whose name matches this regex (and what they need)")
-    ] = None,
-    render: Annotated[bool, typer.Option(help="render the executed notebook to HTML")] = True,
-    publish: Annotated[
-        bool,
-        typer.Option(
-            help="keep the executed notebook in the repository's published record (the publish_dir setting, reports/: "
-            "tracked by git) instead of the reports_dir setting (default PREFIX/reports, outside the checkout)"
-        ),
-    ] = False,
-    log_output: Annotated[bool, typer.Option(help="stream the notebook's output to the terminal")] = False,
-    cluster: Annotated[
-        Optional[str],
-        typer.Option(
-            help="where steps run: local, ray (address from RAY_ADDRESS or this machine's Ray) or ray://HOST:PORT; default: the cluster setting (MARIN_CLUSTER)"
-        ),
-    ] = None,
-    target: Annotated[
-        str,
-        typer.Option(
-            help="with --dry-run: compile the training steps that would run for this TPU slice (v5p-128, v5e:4x4); no TPU needed"
-        ),
-    ] = "",
-    slices: Annotated[int, typer.Option(min=1, max=64, help="with --target: this many slices over DCN")] = 1,
+    notebook: _Notebook,
+    force: _RunForce = False,
+    dry_run: _RunDryRun = False,
+    run_only: _RunOnly = None,
+    render: _Render = True,
+    publish: _Publish = False,
+    log_output: _LogOutput = False,
+    cluster: _Cluster = None,
+    target: _Target = "",
+    slices: _Slices = 1,
 ):
     """Execute an experiment notebook with papermill, record the run in the ledger and keep the report (under the
     reports_dir setting, outside the checkout; with --publish, in the repository's reports/).
@@ -185,12 +220,7 @@ def run_cmd(
     does not fit)."""
     from marin.core.experiments import run_experiment
 
-    _check_slice_target(target, slices, dry_run)
-    notebook = _find_notebook(notebook)
-    params = parse_param_args(list(ctx.args))
-    if cluster is not None:  # reaches the experiment's executor through the environment, never the ledger
-        _check_cluster(cluster)
-        os.environ["MARIN_CLUSTER"] = cluster
+    notebook, params = _prepare_run(ctx, notebook, target, slices, dry_run, cluster)
     r = run_experiment(
         notebook,
         params,
@@ -202,14 +232,7 @@ def run_cmd(
         publish=publish,
         planned_configs=bool(target),
     )
-    if r.status == "DRY_RUN":
-        typer.echo(r.plan or f"{notebook.name} ran to its end without planning an executor step")
-        code = _compile_planned(r.planned, target, slices) if target else 0
-        typer.echo("dry run complete: nothing was executed")
-        raise typer.Exit(code)
-    _echo_result(r)
-    if r.status != "SUCCESS":
-        raise typer.Exit(1)
+    _finish_run(r, notebook, target, slices)
 
 # %% ../nbs/90_cli.ipynb #66d7e177
 _LIST_COLS = ["run_id", "kind", "status", "experiment", "step", "issue", "started_at", "duration_s"]
@@ -498,9 +521,9 @@ def lab_cmd(
     sys.stderr.flush()
     os.execv(sys.executable, cmd)  # JupyterLab takes this process over: a signal to `marin lab` stops the server itself
 
-# %% ../nbs/90_cli.ipynb #d1e5d73d
+# %% ../nbs/90_cli.ipynb #a9b04d0e
 # command -> (module, is it the layer's whole app (a group like `marin data`) or one of its commands, help line)
-LAYER_COMMANDS: dict[str, tuple[str, bool, str]] = {
+_RESEARCH_COMMANDS: dict[str, tuple[str, bool, str]] = {
     "data": ("marin.data.cli", True, "Data pipeline: import, extract, filter, dedup, tokenize, mix."),
     "train": (
         "marin.train.cli",
@@ -518,6 +541,11 @@ LAYER_COMMANDS: dict[str, tuple[str, bool, str]] = {
         False,
         "Evaluate a checkpoint on tasks (accuracy, exact match) and perplexity suites (loss, bits per byte).",
     ),
+}
+
+# %% ../nbs/90_cli.ipynb #caad72bd
+LAYER_COMMANDS: dict[str, tuple[str, bool, str]] = {
+    **_RESEARCH_COMMANDS,
     "sft": (
         "marin.posttrain.cli",
         False,

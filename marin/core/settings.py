@@ -25,8 +25,8 @@ class Setting:
     def env_var(self) -> str:
         return f"MARIN_{self.key.upper()}"
 
-# %% ../../nbs/01_settings.ipynb #cc016872
-SETTINGS: tuple[Setting, ...] = (
+# %% ../../nbs/01_settings.ipynb #b871e8fe
+_RECORD_SETTINGS: tuple[Setting, ...] = (
     Setting(
         "prefix",
         "local_store",
@@ -52,6 +52,10 @@ SETTINGS: tuple[Setting, ...] = (
         "the published record in the repository (tracked): `marin run --publish` executes into it and"
         " `marin report build --published` renders it",
     ),
+)
+
+# %% ../../nbs/01_settings.ipynb #dbaad378
+SETTINGS: tuple[Setting, ...] = _RECORD_SETTINGS + (
     Setting("cluster", "local", "where steps run: local, or ray[://ADDRESS]"),
     Setting(
         "lease_seconds",

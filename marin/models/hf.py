@@ -24,9 +24,9 @@ __all__ = ['BLOCK_TENSORS', 'MLP_TENSORS', 'LAYER_TENSORS', 'QKV_BIAS_TENSORS', 
            'qwen3_moe_hf_tensors', 'qwen3_moe_from_hf_tensors', 'qwen3_moe_hf_shapes', 'qwen3_moe_unfused',
            'qwen3_moe_hf_config', 'qwen3_moe_config_from_hf', 'gemma_fields', 'gemma3_refusal', 'gemma3_hf_tensors',
            'gemma3_from_hf_tensors', 'gemma3_hf_shapes', 'gemma3_hf_config', 'gemma3_config_from_hf', 'check_hf_config',
-           'HFArchitecture', 'register_architecture', 'architecture_for', 'config_from_hf', 'hf_weight_files',
-           'safetensors_header', 'hf_weight_headers', 'check_config_weights', 'read_hf_config', 'check_tokenizer_json',
-           'HFTensors', 'read_hf_tensors', 'model_from_hf', 'import_hf']
+           'HFArchitecture', 'register_architecture', 'dense_with', 'claimants', 'architecture_for', 'config_from_hf',
+           'hf_weight_files', 'safetensors_header', 'hf_weight_headers', 'check_config_weights', 'read_hf_config',
+           'check_tokenizer_json', 'HFTensors', 'read_hf_tensors', 'model_from_hf', 'import_hf']
 
 # %% ../../nbs/25_hf_models.ipynb #62af4393
 def _st_dtypes() -> dict[str, np.dtype]:
@@ -1108,21 +1108,29 @@ class HFArchitecture:
     canonical: Callable | None = (
         None  # ({HF name: array}, marin config) -> the same in the names of `shapes` (fused experts split)
     )
+    claims: Callable | None = None  # marin config -> True when export may choose this architecture for it
+    specificity: int = 0  # among several claims the highest wins (a tie at the highest is refused)
 
 # %% ../../nbs/25_hf_models.ipynb #7e766a21
 ARCHITECTURES: dict[str, HFArchitecture] = {}
 
 
 def register_architecture(arch: HFArchitecture) -> HFArchitecture:
+    "Add `arch` to the registry (a family module calls this once, at import); `architecture_for` asks its `claims`."
     ARCHITECTURES[arch.name] = arch
     return arch
 
 
-for _name, _type, _qk, _bias in (
-    ("LlamaForCausalLM", "llama", False, False),
-    ("MistralForCausalLM", "mistral", False, False),
-    ("Qwen2ForCausalLM", "qwen2", False, True),
-    ("Qwen3ForCausalLM", "qwen3", True, False),
+def dense_with(field: str | None) -> Callable:
+    "The claim of a dense architecture: a config without experts that sets `field` (None: any dense config)."
+    return lambda cfg: getattr(cfg, "moe", None) is None and (field is None or bool(getattr(cfg, field, None)))
+
+
+for _name, _type, _qk, _bias, _field in (
+    ("LlamaForCausalLM", "llama", False, False, None),
+    ("MistralForCausalLM", "mistral", False, False, "sliding_window"),
+    ("Qwen2ForCausalLM", "qwen2", False, True, "qkv_bias"),
+    ("Qwen3ForCausalLM", "qwen3", True, False, "qk_norm"),
 ):
     register_architecture(
         HFArchitecture(
@@ -1135,6 +1143,8 @@ for _name, _type, _qk, _bias in (
             dense_from_hf_tensors,
             shapes=dense_hf_shapes,
             qkv_bias=_bias,
+            claims=dense_with(_field),
+            specificity=0 if _field is None else 1,
         )
     )
 
@@ -1149,6 +1159,8 @@ register_architecture(
         gemma3_config_from_hf,
         gemma3_from_hf_tensors,
         shapes=gemma3_hf_shapes,
+        claims=lambda cfg: bool(gemma_fields(cfg)),
+        specificity=2,
     )
 )
 register_architecture(
@@ -1162,6 +1174,8 @@ register_architecture(
         qwen3_moe_from_hf_tensors,
         shapes=qwen3_moe_hf_shapes,
         canonical=qwen3_moe_unfused,
+        claims=lambda cfg: getattr(cfg, "moe", None) is not None and cfg.qk_norm,
+        specificity=2,
     )
 )
 
@@ -1177,28 +1191,38 @@ register_architecture(
         mixtral_from_hf_tensors,
         shapes=mixtral_hf_shapes,
         canonical=mixtral_unfused,
+        claims=lambda cfg: getattr(cfg, "moe", None) is not None and not cfg.qk_norm,
+        specificity=2,
     )
 )
 
 # %% ../../nbs/25_hf_models.ipynb #18145c51
+def claimants(cfg) -> list[HFArchitecture]:
+    "The registered architectures that claim `cfg`, the most specific first (registration order among equals)."
+    found = [a for a in ARCHITECTURES.values() if a.claims is not None and a.claims(cfg)]
+    return sorted(found, key=lambda a: -a.specificity)
+
+
 def architecture_for(model) -> str:
-    "The HF architecture a marin model exports to: the one it was read from, else chosen from its fields."
+    """The HF architecture a marin model exports to: `cfg.hf_architecture` when set (what it was read as), else the
+    most specific claim of the registry; a tie at the highest specificity is refused, naming the claimants."""
     cfg = model.cfg
     if getattr(cfg, "hf_architecture", ""):  # a family whose fields a Llama shares (Phi-3's fused weights)
         check(cfg.hf_architecture in ARCHITECTURES, "hf_architecture", f"{cfg.hf_architecture!r} is not registered")
         return cfg.hf_architecture
-    gemma = gemma_fields(cfg)
-    if getattr(cfg, "moe", None) is not None or getattr(model.blocks, "moe", None) is not None:
-        if gemma:
-            raise ValueError(f"{', '.join(gemma)} with MoE: no Hugging Face architecture has these together")
-        return "Qwen3MoeForCausalLM" if cfg.qk_norm else "MixtralForCausalLM"  # Gemma-only fields: refused there
-    if gemma:
-        return "Gemma3ForCausalLM"  # and gemma3_refusal names any Gemma 3 feature the model lacks
-    variants = [f for f in ("qk_norm", "qkv_bias", "sliding_window") if getattr(cfg, f)]
-    if len(variants) > 1:
-        raise ValueError(f"{' + '.join(variants)}: no Hugging Face architecture has these together; export one of them")
-    name = {"qk_norm": "Qwen3ForCausalLM", "qkv_bias": "Qwen2ForCausalLM", "sliding_window": "MistralForCausalLM"}
-    return name[variants[0]] if variants else "LlamaForCausalLM"
+    found = claimants(cfg)
+    if not found:
+        raise ValueError(
+            f"no registered Hugging Face architecture claims this model (registered: {sorted(ARCHITECTURES)})"
+        )
+    tied = [a.name for a in found if a.specificity == found[0].specificity]
+    if len(tied) > 1:
+        flags = [f for f in ("moe", "qk_norm", "qkv_bias", "sliding_window") if getattr(cfg, f, None)]
+        raise ValueError(
+            f"{' and '.join(tied)} all claim this model ({' + '.join(flags)}): no Hugging Face architecture has these"
+            " together; export one of them, or set hf_architecture"
+        )
+    return found[0].name
 
 
 def _architecture(d: dict) -> HFArchitecture:

@@ -7,10 +7,12 @@ from __future__ import annotations
 import dataclasses, json, os, secrets, signal, socket, subprocess, sys, tempfile, time
 from pathlib import Path
 from fastcore.basics import patch
+from ..core import storage
 from ..core.config import Config, check
 
 # %% auto #0
-__all__ = ['STARTED', 'RAY_START_SHIM', 'NodeSpec', 'LocalNode', 'descendants', 'free_port', 'free_ports', 'LocalRayCluster']
+__all__ = ['STARTED', 'RAY_START_SHIM', 'DEFERRED_IRI_CHECKER', 'NodeSpec', 'LocalNode', 'descendants', 'free_port', 'free_ports',
+           'LocalRayCluster']
 
 # %% ../../nbs/70_cluster_local.ipynb #43be351e
 @dataclasses.dataclass(frozen=True)
@@ -209,6 +211,48 @@ class LocalRayCluster:
     def __exit__(self, *exc):
         self.stop()
 
+# %% ../../nbs/70_cluster_local.ipynb #7e3b9f20
+DEFERRED_IRI_CHECKER = """"Written by marin.cluster.local: rfc3987_syntax's parsers are built when an IRI is first checked, not at import."
+import importlib, importlib.machinery, importlib.util, os, sys, types
+
+
+def _defer(name="rfc3987_syntax"):
+    if name in sys.modules or importlib.util.find_spec(name) is None:
+        return
+    stub = types.ModuleType(name)
+
+    def real():
+        if sys.modules.get(name) is stub:
+            del sys.modules[name]
+            importlib.import_module(name)
+        return sys.modules[name]
+
+    stub.is_valid_syntax = lambda term, value: real().is_valid_syntax(term, value)  # what jsonschema imports
+    def __getattr__(attr):  # anything else; not the import system's own probes (`__path__`, `__spec__`, ...)
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return getattr(real(), attr)
+
+    stub.__getattr__ = __getattr__
+    sys.modules[name] = stub
+
+
+_defer()
+_here = os.path.dirname(os.path.abspath(__file__))
+_next = importlib.machinery.PathFinder.find_spec("sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _here])
+if _next is not None:  # the next sitecustomize on the path (a user's own) still runs
+    _next.loader.exec_module(importlib.util.module_from_spec(_next))
+"""
+
+
+@patch
+def _python_startup(self: LocalRayCluster) -> Path:
+    "The folder first on the cluster's processes' PYTHONPATH, with its `sitecustomize` (written once)."
+    folder = self.root / "python"
+    if not (folder / "sitecustomize.py").exists():
+        storage.write_text(str(folder / "sitecustomize.py"), DEFERRED_IRI_CHECKER)
+    return folder
+
 # %% ../../nbs/70_cluster_local.ipynb #47f423cf
 @patch
 def _env(self: LocalRayCluster, extra: dict | None = None) -> dict:
@@ -221,6 +265,9 @@ def _env(self: LocalRayCluster, extra: dict | None = None) -> dict:
         **(extra or {}),
     }
     env.pop("RAY_AUTH_TOKEN", None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self._python_startup()), env.get("PYTHONPATH", "")]))
+    # `stop` ends the whole cluster: no node drains first (Ray's SIGTERM handler otherwise waits up to 30 s a node)
+    env.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
     env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(self.token_path))
     # a busy 2-core machine starts a node's Python agents slowly: give the raylet minutes, not seconds, to see them
     env.setdefault("RAY_agent_register_timeout_ms", "300000")

@@ -271,19 +271,12 @@ def grpo_metrics(rewards: np.ndarray, names: Sequence[str], group_size: int, ro:
     )
     return row
 
-# %% ../../nbs/57a_grpo.ipynb #fed9bfb3
-def grpo_train(base, prompts, answers, reward_fns, engine, sampling, decode: Callable, cfg: GRPOConfig, log=None):
-    """GRPO from `base` (also the frozen reference): `prompts` token lists with their `answers`, `reward_fns` (callables
-    or `load_reward` specs), rollouts from `engine` with `sampling`, `decode` ids -> text for the rewards.
-    Returns (the trained policy model, its params: the model's arrays or the LoRA adapter, one row per step);
-    `log(row)` sees each row as it comes."""
-    import jax, jax.numpy as jnp, equinox as eqx
+# %% ../../nbs/57a_grpo.ipynb #a3dc6b16
+def _grpo_policy(base, cfg: GRPOConfig) -> tuple:
+    "(trainable params, reference params, static part, `policy_of(params, reference params)` -> the policy model)."
+    import jax, equinox as eqx
     from marin.models.lora import init_adapter, merge
-    from marin.train.optim import build_optimizer
 
-    check(len(prompts) == len(answers) and len(prompts) > 0, "prompts", "give one answer per prompt (at least one)")
-    fns = [load_reward(f) if isinstance(f, str) else f for f in reward_fns]
-    names = [f if isinstance(f, str) else getattr(f, "__name__", f"reward{j}") for j, f in enumerate(reward_fns)]
     ref_params, static = eqx.partition(base, eqx.is_array)
     params = ref_params
     if cfg.lora is not None:
@@ -293,6 +286,30 @@ def grpo_train(base, prompts, answers, reward_fns, engine, sampling, decode: Cal
     policy_of = jax.jit(
         lambda p, r: eqx.combine(p, static) if cfg.lora is None else merge(eqx.combine(r, static), p, cfg.lora)
     )
+    return params, ref_params, static, policy_of
+
+# %% ../../nbs/57a_grpo.ipynb #e8deab07
+def _grpo_batch(ro: Rollouts, idx: list, answers, fns, decode: Callable, group_size: int, seq_len: int) -> tuple:
+    "(the update's rows with their `advantages`, the rewards `[P*G, functions]`) of one step's rollouts."
+    texts = [decode(c) for c in ro.completions]
+    rewards = score_completions(fns, texts, [answers[i] for i in idx for _ in range(group_size)])
+    batch = rollout_rows(ro, seq_len)  # padding: segment 0, outside the mask
+    batch["advantages"] = group_advantages(rewards.sum(1).reshape(len(idx), group_size)).reshape(-1)
+    return batch, rewards
+
+# %% ../../nbs/57a_grpo.ipynb #28b9a543
+def grpo_train(base, prompts, answers, reward_fns, engine, sampling, decode: Callable, cfg: GRPOConfig, log=None):
+    """GRPO from `base` (also the frozen reference): `prompts` token lists with their `answers`, `reward_fns` (callables
+    or `load_reward` specs), rollouts from `engine` with `sampling`, `decode` ids -> text for the rewards.
+    Returns (the trained policy model, its params: the model's arrays or the LoRA adapter, one row per step);
+    `log(row)` sees each row as it comes."""
+    import jax, jax.numpy as jnp
+    from marin.train.optim import build_optimizer
+
+    check(len(prompts) == len(answers) and len(prompts) > 0, "prompts", "give one answer per prompt (at least one)")
+    fns = [load_reward(f) if isinstance(f, str) else f for f in reward_fns]
+    names = [f if isinstance(f, str) else getattr(f, "__name__", f"reward{j}") for j, f in enumerate(reward_fns)]
+    params, ref_params, static, policy_of = _grpo_policy(base, cfg)
     opt, _ = build_optimizer(cfg.optimizer_config, cfg.num_steps)
     opt_state = opt.init(params)
     step_fn = grpo_step_fn(opt, static, cfg.clip_eps, cfg.kl_coef, cfg.loss_norm, cfg.lora)
@@ -301,18 +318,9 @@ def grpo_train(base, prompts, answers, reward_fns, engine, sampling, decode: Cal
     for step in range(cfg.num_steps):
         idx = prompt_order(len(prompts), cfg.prompts_per_step, step, cfg.seed)
         t0 = time.perf_counter()
-        ro = rollout(
-            engine,
-            policy_of(params, ref_params),
-            [prompts[i] for i in idx],
-            cfg.group_size,
-            sampling,
-            seed=cfg.seed * 1_000_003 + step,
-        )
-        texts = [decode(c) for c in ro.completions]
-        rewards = score_completions(fns, texts, [answers[i] for i in idx for _ in range(cfg.group_size)])
-        batch = rollout_rows(ro, seq_len)  # padding: segment 0, outside the mask
-        batch["advantages"] = group_advantages(rewards.sum(1).reshape(len(idx), cfg.group_size)).reshape(-1)
+        policy, seed = policy_of(params, ref_params), cfg.seed * 1_000_003 + step
+        ro = rollout(engine, policy, [prompts[i] for i in idx], cfg.group_size, sampling, seed=seed)
+        batch, rewards = _grpo_batch(ro, idx, answers, fns, decode, cfg.group_size, seq_len)
         t1 = time.perf_counter()
         params, opt_state, m = step_fn(params, opt_state, ref_params, {k: jnp.asarray(v) for k, v in batch.items()})
         row = {"step": step, **grpo_metrics(rewards, names, cfg.group_size, ro, jax.device_get(m))}
@@ -440,7 +448,32 @@ def encode_prompt_file(cfg: GRPORunConfig, tok, template, context: int) -> tuple
         raise ValueError(f"{cfg.prompts}: no prompts")
     return prompts, answers
 
-# %% ../../nbs/57a_grpo.ipynb #1e05cbbf
+# %% ../../nbs/57a_grpo.ipynb #e5e3b857
+def _grpo_inputs(cfg: GRPORunConfig, base) -> tuple:
+    "(tokenizer, template, prompt token lists, answers) for `base`; a mismatch or bad reward spec refused by name."
+    tok, template = resolve_tokenizer(cfg.tokenizer), resolve_chat_template(cfg.template, cfg.tokenizer)
+    if tok.vocab_size > base.cfg.vocab_size:
+        raise ValueError(
+            f"tokenizer has {tok.vocab_size} tokens but the base's vocab_size is {base.cfg.vocab_size}; use the base's tokenizer"
+        )
+    prompts, answers = encode_prompt_file(cfg, tok, template, base.cfg.seq_len)
+    for r in cfg.rewards:
+        load_reward(r)  # a bad spec fails here, before any compile
+    return tok, template, prompts, answers
+
+
+def _grpo_engine(cfg: GRPORunConfig, base, tok, template, prompts: list):
+    "(rollout engine, sampling parameters), the engine from the module `cfg.engine` names."
+    serving = importlib.import_module(cfg.engine)
+    g = cfg.grpo
+    engine = serving.Engine(
+        base, max_batch=cfg.max_batch or min(64, g.group_size * g.prompts_per_step),
+        max_seq_len=max(map(len, prompts)) + cfg.max_tokens, decode_text=tok.decode,
+        eos_ids=stop_token_ids(tok, template),  # end-of-text and the turn's end
+    )  # fmt: skip
+    return engine, serving.SamplingParams(max_tokens=cfg.max_tokens, temperature=cfg.temperature)
+
+# %% ../../nbs/57a_grpo.ipynb #5918e3bc
 def run_grpo(cfg: GRPORunConfig, output_path: str) -> dict:
     "Executor step: GRPO-train the base against itself frozen; the policy written as a checkpoint, history.jsonl."
     import json, os
@@ -453,22 +486,9 @@ def run_grpo(cfg: GRPORunConfig, output_path: str) -> dict:
     from marin.train.trainer import plain_config
 
     base, meta = load_model(str(cfg.base), None if cfg.base_step < 0 else cfg.base_step)
-    tok, template = resolve_tokenizer(cfg.tokenizer), resolve_chat_template(cfg.template, cfg.tokenizer)
-    if tok.vocab_size > base.cfg.vocab_size:
-        raise ValueError(
-            f"tokenizer has {tok.vocab_size} tokens but the base's vocab_size is {base.cfg.vocab_size}; use the base's tokenizer"
-        )
-    prompts, answers = encode_prompt_file(cfg, tok, template, base.cfg.seq_len)
-    for r in cfg.rewards:
-        load_reward(r)  # a bad spec fails here, before any compile
-    serving = importlib.import_module(cfg.engine)
+    tok, template, prompts, answers = _grpo_inputs(cfg, base)
+    engine, sampling = _grpo_engine(cfg, base, tok, template, prompts)
     g = cfg.grpo
-    engine = serving.Engine(
-        base, max_batch=cfg.max_batch or min(64, g.group_size * g.prompts_per_step),
-        max_seq_len=max(map(len, prompts)) + cfg.max_tokens, decode_text=tok.decode,
-        eos_ids=stop_token_ids(tok, template),  # end-of-text and the turn's end
-    )  # fmt: skip
-    sampling = serving.SamplingParams(max_tokens=cfg.max_tokens, temperature=cfg.temperature)
     save_chat_template(output_path, cfg.template, tok)
     storage.write_json(storage.join(output_path, "train_config.json"), plain_config(cfg))
     run = start_tracking(

@@ -667,7 +667,39 @@ def _decode(body: bytes, charset: str | None) -> tuple[str, bool]:
     except UnicodeDecodeError:
         return body.decode(enc, errors="replace"), True
 
-# %% ../../nbs/10_sources.ipynb #ca229bac
+# %% ../../nbs/10_sources.ipynb #6c678fc8
+def _warc_page_meta(rec, response) -> tuple[dict, str, str | None] | None:
+    "(meta, content type, charset) of a record that is a page (`response`: fastwarc's response type); None if not."
+    meta = {"url": rec.headers.get("WARC-Target-URI") or "", "date": rec.headers.get("WARC-Date") or ""}
+    if rec.record_type == response:
+        status = rec.http_headers.status_code if rec.is_http else None
+        ctype = (rec.http_content_type or "").lower() if rec.is_http else ""
+        if not rec.is_http or not 200 <= (status or 0) < 300 or not _is_text_type(ctype):
+            return None
+        meta |= {"format": "html" if "html" in ctype or not ctype else "text", "status": status}
+        return meta, ctype, rec.http_charset
+    # a WET conversion record: extracted text, no HTTP envelope
+    meta["format"] = "text"
+    return meta, (rec.headers.get("Content-Type") or "text/plain").lower(), "utf-8"
+
+# %% ../../nbs/10_sources.ipynb #a1caddb3
+def _warc_body(rec, url: str, key: str, at: int, max_bytes: int) -> bytes:
+    "The record's whole body; one declared over `max_bytes`, or cut short, is a `SourceReadError` naming the record."
+    if rec.content_length > max_bytes:
+        raise SourceReadError(
+            f"{url} record {key} (byte {at}): a body of {rec.content_length / MB:.1f} MB, over "
+            f"{max_bytes / MB:g} MB, the document limit (SourceConfig.max_doc_mb); raise it if real"
+        )
+    with reading(url, lambda: f"record {key} (byte {at})"):
+        body = rec.reader.read()
+    if len(body) < rec.content_length:
+        raise SourceReadError(
+            f"{url} record {key} (byte {at}): the body ends after {len(body)} of its {rec.content_length} "
+            "declared bytes (a truncated file)"
+        )
+    return body
+
+# %% ../../nbs/10_sources.ipynb #1478922b
 def read_warc(url: str, max_bytes: int = 256 * MB) -> Iterator[tuple[str, str, dict, str]]:
     """(key, page, meta, replaced) for each 2xx text/HTML response and each conversion record of a WARC (.gz/.zst)
     file, streamed; a body declared longer than `max_bytes` is an error, as is a damaged or truncated record."""
@@ -689,32 +721,12 @@ def read_warc(url: str, max_bytes: int = 256 * MB) -> Iterator[tuple[str, str, d
             if rec is None:
                 return
             at, i = rec.stream_pos, i + 1
-            uri = rec.headers.get("WARC-Target-URI") or ""
-            meta = {"url": uri, "date": rec.headers.get("WARC-Date") or ""}
-            if rec.record_type == WarcRecordType.response:
-                status = rec.http_headers.status_code if rec.is_http else None
-                ctype = (rec.http_content_type or "").lower() if rec.is_http else ""
-                if not rec.is_http or not 200 <= (status or 0) < 300 or not _is_text_type(ctype):
-                    continue
-                meta |= {"format": "html" if "html" in ctype or not ctype else "text", "status": status}
-                charset = rec.http_charset
-            else:  # a WET conversion record: extracted text, no HTTP envelope
-                ctype, charset = (rec.headers.get("Content-Type") or "text/plain").lower(), "utf-8"
-                meta["format"] = "text"
-            key = (rec.record_id or "").strip("<>") or uri or str(i - 1)
-            if rec.content_length > max_bytes:
-                raise SourceReadError(
-                    f"{url} record {key} (byte {at}): a body of {rec.content_length / MB:.1f} MB, over "
-                    f"{max_bytes / MB:g} MB, the document limit (SourceConfig.max_doc_mb); raise it if real"
-                )
-            with reading(url, lambda: f"record {key} (byte {at})"):
-                body = rec.reader.read()
-            if len(body) < rec.content_length:
-                raise SourceReadError(
-                    f"{url} record {key} (byte {at}): the body ends after {len(body)} of its {rec.content_length} "
-                    "declared bytes (a truncated file)"
-                )
-            text, bad = _decode(body, charset)
+            page = _warc_page_meta(rec, WarcRecordType.response)
+            if page is None:
+                continue
+            meta, ctype, charset = page
+            key = (rec.record_id or "").strip("<>") or meta["url"] or str(i - 1)
+            text, bad = _decode(_warc_body(rec, url, key, at, max_bytes), charset)
             yield key, text, meta | {"content_type": ctype}, _replaced(bad)
 
 # %% ../../nbs/10_sources.ipynb #49f46a31

@@ -567,7 +567,31 @@ def _backtest_targets(fits: dict, extra=None) -> list[tuple]:
         ]
     return targets
 
-# %% ../../nbs/43_fits.ipynb #36e1485b
+# %% ../../nbs/43_fits.ipynb #70ce44c6
+def _backtest_rows(train, train_b: list, methods: list, name: str, C: float, N: float, actual: float) -> list[dict]:
+    "One row per method: its forecast of target `name` (budget `C`, parameters `N`) from `train`, NaN if it cannot fit."
+    rows = []
+    for m in methods:
+        try:
+            pred = predict_with(train, m, C, N)
+        except ValueError:
+            pred = float("nan")
+        rows.append(
+            {
+                "target": name,
+                "budget": C,
+                "params": N,
+                "train_budgets": ", ".join(f"{b:.2g}" for b in train_b),
+                "ratio": C / max(train_b),
+                "method": m,
+                "predicted": pred,
+                "actual": actual,
+                "error": (pred - actual) / actual,
+            }
+        )
+    return rows
+
+# %% ../../nbs/43_fits.ipynb #aca7f20e
 def backtest_forecasts(
     runs, methods: Iterable[str] = BACKTEST_METHODS, *, extra=None, min_ratio: float = 3.0, min_budgets: int = 3
 ) -> "pd.DataFrame":
@@ -586,25 +610,7 @@ def backtest_forecasts(
         train_b = [b for b in budgets if b <= C / min_ratio * (1 + 1e-9)]
         if len(train_b) < min_budgets:
             continue
-        train = runs[runs.budget.isin(train_b)]
-        for m in methods:
-            try:
-                pred = predict_with(train, m, C, N)
-            except ValueError:
-                pred = float("nan")
-            rows.append(
-                {
-                    "target": name,
-                    "budget": C,
-                    "params": N,
-                    "train_budgets": ", ".join(f"{b:.2g}" for b in train_b),
-                    "ratio": C / max(train_b),
-                    "method": m,
-                    "predicted": pred,
-                    "actual": actual,
-                    "error": (pred - actual) / actual,
-                }
-            )
+        rows += _backtest_rows(runs[runs.budget.isin(train_b)], train_b, methods, name, C, N, actual)
     if not rows:
         raise ValueError(
             f"no backtest target has >= {min_budgets} sweep budgets at least {min_ratio:g}x below it "

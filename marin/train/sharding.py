@@ -164,7 +164,12 @@ def _refuse(name: str, dim: int, axes: tuple[str, ...], mesh, fix: str):
         f"({math.prod(mesh.shape[a] for a in axes)} devices): every one of them would compute all of it; {fix}"
     )
 
-# %% ../../nbs/31_sharding.ipynb #13ebaf9f
+# %% ../../nbs/31_sharding.ipynb #8a5bbc4a
+def _refuse_batch(axes: tuple, shape: tuple[int, ...], mesh_axes: tuple[str, ...], mesh, fix: str):
+    "`_refuse` the batch dimension of an array with logical `axes` and `shape` over `mesh_axes`."
+    _refuse("batch", next(d for n, d in zip(axes, shape) if n == "batch"), mesh_axes, mesh, fix)
+
+# %% ../../nbs/31_sharding.ipynb #0f449fd9
 def logical_to_spec(axes: tuple, shape: tuple[int, ...], mesh: Mesh, rules=DEFAULT_RULES) -> P:
     """PartitionSpec for an array with logical `axes`. A weight dimension its mesh axes do not divide stays
     replicated; an activation's never does (see above): the batch's leftover axes go to `seq`, else `ShardingError`."""
@@ -179,16 +184,10 @@ def logical_to_spec(axes: tuple, shape: tuple[int, ...], mesh: Mesh, rules=DEFAU
         elif name == "seq" and left:
             ms, left = ms + left, ()
             if dim % math.prod(mesh.shape[a] for a in ms):
-                b = next(d for n, d in zip(axes, shape) if n == "batch")
-                _refuse(
-                    "batch",
-                    b,
-                    ms,
-                    mesh,
-                    f"nor does the sequence ({dim}). Make the (micro)batch a multiple of "
-                    f"{math.prod(mesh.shape[a] for a in ms)} sequences (batch_size = grad_accum x that), lower "
-                    "grad_accum, or move devices to the tensor axis (MeshConfig(fsdp=..., tensor=...))",
-                )
+                n = math.prod(mesh.shape[a] for a in ms)
+                _refuse_batch(axes, shape, ms, mesh, f"nor does the sequence ({dim}). Make the (micro)batch a multiple "
+                              f"of {n} sequences (batch_size = grad_accum x that), lower grad_accum, or move devices to "
+                              "the tensor axis (MeshConfig(fsdp=..., tensor=...))")  # fmt: skip
         if ms and dim % math.prod(mesh.shape[a] for a in ms) == 0:
             used.update(ms)
             out.append(ms[0] if len(ms) == 1 else ms)
@@ -199,15 +198,8 @@ def logical_to_spec(axes: tuple, shape: tuple[int, ...], mesh: Mesh, rules=DEFAU
         else:
             out.append(None)
     if left:
-        b = next(d for n, d in zip(axes, shape) if n == "batch")
-        _refuse(
-            "batch",
-            b,
-            left,
-            mesh,
-            "and the array has no sequence dimension to take them; make the batch a "
-            "multiple of the devices (batch_size = grad_accum x devices)",
-        )
+        _refuse_batch(axes, shape, left, mesh, "and the array has no sequence dimension to take them; make the batch "
+                      "a multiple of the devices (batch_size = grad_accum x devices)")  # fmt: skip
     return P(*out)
 
 # %% ../../nbs/31_sharding.ipynb #fa9610ec

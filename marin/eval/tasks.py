@@ -446,7 +446,24 @@ def _batches(rows: list[_Row], model: bool, batch_size: int, max_len: int) -> li
     batches = [order[b : b + batch_size] for b in range(0, len(order), batch_size)]
     return [(batch_size, _bucket(len(rows[idx[0]].tokens), max_len), [[i] for i in idx]) for idx in batches]
 
-# %% ../../nbs/51_tasks.ipynb #7d381899
+# %% ../../nbs/51_tasks.ipynb #ab3ef136
+def _places(rows: list[_Row], seqs: list, distinct: bool = False) -> int:
+    "Scored places of a batch's sequences (`distinct`: different columns only)."
+    return sum(len(set(rows[i].cols)) if distinct else len(rows[i].cols) for s in seqs for i in s)
+
+
+def _fetch(pending: list, n: int, per_place: bool) -> list[tuple[float, bool]]:
+    "Each of `n` requests' (log-likelihood, greedy), from one transfer of every batch's `(owners, device result)`."
+    import jax
+
+    fetched = jax.device_get([res for _, res in pending])  # one transfer for the whole task
+    out: list = [None] * n
+    for (owners, _), res in zip(pending, fetched):
+        for q, r in _per_request(res, owners, per_place):
+            out[q] = r
+    return out
+
+# %% ../../nbs/51_tasks.ipynb #9d41f600
 def score_requests(
     logits_fn: Callable,
     requests: Sequence[tuple[list[int], list[int]]],
@@ -464,7 +481,6 @@ def score_requests(
     other logits function is scored from its full logits, a request per sequence. Every batch is dispatched before
     any result is fetched. `stats` (a dict), when given, is filled with counts (requests, rows, batches, shapes
     compiled, padding) and a split of the time; the scorer then waits for each batch, to time it."""
-    import jax
     from tqdm.auto import tqdm
 
     t = time.perf_counter()
@@ -473,25 +489,18 @@ def score_requests(
     if not rows:
         return []
     batches = _batches(rows, model, batch_size, max_len)
-    places = lambda seqs: sum(len(rows[i].cols) for s in seqs for i in s)
-    distinct = lambda seqs: sum(len(set(rows[i].cols)) for s in seqs for i in s)
-    N, P = (-(-max(f(seqs) for _, _, seqs in batches) // 16) * 16 for f in (places, distinct))  # one head shape
+    N, P = (-(-max(_places(rows, seqs, d) for _, _, seqs in batches) // 16) * 16 for d in (False, True))
     st, pending = _ScoreStats(stats, time.perf_counter() - t, len(requests), len(rows)), []
     for B, L, seqs in tqdm(batches, disable=not progress, desc="score", unit="batch"):
         t = time.perf_counter()
         padded, where = _prepare(logits_fn, rows, seqs, B, L, N, P)
         t_pad = time.perf_counter()
         res = _dispatch(logits_fn, padded, where)
-        st.batch(
-            t, t_pad, res, (B, L, P if model else B), sum(len(rows[i].tokens) for s in seqs for i in s), places(seqs)
-        )
+        st.batch(t, t_pad, res, (B, L, P if model else B), sum(len(rows[i].tokens) for s in seqs for i in s),
+                 _places(rows, seqs))  # fmt: skip
         pending.append((where[4] if model else [rows[s[0]].owners[0] for s in seqs], res))
     t = time.perf_counter()
-    fetched = jax.device_get([res for _, res in pending])  # one transfer for the whole task
-    out: list = [None] * len(requests)
-    for (owners, _), res in zip(pending, fetched):
-        for q, r in _per_request(res, owners, model):
-            out[q] = r
+    out = _fetch(pending, len(requests), model)
     st.done(time.perf_counter() - t)
     return out
 
@@ -532,7 +541,34 @@ def _choice_row(i: int, item: dict, ll: list[float]) -> dict:
         "loglik": ll,
     }
 
-# %% ../../nbs/51_tasks.ipynb #2605eb85
+# %% ../../nbs/51_tasks.ipynb #46a7f863
+def _choice_requests(tok, task: Task, items: list[dict]) -> list[tuple[list[int], list[int]]]:
+    "(context tokens, choice tokens) of every choice of every item, in order; `<bos>` first where the tokenizer has it."
+    first = getattr(tok, "bos_id", None)  # a pretrained tokenizer's <bos> starts every context, as in lm-eval
+    reqs = []
+    for i, it in enumerate(items):
+        ctx = context_of(task, items, i)
+        for c in it["choices"]:
+            cx, cont = encode_pair(tok, ctx, c)
+            reqs.append(([first] + cx if first is not None else cx, cont))
+    return reqs
+
+
+def _choice_metrics(name: str, items: list[dict], rows: list[dict]) -> dict[str, float]:
+    "`{name}/acc`, `acc_norm`, their standard errors, the item count and the chance accuracy."
+    acc, acc_se = mean_stderr([r["acc"] for r in rows])
+    accn, accn_se = mean_stderr([r["acc_norm"] for r in rows])
+    chance = float(np.mean([1 / len(it["choices"]) for it in items]))
+    return {
+        f"{name}/acc": acc,
+        f"{name}/acc_stderr": acc_se,
+        f"{name}/acc_norm": accn,
+        f"{name}/acc_norm_stderr": accn_se,
+        f"{name}/n": float(len(rows)),
+        f"{name}/chance": chance,
+    }
+
+# %% ../../nbs/51_tasks.ipynb #223d68fa
 def evaluate_multiple_choice(
     logits_fn: Callable,
     tok,
@@ -550,14 +586,7 @@ def evaluate_multiple_choice(
     `tokenize_s`)."""
     t = time.perf_counter()
     items = items if items is not None else load_items(task)
-    first = getattr(tok, "bos_id", None)  # a pretrained tokenizer's <bos> starts every context, as in lm-eval
-    reqs, owner = [], []
-    for i, it in enumerate(items):
-        ctx = context_of(task, items, i)
-        for c in it["choices"]:
-            cx, cont = encode_pair(tok, ctx, c)
-            reqs.append(([first] + cx if first is not None else cx, cont))
-            owner.append(i)
+    reqs = _choice_requests(tok, task, items)
     bos = getattr(tok, "eos_id", None) or 0
     if stats is not None:
         stats["tokenize_s"] = stats.get("tokenize_s", 0.0) + time.perf_counter() - t
@@ -569,15 +598,4 @@ def evaluate_multiple_choice(
         ll = [s for s, _ in scored[k : k + n]]
         k += n
         rows.append(_choice_row(i, it, ll))
-    acc, acc_se = mean_stderr([r["acc"] for r in rows])
-    accn, accn_se = mean_stderr([r["acc_norm"] for r in rows])
-    chance = float(np.mean([1 / len(it["choices"]) for it in items]))
-    m = {
-        f"{task.name}/acc": acc,
-        f"{task.name}/acc_stderr": acc_se,
-        f"{task.name}/acc_norm": accn,
-        f"{task.name}/acc_norm_stderr": accn_se,
-        f"{task.name}/n": float(len(rows)),
-        f"{task.name}/chance": chance,
-    }
-    return TaskResult(task.name, m, rows)
+    return TaskResult(task.name, _choice_metrics(task.name, items, rows), rows)

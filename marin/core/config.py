@@ -101,7 +101,22 @@ def _canon_array(obj, versioned_only: bool, path: str):
     a = np.ascontiguousarray(a)
     return {"__array__": [str(a.dtype), list(a.shape), hashlib.sha256(a.tobytes()).hexdigest()]}
 
-# %% ../../nbs/00_config.ipynb #610aaaeb
+# %% ../../nbs/00_config.ipynb #b48b04f5
+def _canon_other(obj, path: str) -> dict:
+    "A named function or class as `{'__callable__': 'module:qualname'}`; anything else an `UnhashableConfigError`."
+    if (
+        callable(obj)
+        and hasattr(obj, "__qualname__")
+        and "<lambda>" not in obj.__qualname__
+        and "<locals>" not in obj.__qualname__
+    ):
+        return {"__callable__": f"{obj.__module__}:{obj.__qualname__}"}
+    raise UnhashableConfigError(
+        f"{path}: cannot hash a value of type {type(obj).__qualname__} stably; use plain values "
+        "(numbers, strings, lists, dicts, frozen dataclasses) or give the class a `__marin_canonical__` method"
+    )
+
+# %% ../../nbs/00_config.ipynb #2ba388e8
 def canonical(obj: Any, *, versioned_only: bool = False, _path: str = "config") -> Any:
     "A JSON-ready value that represents `obj` in exactly one way (see above)."
     rec = lambda v, p: canonical(v, versioned_only=versioned_only, _path=p)
@@ -131,17 +146,7 @@ def canonical(obj: Any, *, versioned_only: bool = False, _path: str = "config") 
     mod = type(obj).__module__
     if mod.startswith(("numpy", "jax", "jaxlib")):
         return _canon_array(obj, versioned_only, _path)
-    if (
-        callable(obj)
-        and hasattr(obj, "__qualname__")
-        and "<lambda>" not in obj.__qualname__
-        and "<locals>" not in obj.__qualname__
-    ):
-        return {"__callable__": f"{obj.__module__}:{obj.__qualname__}"}
-    raise UnhashableConfigError(
-        f"{_path}: cannot hash a value of type {type(obj).__qualname__} stably; use plain values "
-        "(numbers, strings, lists, dicts, frozen dataclasses) or give the class a `__marin_canonical__` method"
-    )
+    return _canon_other(obj, _path)
 
 # %% ../../nbs/00_config.ipynb #7a5af04f
 def canonical_json(obj: Any, *, versioned_only: bool = False) -> str:

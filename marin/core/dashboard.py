@@ -558,13 +558,15 @@ def dashboard_app(
     def health():
         return {"ok": True}
 
-    _routes(app, led, reports_root)
+    _api_routes(app, led, reports_root)
+    _page_routes(app, led, reports_root)
     return app
 
-# %% ../../nbs/06a_dashboard.ipynb #69379c0b
-def _routes(app, led: Ledger, reports_root) -> None:
+# %% ../../nbs/06a_dashboard.ipynb #122a24f2
+def _api_routes(app, led: Ledger, reports_root) -> None:
+    "The `/api/` routes of `dashboard_app`, over `led`."
     from fastapi import Request
-    from fastapi.responses import HTMLResponse, JSONResponse
+    from fastapi.responses import JSONResponse
 
     @app.get("/api/runs")
     def api_runs(request: Request):
@@ -595,6 +597,11 @@ def _routes(app, led: Ledger, reports_root) -> None:
             rows=[[_plain_json(v) for v in r] for r in df.head(limit).itertuples(index=False)],
             total=len(df),
         )
+
+# %% ../../nbs/06a_dashboard.ipynb #e857d11f
+def _page_routes(app, led: Ledger, reports_root) -> None:
+    "The HTML pages of `dashboard_app`, over `led`."
+    from fastapi.responses import HTMLResponse
 
     @app.get("/", response_class=HTMLResponse)
     def runs_page():

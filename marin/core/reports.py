@@ -270,23 +270,11 @@ def _stale(page: Path, nb: Path) -> bool:
     "Whether `page` must be rendered again: missing, older than its notebook, or without the site's header."
     return not page.exists() or page.stat().st_mtime < nb.stat().st_mtime or "_static/nav.js" not in page.read_text()
 
-# %% ../../nbs/06_reports.ipynb #04803a65
-def build_site(
-    root: str | Path | None = None, *, use_quarto: bool | None = None, verbose: bool = True, ledger=None
-) -> Path:
-    "Render every executed notebook and retrospective under `root` and write `root/_site/index.html`."
-    root = Path(root or reports_dir())
-    site = root / "_site"
-    site.mkdir(parents=True, exist_ok=True)
-    cards = read_run_cards(root)
-    if use_quarto is None:  # Quarto renders through the repository's _quarto.yml: the published folder only
-        use_quarto = bool(shutil.which("quarto")) and (root.resolve().parent / "_quarto.yml").exists()
+# %% ../../nbs/06_reports.ipynb #b98421dd
+def _render_runs(cards: list[dict], root: Path, site: Path, use_quarto: bool, verbose: bool) -> None:
+    "Give each run card its page's links (`_href`, `_href_md`) and render the stale pages (unless Quarto renders)."
     from tqdm.auto import tqdm
 
-    shutil.copytree(STATIC_DIR / "katex", site / "_static" / "katex", dirs_exist_ok=True)
-    storage.write_text(
-        str(site / "_static" / "nav.js"), nav_script(sorted({c.get("experiment") or "?" for c in cards}))
-    )
     for c in cards:
         nb = Path(c["_notebook"])
         c["_href"], c["_href_md"] = (
@@ -300,6 +288,10 @@ def build_site(
             up = "../" * c["_href"].count("/")
             hrefs = {r: up + h for r, h in pages.items()}
             render_notebook(nb, out, prefix=up, run_id=c["run_id"], hrefs=hrefs)
+
+
+def _render_retrospectives(root: Path, site: Path) -> list[tuple[str, str]]:
+    "Render `root`'s retrospectives (`*.md`, `*/*.md`, but not index.md or `_*/`); (source, page) of each."
     retros = []
     for md in sorted(root.glob("*.md")) + sorted(root.glob("*/*.md")):
         if md.name == "index.md" or md.parts[-2].startswith("_"):
@@ -307,6 +299,25 @@ def build_site(
         rel = md.relative_to(root).with_suffix(".html")
         render_markdown(md, site / rel, md.stem, prefix="../" * rel.as_posix().count("/"))
         retros.append((md.relative_to(root).as_posix(), rel.as_posix()))
+    return retros
+
+# %% ../../nbs/06_reports.ipynb #18aaa98d
+def build_site(
+    root: str | Path | None = None, *, use_quarto: bool | None = None, verbose: bool = True, ledger=None
+) -> Path:
+    "Render every executed notebook and retrospective under `root` and write `root/_site/index.html`."
+    root = Path(root or reports_dir())
+    site = root / "_site"
+    site.mkdir(parents=True, exist_ok=True)
+    cards = read_run_cards(root)
+    if use_quarto is None:  # Quarto renders through the repository's _quarto.yml: the published folder only
+        use_quarto = bool(shutil.which("quarto")) and (root.resolve().parent / "_quarto.yml").exists()
+    shutil.copytree(STATIC_DIR / "katex", site / "_static" / "katex", dirs_exist_ok=True)
+    storage.write_text(
+        str(site / "_static" / "nav.js"), nav_script(sorted({c.get("experiment") or "?" for c in cards}))
+    )
+    _render_runs(cards, root, site, use_quarto, verbose)
+    retros = _render_retrospectives(root, site)
     (root / "index.md").write_text(index_markdown(cards))
     if use_quarto:
         proj = Path(root).resolve().parent

@@ -193,7 +193,7 @@ def counted_flops(cfg: TrainConfig, devices: int) -> float:
         layers_counted = m.moe.every  # a scan over groups of `every` layers
     return (B // A) * S * (head + layers_counted * layer) / devices
 
-# %% ../../nbs/35_slice_compile.ipynb #886120b0
+# %% ../../nbs/35_slice_compile.ipynb #c84e05c1
 @dataclasses.dataclass
 class SliceCompile:
     "What the TPU compiler says about one training step on one slice (bytes and FLOPs per device)."
@@ -223,31 +223,36 @@ class SliceCompile:
         return self.flops / self.counted_flops if self.counted_flops else float("nan")
 
     def table(self) -> str:
-        g = lambda x: f"{x / 2**30:8.2f} GiB"
-        hbm = self.target.hbm_bytes
-        mesh = " ".join(f"{k}={v}" for k, v in self.mesh.items() if v > 1) or "1 device"
-        lines = [
-            f"slice: {self.target.name} ({self.target.topology}, {self.target.devices} devices, {self.hosts} hosts), "
-            f"mesh {mesh}",
-            f"  arguments   {g(self.argument_bytes)}",
-            f"  temporaries {g(self.temp_bytes)}",
-            f"  outputs     {g(self.output_bytes - self.alias_bytes)} (besides {g(self.alias_bytes).strip()} "
-            "written into the donated state)",
-            f"  total       {g(self.total_bytes)} of {g(hbm).strip()} HBM per device: "
-            + ("fits" if self.fits else "does NOT fit"),
-            f"  FLOPs per device {self.flops:.4g} (compiler) vs {self.counted_flops:.4g} (lab counter, counted the "
-            f"same way): ratio {self.flops_ratio:.3f}"
-            + (
-                f" (not comparable: {self.windowed_loops} matmuls run as collective-matmul loops, whose bodies the "
-                "compiler's cost analysis counts once)"
-                if self.windowed_loops
-                else ""
-            ),
-            f"  lower {self.lower_s:.1f} s, compile {self.compile_s:.1f} s",
-        ]
-        return "\n".join(lines + ([f"  compiler: {self.error}"] if self.error else []))
+        "The report `marin train --dry-run --target` prints (`_compile_table`)."
+        return "\n".join(_compile_table(self))
 
-# %% ../../nbs/35_slice_compile.ipynb #268d9821
+# %% ../../nbs/35_slice_compile.ipynb #6df1992d
+def _compile_table(r: SliceCompile) -> list[str]:
+    "The lines of `SliceCompile.table`."
+    g = lambda x: f"{x / 2**30:8.2f} GiB"
+    hbm = r.target.hbm_bytes
+    mesh = " ".join(f"{k}={v}" for k, v in r.mesh.items() if v > 1) or "1 device"
+    lines = [
+        f"slice: {r.target.name} ({r.target.topology}, {r.target.devices} devices, {r.hosts} hosts), mesh {mesh}",
+        f"  arguments   {g(r.argument_bytes)}",
+        f"  temporaries {g(r.temp_bytes)}",
+        f"  outputs     {g(r.output_bytes - r.alias_bytes)} (besides {g(r.alias_bytes).strip()} "
+        "written into the donated state)",
+        f"  total       {g(r.total_bytes)} of {g(hbm).strip()} HBM per device: "
+        + ("fits" if r.fits else "does NOT fit"),
+        f"  FLOPs per device {r.flops:.4g} (compiler) vs {r.counted_flops:.4g} (lab counter, counted the "
+        f"same way): ratio {r.flops_ratio:.3f}"
+        + (
+            f" (not comparable: {r.windowed_loops} matmuls run as collective-matmul loops, whose bodies the "
+            "compiler's cost analysis counts once)"
+            if r.windowed_loops
+            else ""
+        ),
+        f"  lower {r.lower_s:.1f} s, compile {r.compile_s:.1f} s",
+    ]
+    return lines + ([f"  compiler: {r.error}"] if r.error else [])
+
+# %% ../../nbs/35_slice_compile.ipynb #83cef87f
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
@@ -257,10 +262,27 @@ def _oom_bytes(msg: str) -> float | None:
     return float(m.group(1)) * _UNITS[m.group(2)] if m else None
 
 
-def compile_for_slice(cfg: TrainConfig, target: str | SliceTarget, *, slices: int = 1) -> SliceCompile:
-    """`cfg`'s training step compiled by the TPU compiler for `target` (`"v5p-128"`, `"v5e:2x4"`), without a TPU:
-    the trainer's own mesh, state shardings and jitted step, over the slice's abstract devices."""
-    t = target if isinstance(target, SliceTarget) else parse_target(target, slices)
+def _refused(e: Exception, common: dict, t1: float) -> SliceCompile:
+    "The `SliceCompile` of a program refused for its size (`fits=False`, the temporaries from the message); else `e`."
+    need = _oom_bytes(str(e))
+    if need is None or "RESOURCE_EXHAUSTED" not in str(e):
+        raise e
+    msg = str(e).split("RESOURCE_EXHAUSTED: ")[-1].splitlines()[0]
+    return SliceCompile(
+        argument_bytes=0.0,
+        output_bytes=0.0,
+        alias_bytes=0.0,
+        temp_bytes=need,
+        flops=float("nan"),
+        compile_s=time.perf_counter() - t1,
+        fits=False,
+        error=msg,
+        **common,
+    )
+
+# %% ../../nbs/35_slice_compile.ipynb #2bbee3a5
+def _lower_for_slice(cfg: TrainConfig, t: SliceTarget) -> tuple:
+    "(lowered step, the `SliceCompile` fields known before compiling, when lowering ended)."
     t0 = time.perf_counter()
     devices = slice_devices(t)
     mesh = make_mesh(cfg.mesh, devices)
@@ -283,25 +305,18 @@ def compile_for_slice(cfg: TrainConfig, target: str | SliceTarget, *, slices: in
     t1 = time.perf_counter()
     sizes = dict(zip(mesh.axis_names, mesh.devices.shape))
     hosts = len({d.process_index for d in devices})
-    common = dict(target=t, mesh=sizes, counted_flops=counted, lower_s=t1 - t0, hosts=hosts)
+    return lowered, dict(target=t, mesh=sizes, counted_flops=counted, lower_s=t1 - t0, hosts=hosts), t1
+
+# %% ../../nbs/35_slice_compile.ipynb #5e5067a2
+def compile_for_slice(cfg: TrainConfig, target: str | SliceTarget, *, slices: int = 1) -> SliceCompile:
+    """`cfg`'s training step compiled by the TPU compiler for `target` (`"v5p-128"`, `"v5e:2x4"`), without a TPU:
+    the trainer's own mesh, state shardings and jitted step, over the slice's abstract devices."""
+    t = target if isinstance(target, SliceTarget) else parse_target(target, slices)
+    lowered, common, t1 = _lower_for_slice(cfg, t)
     try:
         compiled = lowered.compile()
     except Exception as e:  # the compiler refuses a program above the HBM, and says how much it needed
-        need = _oom_bytes(str(e))
-        if need is None or "RESOURCE_EXHAUSTED" not in str(e):
-            raise
-        msg = str(e).split("RESOURCE_EXHAUSTED: ")[-1].splitlines()[0]
-        return SliceCompile(
-            argument_bytes=0.0,
-            output_bytes=0.0,
-            alias_bytes=0.0,
-            temp_bytes=need,
-            flops=float("nan"),
-            compile_s=time.perf_counter() - t1,
-            fits=False,
-            error=msg,
-            **common,
-        )
+        return _refused(e, common, t1)
     t2 = time.perf_counter()
     mem, cost = compiled.memory_analysis(), compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
@@ -318,7 +333,7 @@ def compile_for_slice(cfg: TrainConfig, target: str | SliceTarget, *, slices: in
     out.fits = out.total_bytes <= t.hbm_bytes
     return out
 
-# %% ../../nbs/35_slice_compile.ipynb #c70e1c66
+# %% ../../nbs/35_slice_compile.ipynb #2412a3c0
 class _MeshShape:
     "A mesh's axis sizes alone: all `logical_to_spec` reads (the estimate needs no devices)."
 
@@ -330,7 +345,7 @@ def _shards(spec, shape) -> float:
     "How many pieces a `PartitionSpec` cuts an array into (per device: elements / this)."
     return math.prod(math.prod(shape[a] for a in ((s,) if isinstance(s, str) else s)) for s in spec if s)
 
-
+# %% ../../nbs/35_slice_compile.ipynb #dd64a662
 @dataclasses.dataclass
 class ChipEstimate:
     "Estimated bytes per device of one training step, split as the compiler splits them (see above)."
@@ -360,16 +375,8 @@ class ChipEstimate:
     def table(self) -> str:
         g = lambda x: f"{x / 2**30:8.2f} GiB"
         peak = "loss" if self.loss_phase >= self.layer_phase else "layer"
-        rows = [
-            ("state", self.state),
-            ("batch", self.batch),
-            ("grads", self.grads),
-            ("compute copy", self.compute_copy),
-            ("residuals", self.residuals),
-            ("loss phase", self.loss_phase),
-            ("layer phase", self.layer_phase),
-            ("total", self.total),
-        ]
+        terms = ("state", "batch", "grads", "compute_copy", "residuals", "loss_phase", "layer_phase", "total")
+        rows = [(k.replace("_", " "), getattr(self, k)) for k in terms]
         lines = [f"  {k:12s}{g(v)}" + ("  <- the peak" if k.startswith(peak) else "") for k, v in rows]
         if self.hbm:
             lines.append(f"  of {g(self.hbm).strip()} HBM per device: " + ("fits" if self.fits else "does NOT fit"))
@@ -428,7 +435,22 @@ def _mlp_width(m) -> float:
     d = m.moe.d_expert or m.d_ff
     return (m.moe.top_k + m.moe.n_shared_experts) * d
 
-# %% ../../nbs/35_slice_compile.ipynb #f83e606a
+# %% ../../nbs/35_slice_compile.ipynb #a1f5b080
+def _attention_bytes(m, platform: str, S: int, b: float, s: float, tok: float, tp: int, c: int) -> float:
+    "One layer's attention bytes per device in the backward pass (`b` sequences, `s` queries, `tok` tokens a device)."
+    H = m.n_heads / tp
+    if platform == "tpu" and _splash(m, S):  # the TPU kernel: scores in VMEM tiles; keys and values, and their grads
+        Q, K = m.q_dim / tp, m.kv_dim / tp
+        # its float32 logsumexp per query and head comes out padded to the 128 lanes of a vector register
+        # (`f32[b, H, s, 128]`, forward and backward): 165 MiB a chip on the 1e18 rung, the term that was missing
+        # keys and values of whole sequences and their gradient; split sequences gather them from the other devices
+        # and hold the gradient in float32 until the reduce-scatter (the 1e23 rung: 792 x 4096 positions a chip)
+        kv = b * S * 2 * K * ((c + 4) if s < S else 2 * c)
+        return kv + tok * Q * c * 4 + b * H * s * 128 * 4 * 2
+    # float32 scores and probabilities, their compute-dtype copies: sequences x heads x queries x keys
+    return b * H * s * S * (4 + 4 + 2 * c)
+
+# %% ../../nbs/35_slice_compile.ipynb #9dc1f828
 def estimate_per_chip(
     cfg: TrainConfig, target: str | SliceTarget | int, *, slices: int = 1, platform: str = "tpu"
 ) -> ChipEstimate:
@@ -446,24 +468,12 @@ def estimate_per_chip(
     opt, _ = build_optimizer(cfg.optimizer, cfg.num_train_steps)
     moments = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(jax.eval_shape(opt.init, jnp.zeros((1000,)))))
     state = params * (1 + moments / 4000)  # each moment shaped and sharded like its parameter
-    V, H, F = m.vocab_size / tp, m.n_heads / tp, _mlp_width(m) / tp
+    V, F = m.vocab_size / tp, _mlp_width(m) / tp
     chunks = loss_chunks(B // A, S, m.vocab_size, n, platform)
     logits = tok / chunks * V * 4  # one chunk's float32 logits; in one piece their gradient is written over them
     loss = logits * (2 if chunks > 1 else 1) + (head * (4 + 2 * c) if gathered else 0.0)
-    if platform == "tpu" and _splash(
-        m, S
-    ):  # the TPU kernel: scores in VMEM tiles; keys and values of whole sequences, and their grads
-        Q, K = m.q_dim / tp, m.kv_dim / tp
-        # its float32 logsumexp per query and head comes out padded to the 128 lanes of a vector register
-        # (`f32[b, H, s, 128]`, forward and backward): 165 MiB a chip on the 1e18 rung, the term that was missing
-        # keys and values of whole sequences and their gradient; split sequences gather them from the other devices
-        # and hold the gradient in float32 until the reduce-scatter (the 1e23 rung: 792 x 4096 positions a chip)
-        kv = b * S * 2 * K * ((c + 4) if s < S else 2 * c)
-        attention = kv + tok * Q * c * 4 + b * H * s * 128 * 4 * 2
-    else:  # float32 scores and probabilities, their compute-dtype copies: sequences x heads x queries x keys
-        attention = b * H * s * S * (4 + 4 + 2 * c)
     mlp = tok * (3 * F + 2 * m.d_model) * c
-    layer_phase = attention + mlp + (layer * (4 + c) if gathered else 0.0)
+    layer_phase = _attention_bytes(m, platform, S, b, s, tok, tp, c) + mlp + (layer * (4 + c) if gathered else 0.0)
     return ChipEstimate(
         state=state,
         batch=12 * A * b * s,  # tokens and segment ids (int32), the loss mask (float32)

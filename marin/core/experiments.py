@@ -396,7 +396,54 @@ def read_planned_configs(path: Path) -> list[tuple[str, Any, str]]:
             out.append((name, None, f"cannot be rebuilt outside the notebook: {type(e).__name__}: {e}"))
     return out
 
-# %% ../../nbs/07_experiments.ipynb #c68783f1
+# %% ../../nbs/07_experiments.ipynb #d49c53d7
+def _dry_run_experiment(notebook: Path, values: dict, run_id: str, name: str, issue: str, *, force: bool,
+                        run_only: str | None, planned_configs: bool) -> ExperimentRun:  # fmt: skip
+    "Run `notebook` as a dry run in a temporary folder: its plan, and with `planned_configs` the configs it carried."
+    with tempfile.TemporaryDirectory() as tmp:
+        out_nb = Path(tmp) / f"{run_id}.ipynb"
+        metrics_file = str(out_nb.with_suffix(".metrics.json"))
+        env = _run_env(run_id, name, issue, metrics_file, force=force, dry_run=True, run_only=run_only)
+        carried = Path(tmp) / "planned_configs.pkl"
+        if planned_configs:
+            env["MARIN_DRY_RUN_CONFIGS"] = str(carried)
+        plan = _dry_run(notebook, out_nb, values, env, name)
+        planned = read_planned_configs(carried) if planned_configs else []
+    return ExperimentRun(run_id, "DRY_RUN", notebook, None, plan=plan, planned=planned)
+
+# %% ../../nbs/07_experiments.ipynb #f33a9fba
+def _report_paths(root: Path, name: str, run_id: str) -> tuple[Path, str]:
+    "(executed notebook, metrics file) of a recorded run under `root`, its folder checked writable."
+    fix = "set MARIN_REPORTS_DIR (reports_dir in settings.ini) to a folder you can write, or make this one writable"
+    check_writable(str(root / name), "reports folder", fix)
+    out_nb = root / name / f"{run_id}.ipynb"
+    return out_nb, str(out_nb.with_suffix(".metrics.json"))
+
+# %% ../../nbs/07_experiments.ipynb #1384fffe
+def _recorded_run(
+    notebook: Path, values: dict, declared: dict, run_id: str, name: str, issue: str, root: Path, *, force: bool,
+    run_only: str | None, render: bool, log_output: bool, progress: bool,
+) -> ExperimentRun:  # fmt: skip
+    "Run `notebook` with papermill, recorded in the ledger from RUNNING to its end, its report kept under `root`."
+    check_writable(settings().prefix)  # the ledger lives there
+    out_nb, metrics_file = _report_paths(root, name, run_id)
+    env = _run_env(run_id, name, issue, metrics_file, force=force, dry_run=False, run_only=run_only)
+    ledger = Ledger()
+    all_params = {k: p.default for k, p in declared.items()} | values
+    base, card = _start_records(run_id, name, issue, all_params, out_nb)
+    ledger.append(RunRecord(status="RUNNING", **base))
+    write_run_card(out_nb, card | {"status": "RUNNING"})
+    finish = lambda *ended: _finish(ledger, base, card, out_nb, *ended, metrics_file)
+    status, err, tb, failing = _execute(
+        notebook, out_nb, values, env, progress=progress, log_output=log_output, on_interrupt=finish
+    )
+    recorded = finish(status, err, tb, failing)
+    html = None
+    if render and out_nb.exists():
+        html = render_notebook(out_nb, root / "_site" / name / f"{run_id}.html")
+    return ExperimentRun(run_id, status, out_nb, html, err, recorded["metrics"], headline=recorded["headline"])
+
+# %% ../../nbs/07_experiments.ipynb #76280030
 def run_experiment(
     notebook: str | Path,
     params: dict[str, Any] | None = None,
@@ -422,40 +469,7 @@ def run_experiment(
     root = Path(reports_root or reports_dir(publish)).resolve()
     run_id = new_run_id(name)
     if dry_run:  # writes nothing: the executed notebook goes to a temporary folder
-        with tempfile.TemporaryDirectory() as tmp:
-            out_nb = Path(tmp) / f"{run_id}.ipynb"
-            env = _run_env(
-                run_id,
-                name,
-                issue,
-                str(out_nb.with_suffix(".metrics.json")),
-                force=force,
-                dry_run=True,
-                run_only=run_only,
-            )
-            carried = Path(tmp) / "planned_configs.pkl"
-            if planned_configs:
-                env["MARIN_DRY_RUN_CONFIGS"] = str(carried)
-            plan = _dry_run(notebook, out_nb, values, env, name)
-            planned = read_planned_configs(carried) if planned_configs else []
-        return ExperimentRun(run_id, "DRY_RUN", notebook, None, plan=plan, planned=planned)
-    check_writable(settings().prefix)  # the ledger lives there
-    fix = "set MARIN_REPORTS_DIR (reports_dir in settings.ini) to a folder you can write, or make this one writable"
-    check_writable(str(root / name), "reports folder", fix)
-    out_nb = root / name / f"{run_id}.ipynb"
-    metrics_file = str(out_nb.with_suffix(".metrics.json"))
-    env = _run_env(run_id, name, issue, metrics_file, force=force, dry_run=dry_run, run_only=run_only)
-    ledger = Ledger()
-    all_params = {k: p.default for k, p in declared.items()} | values
-    base, card = _start_records(run_id, name, issue, all_params, out_nb)
-    ledger.append(RunRecord(status="RUNNING", **base))
-    write_run_card(out_nb, card | {"status": "RUNNING"})
-    finish = lambda *ended: _finish(ledger, base, card, out_nb, *ended, metrics_file)
-    status, err, tb, failing = _execute(
-        notebook, out_nb, values, env, progress=progress, log_output=log_output, on_interrupt=finish
-    )
-    recorded = finish(status, err, tb, failing)
-    html = None
-    if render and out_nb.exists():
-        html = render_notebook(out_nb, root / "_site" / name / f"{run_id}.html")
-    return ExperimentRun(run_id, status, out_nb, html, err, recorded["metrics"], headline=recorded["headline"])
+        return _dry_run_experiment(notebook, values, run_id, name, issue, force=force, run_only=run_only,
+                                   planned_configs=planned_configs)  # fmt: skip
+    return _recorded_run(notebook, values, declared, run_id, name, issue, root, force=force, run_only=run_only,
+                         render=render, log_output=log_output, progress=progress)  # fmt: skip

@@ -19,7 +19,25 @@ __all__ = ['StepOrPath', 'STATUS_FILE', 'LEASE_FILE', 'INFO_FILE', 'MANIFEST_FIL
            'check_writable', 'ExecutorBackend', 'register_backend', 'backend_for', 'Executor', 'executor_main',
            'carry_planned_configs']
 
-# %% ../../nbs/04_executor.ipynb #2f7053ff
+# %% ../../nbs/04_executor.ipynb #1097f23f
+def _check_step(name: str, fn) -> None:
+    "A step's name is a relative folder path of safe characters, and its `fn` is callable (else the error says so)."
+    if not re.fullmatch(r"[A-Za-z0-9_.\-/]+", name) or name.startswith("/") or ".." in name:
+        raise ValueError(f"step name {name!r}: use letters, digits, '_', '-', '.', and '/' for folders")
+    if not callable(fn):
+        raise TypeError(f"step {name}: fn must be callable, got {type(fn).__name__}")
+
+
+def _step_version(name: str, config, inputs) -> str:
+    "Hash of the name, the versioned config fields and the inputs' identities (their output names)."
+    doc = {
+        "name": name,
+        "config": canonical(config, versioned_only=True),
+        "inputs": sorted(s.output_name for s in inputs),
+    }
+    return _digest(canonical_json(doc))
+
+# %% ../../nbs/04_executor.ipynb #a3b8390e
 @dataclasses.dataclass(frozen=True, eq=False)
 class Step:
     "A unit of work: `fn(config, output_path)` writes the step's output under `output_path`."
@@ -31,10 +49,7 @@ class Step:
     resources: Any = None  # what the step needs on a cluster backend (ignored locally)
 
     def __post_init__(self):
-        if not re.fullmatch(r"[A-Za-z0-9_.\-/]+", self.name) or self.name.startswith("/") or ".." in self.name:
-            raise ValueError(f"step name {self.name!r}: use letters, digits, '_', '-', '.', and '/' for folders")
-        if not callable(self.fn):
-            raise TypeError(f"step {self.name}: fn must be callable, got {type(self.fn).__name__}")
+        _check_step(self.name, self.fn)
 
     def __truediv__(self, sub: str) -> "StepRef":
         return StepRef(self, str(sub))
@@ -50,15 +65,7 @@ class Step:
     @functools.cached_property
     def version(self) -> str:
         "Hash of the name, the versioned config fields and the inputs' identities."
-        return _digest(
-            canonical_json(
-                {
-                    "name": self.name,
-                    "config": canonical(self.config, versioned_only=True),
-                    "inputs": sorted(s.output_name for s in self.inputs),
-                }
-            )
-        )
+        return _step_version(self.name, self.config, self.inputs)
 
     @property
     def output_name(self) -> str:

@@ -96,7 +96,7 @@ def test_dpo_from_chat_pairs_raises_margin(base_run, monkeypatch):
     s = run_dpo(dc, out)
     hist = [json.loads(l) for l in open(os.path.join(out, "history.jsonl"))]
     assert (
-        abs(hist[0]["loss"] - np.log(2)) < 1e-5 and abs(hist[0]["reward_margin"]) < 1e-5
+        abs(hist[0]["loss"] - np.log(2)) < 1e-5 and abs(hist[0]["dpo/reward_margin"]) < 1e-5
     )  # policy == reference at step 0
     assert s["train/dpo/reward_margin"] > 0 and s["train/final_loss"] < np.log(2)
     model, meta = load_model(out)

@@ -5,7 +5,8 @@
 # %% ../../nbs/56_dpo.ipynb #bf2fe642
 from __future__ import annotations
 import dataclasses, json, math, os, time
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
+import jax.numpy as jnp
 import numpy as np
 from ..core import storage
 from ..core.config import Config, added, check, versioned
@@ -24,9 +25,9 @@ from marin.posttrain.sft import (
 )
 
 # %% auto #0
-__all__ = ['DPO_REWARDS', 'pair_records', 'load_pairs', 'pairs_from_conversations', 'encode_preference', 'preference_rows',
-           'sequence_logps', 'dpo_loss', 'PreferenceDataConfig', 'PreferenceLoader', 'DPOConfig', 'dpo_step_fn',
-           'dpo_log_metrics', 'dpo_summary', 'run_dpo', 'dpo_step']
+__all__ = ['pair_records', 'load_pairs', 'pairs_from_conversations', 'encode_preference', 'preference_rows', 'sequence_logps',
+           'dpo_loss', 'PreferenceDataConfig', 'PreferenceLoader', 'DPOConfig', 'DPOLoss', 'dpo_train_config',
+           'run_dpo', 'dpo_step']
 
 # %% ../../nbs/56_dpo.ipynb #9b6596ff
 def _check_pair(where: str, r: dict) -> dict:
@@ -100,13 +101,13 @@ def encode_preference(tok, template, pair: dict, seq_len: int) -> tuple[list[int
 
 # %% ../../nbs/56_dpo.ipynb #6ae0e8b6
 def preference_rows(encoded: Sequence[tuple], seq_len: int, pad_id: int = 0) -> dict[str, np.ndarray]:
-    "Rows `[2N, S]`: chosen sequences then rejected ones; `response_mask[i]` = token i+1 is a response token."
+    "Rows `[2N, S]`: pair k's chosen sequence in row 2k, its rejected one in 2k+1; `response_mask[i]`: token i+1 is a response token."
     n = len(encoded)
     toks = np.full((2 * n, seq_len), pad_id, np.int32)
     segs = np.zeros((2 * n, seq_len), np.int32)
     mask = np.zeros((2 * n, seq_len), np.float32)
     for k, (p, c, r) in enumerate(encoded):
-        for row, resp in ((k, c), (n + k, r)):
+        for row, resp in ((2 * k, c), (2 * k + 1, r)):
             resp = resp[: seq_len - 1]
             prompt = p[-(seq_len - len(resp)) :]  # keep the prompt's end
             seq = prompt + resp
@@ -128,13 +129,12 @@ def sequence_logps(model, batch: dict):
 
 
 def dpo_loss(policy, reference, batch: dict, beta: float):
-    "(mean DPO loss, metrics) for rows `[chosen; rejected]`; the reference gets no gradient."
+    "(mean DPO loss, metrics) for rows of pairs (chosen in even rows, rejected in odd); the reference gets no gradient."
     import jax, jax.numpy as jnp
 
     pl = sequence_logps(policy, batch)
     rl = jax.lax.stop_gradient(sequence_logps(reference, batch))
-    n = pl.shape[0] // 2
-    chosen, rejected = beta * (pl[:n] - rl[:n]), beta * (pl[n:] - rl[n:])
+    chosen, rejected = beta * (pl[0::2] - rl[0::2]), beta * (pl[1::2] - rl[1::2])
     margin = chosen - rejected
     loss = -jax.nn.log_sigmoid(margin).mean()
     return loss, {
@@ -224,6 +224,7 @@ class DPOConfig(Config):
     beta: float = versioned(0.1)
     optimizer: OptimizerConfig | None = versioned(None)  # None = lr 1e-4, 10% warmup, cosine, no weight decay
     num_train_steps: int = versioned(100)
+    grad_accum: int = added(1, versioned=True)  # microbatches per step (batch_size pairs must divide)
     base_step: int = versioned(-1)
     seed: int = versioned(0)
     log_every: int = 10
@@ -237,172 +238,73 @@ class DPOConfig(Config):
         check(self.num_train_steps >= 1, "num_train_steps", "must be >= 1")
 
 # %% ../../nbs/56_dpo.ipynb #93252836
-def _dpo_start(cfg: DPOConfig, reference, params, opt, output_path: str):
-    """The train state (policy = reference, fresh optimizer) and the checkpoint manager; resumed when a checkpoint
-    exists."""
-    import jax, jax.numpy as jnp
-    from marin.train.trainer import TrainState
-    from marin.train.checkpoint import CheckpointConfig, CheckpointManager, latest_checkpoint
+@dataclasses.dataclass(frozen=True)
+class DPOLoss:
+    "The DPO objective as a trainer `Loss`: a mean over pairs (even rows chosen, odd rejected), against `reference`."
 
-    state = TrainState(
-        step=jnp.zeros((), jnp.int32), params=params, opt_state=opt.init(params), key=jax.random.PRNGKey(cfg.seed)
-    )
-    ckpt = CheckpointManager(
-        storage.join(output_path, "checkpoints"), CheckpointConfig(every=cfg.checkpoint_every, async_write=False)
-    )
-    ckpt.clean_uncommitted()
-    if (latest := latest_checkpoint(ckpt.root)) is not None:
-        if ("lora" in ckpt.read_meta(latest[1])) != (cfg.lora is not None):
-            raise ValueError(
-                f"{latest[1]}: LoRA and full DPO checkpoints do not mix; train into a new output directory"
-            )
-        state, _ = ckpt.restore(latest[1], state, model_config=reference.cfg)
-    return state, ckpt
+    beta: float = 0.1
+    reference: ClassVar[bool] = True  # the trainer passes the frozen reference model
+
+    def weight(self, mb: dict):
+        "A microbatch's pairs."
+        return jnp.float32(mb["tokens"].shape[0] // 2)
+
+    def batch_keys(self, batch: dict) -> list[str]:
+        return ["tokens", "segment_ids", "response_mask"]
+
+    @property
+    def meta(self) -> dict:
+        "What every DPO checkpoint records besides the trainer's meta."
+        return {"posttrain": "dpo", "dpo_beta": self.beta}
+
+    def __call__(self, model, mb: dict, reference):
+        loss, m = dpo_loss(model, reference, mb, self.beta)
+        return loss, {f"dpo/{k}": v for k, v in m.items()}
 
 # %% ../../nbs/56_dpo.ipynb #f360755c
-def dpo_step_fn(opt, schedule, static, beta: float, lora: LoraConfig | None = None):
-    """The jitted update `(state, reference params, batch) -> (state, metrics)`: DPO loss, gradient, optimizer step.
-    With `lora`, `state.params` is the adapter and the policy is the reference with it merged in (adapter off = the
-    reference), so the one base copy serves both."""
-    import jax, equinox as eqx, optax
-    from marin.models.lora import merge
-    from marin.train.trainer import TrainState
+def dpo_train_config(cfg: DPOConfig, model_cfg, data=None) -> TrainConfig:
+    """The trainer's config of a DPO run: start from `cfg.base` (its `base_step`), DPO's default optimizer (lr 1e-4,
+    10% warmup, cosine, no weight decay), checkpoints every `checkpoint_every` steps; `data`: the loader's config (or
+    the data config with its built loader)."""
+    from marin.train.checkpoint import CheckpointConfig
+    from marin.train.trainer import TrainConfig
 
-    def policy(p, ref_params, state):
-        if lora is None:
-            return eqx.combine(p, static)
-        key = jax.random.fold_in(state.key, state.step) if lora.dropout > 0 else None
-        return merge(eqx.combine(ref_params, static), p, lora, key=key)
-
-    @jax.jit
-    def step_fn(state, ref_params, batch):
-        def f(p):
-            return dpo_loss(policy(p, ref_params, state), eqx.combine(ref_params, static), batch, beta)
-
-        (loss, m), g = jax.value_and_grad(f, has_aux=True)(state.params)
-        updates, opt_state = opt.update(g, state.opt_state, state.params)
-        new = TrainState(
-            step=state.step + 1, params=optax.apply_updates(state.params, updates), opt_state=opt_state, key=state.key
-        )
-        return new, dict(m, loss=loss, grad_norm=optax.tree.norm(g), lr=schedule(state.step))
-
-    return step_fn
-
-# %% ../../nbs/56_dpo.ipynb #a0b69c0a
-DPO_REWARDS = ("reward_chosen", "reward_rejected", "reward_margin", "reward_accuracy")
-
-
-def dpo_log_metrics(m: dict) -> dict:
-    "One step's metrics under the shared namespaces (`train/`, `train/dpo/`, `optim/`)."
-    return {
-        "train/loss": m["loss"],
-        **{f"train/dpo/{k}": m[k] for k in DPO_REWARDS},
-        "optim/lr": m["lr"],
-        "optim/grad_norm": m["grad_norm"],
-    }
-
-
-def dpo_summary(rows: list[dict], first: dict | None, wall_s: float) -> dict:
-    "The step's summary: last and first loss, the last reward margin and accuracy, steps run, wall time."
-    last = rows[-1] if rows else {}
-    return {
-        "train/final_loss": last.get("loss", float("nan")),
-        "train/dpo/reward_margin": last.get("reward_margin", float("nan")),
-        "train/dpo/reward_accuracy": last.get("reward_accuracy", float("nan")),
-        "train/steps": len(rows),
-        "train/initial_loss": first["loss"] if first else float("nan"),
-        "throughput/wall_s": wall_s,
-    }
-
-# %% ../../nbs/56_dpo.ipynb #dbcbeb97
-def _dpo_meta(cfg: DPOConfig, reference, base_step: int | None = None) -> dict:
-    """What every DPO checkpoint records: the model config (for `load_model`) and where the weights came from; with
-    LoRA also the adapter's config and its base (`lora_base`, the base at `base_step`), which `load_model` merges."""
-    from marin.core.config import canonical
-    from marin.models.io import lora_base_meta
-
-    meta = {
-        "model_config": canonical(reference.cfg),
-        "model_config_versioned": canonical(reference.cfg, versioned_only=True),
-        "base_checkpoint": str(cfg.base),
-        "posttrain": "dpo",
-    }
-    if cfg.lora is not None:
-        meta.update(lora=canonical(cfg.lora), lora_base=lora_base_meta(str(cfg.base), base_step))
-    return meta
-
-
-def _dpo_loop(cfg: DPOConfig, loader, step_fn, state, ref_params, ckpt, run, meta: dict, rows: list[dict]) -> None:
-    "Train from the state's step to `num_train_steps`, one row per step appended to `rows`; checkpoint at the end."
-    import jax.numpy as jnp
-    from tqdm.auto import tqdm
-
-    start = int(state.step)
-    for step in tqdm(range(start, cfg.num_train_steps), disable=not cfg.progress, desc="dpo", unit="step"):
-        b = {k: jnp.asarray(v) for k, v in loader.batch(step).items()}
-        state, m = step_fn(state, ref_params, b)
-        m = {k: float(v) for k, v in m.items()}
-        if not math.isfinite(m["loss"]):
-            raise RuntimeError(f"step {step}: DPO loss is {m['loss']}; lower the learning rate or beta")
-        rows.append({"step": step, **m})
-        done = step + 1
-        if done % cfg.log_every == 0 or done == cfg.num_train_steps:
-            run.log(dpo_log_metrics(m), step=done)
-        if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.num_train_steps:
-            ckpt.save(done, state, meta)
-    ckpt.save(cfg.num_train_steps, state, meta)
-    ckpt.wait()
+    return TrainConfig(
+        model=model_cfg,
+        data=cfg.data if data is None else data,
+        optimizer=cfg.optimizer or OptimizerConfig(learning_rate=1e-4, warmup=0.1, weight_decay=0.0),
+        num_train_steps=cfg.num_train_steps,
+        grad_accum=cfg.grad_accum,
+        seed=cfg.seed,
+        log_every=cfg.log_every,
+        tracker=cfg.tracker,
+        progress=cfg.progress,
+        divergence_factor=0.0,  # the DPO loss is not a perplexity: a falling reward margin is not divergence
+        checkpoint=CheckpointConfig(every=cfg.checkpoint_every, async_write=False),
+        lora=cfg.lora,
+        init_from=str(cfg.base),
+        init_from_step=cfg.base_step,
+    )
 
 # %% ../../nbs/56_dpo.ipynb #9f2afd0f
 def run_dpo(cfg: DPOConfig, output_path: str) -> dict:
-    """Executor step: DPO-train a copy of the base model against the frozen base (with LoRA: an adapter on it, the base
-    itself the reference, one copy of the weights); checkpoints in the trainer's format."""
-    import jax, equinox as eqx
-    from marin.core.devices import use_compilation_cache
-    from marin.core.tracking import start_tracking
-    from marin.models.io import load_model
-    from marin.models.lora import init_adapter
-    from marin.train.trainer import plain_config
-    from marin.train.optim import build_optimizer
+    """Executor step: DPO-train the base (`init_from`) against a frozen copy of it (with LoRA: an adapter on it, the
+    base itself the reference, one copy of the weights) on the trainer's loop; returns the trainer's summary."""
+    from marin.models.io import checkpoint_meta, model_config_from_dict
+    from marin.data.loaders import Prebuilt
+    from marin.train.trainer import train
 
-    use_compilation_cache()  # a rerun of this shape loads its compiled DPO step
-    reference, meta = load_model(str(cfg.base), None if cfg.base_step < 0 else cfg.base_step)
+    meta = checkpoint_meta(str(cfg.base), None if cfg.base_step < 0 else cfg.base_step)
+    model_cfg = model_config_from_dict(meta["model_config"])
     loader = cfg.data.build()
-    if loader.vocab_size > reference.cfg.vocab_size:
+    if loader.vocab_size > model_cfg.vocab_size:
         raise ValueError(
             f"data.tokenizer has {loader.vocab_size} tokens but the base model's vocab_size is "
-            f"{reference.cfg.vocab_size}; use the base model's tokenizer"
+            f"{model_cfg.vocab_size}; use the base model's tokenizer"
         )
-    ref_params, static = eqx.partition(reference, eqx.is_array)
-    params = ref_params  # the policy starts as the reference
-    if cfg.lora is not None:  # ... or as the reference with a fresh adapter (B = 0: the same model)
-        cfg.lora.check_model(reference.cfg)
-        params = init_adapter(cfg.lora, reference.cfg, key=jax.random.fold_in(jax.random.PRNGKey(cfg.seed), 1))
-    opt, schedule = build_optimizer(
-        cfg.optimizer or OptimizerConfig(learning_rate=1e-4, warmup=0.1, weight_decay=0.0), cfg.num_train_steps
-    )
-    state, ckpt = _dpo_start(cfg, reference, params, opt, output_path)
     save_chat_template(output_path, cfg.data.template, loader.tokenizer)
-    storage.write_json(storage.join(output_path, "train_config.json"), plain_config(cfg))
-    step_fn = dpo_step_fn(opt, schedule, static, cfg.beta, cfg.lora)
-    run = start_tracking(
-        os.path.basename(output_path.rstrip("/")) or "dpo",
-        config=plain_config(cfg),
-        dir=output_path,
-        **({"mode": cfg.tracker} if cfg.tracker else {}),
-    )
-    hist_path = storage.join(output_path, "history.jsonl")
-    rows, t0 = [], time.perf_counter()
-    try:
-        meta_out = _dpo_meta(cfg, reference, int(meta["step"]))
-        _dpo_loop(cfg, loader, step_fn, state, ref_params, ckpt, run, meta_out, rows)
-    finally:
-        prev = storage.read_text(hist_path) if storage.exists(hist_path) else ""
-        storage.write_text(hist_path, prev + "".join(json.dumps(r) + "\n" for r in rows))
-        summary = dpo_summary(rows, rows[0] if rows else None, time.perf_counter() - t0)
-        run.summary(summary)
-        run.finish()
-    return summary
+    tc = dpo_train_config(cfg, model_cfg, Prebuilt(cfg.data, loader))
+    return train(tc, output_path, loss_fn=DPOLoss(cfg.beta))
 
 # %% ../../nbs/56_dpo.ipynb #b197fe4a
 def dpo_step(cfg: DPOConfig, name: str = "dpo") -> Step:

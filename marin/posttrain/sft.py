@@ -24,7 +24,7 @@ from ..train.optim import OptimizerConfig
 __all__ = ['ROLES', 'CHAT_TEMPLATE_FILE', 'FROM_TOKENIZER', 'ChatTemplate', 'load_chat_template', 'template_value',
            'resolve_chat_template', 'save_chat_template', 'chat_records', 'load_conversations', 'encode_conversation',
            'pack_conversations', 'sft_loss_mask', 'pad_conversations', 'resolve_tokenizer', 'SFTDataConfig',
-           'SFTLoader', 'SFTConfig', 'sft_train_config', 'seed_from_base', 'run_sft', 'sft_step']
+           'SFTLoader', 'SFTConfig', 'sft_train_config', 'run_sft', 'sft_step']
 
 # %% ../../nbs/55_sft.ipynb #84b2ea92
 ROLES = ("system", "user", "assistant")
@@ -378,6 +378,7 @@ class SFTConfig(Config):
 
 # %% ../../nbs/55_sft.ipynb #c0910e30
 def sft_train_config(cfg: SFTConfig, model_cfg) -> "TrainConfig":
+    "The trainer's config of an SFT run: from `cfg.base` at `base_step`, SFT's default optimizer, one checkpoint."
     from marin.train.trainer import TrainConfig
     from marin.train.checkpoint import CheckpointConfig
 
@@ -397,43 +398,21 @@ def sft_train_config(cfg: SFTConfig, model_cfg) -> "TrainConfig":
         divergence_factor=0.0,
         checkpoint=CheckpointConfig(every=0, async_write=False),
         lora=cfg.lora,
+        init_from=str(cfg.base),
+        init_from_step=cfg.base_step,
     )
-
-# %% ../../nbs/55_sft.ipynb #96773776
-def seed_from_base(tc, base_params, output_path: str, base: str, base_step: int | None = None) -> None:
-    """Write a step-0 checkpoint of `tc` holding `base_params` and a fresh optimizer state (the trainer resumes from
-    it). With `tc.lora` it holds a fresh adapter and its optimizer state instead, and its meta names the base
-    (`base` at `base_step`) for the trainer and `load_model` to rebuild it: the base weights are not copied."""
-    from marin.models.io import lora_base_meta
-    from marin.train.trainer import checkpoint_meta, init_state
-    from marin.train.sharding import make_mesh
-    from marin.train.optim import build_optimizer
-    from marin.train.checkpoint import CheckpointManager
-
-    mesh = make_mesh(tc.mesh)
-    opt, _ = build_optimizer(tc.optimizer, tc.num_train_steps)
-    # full: the base's arrays with fresh moments (no random model beside them); LoRA: the adapter as PEFT initialises it
-    state = init_state(tc, mesh, opt, base_params if tc.lora is None else None)
-    if tc.lora is not None and base_step is None:
-        raise ValueError("seed_from_base: a LoRA run needs base_step (the base's checkpoint step it adapts)")
-    lora_base = lora_base_meta(base, base_step) if tc.lora is not None else None
-    meta = dict(checkpoint_meta(tc, lora_base), base_checkpoint=base)
-    mgr = CheckpointManager(storage.join(output_path, "checkpoints"), tc.checkpoint)
-    mgr.save(0, state, meta)
-    mgr.wait()
 
 # %% ../../nbs/55_sft.ipynb #38ec9da1
 def run_sft(cfg: SFTConfig, output_path: str) -> dict:
-    """Executor step: seed `output_path` with the base weights (or, with LoRA, a fresh adapter naming the base; first
-    run only), then train; returns the trainer's summary."""
-    import equinox as eqx
-    from marin.models.io import latest_checkpoint, load_model, model_config_from_dict
+    """Executor step: train from the base's weights (or, with LoRA, a fresh adapter on the base) on the chat data;
+    returns the trainer's summary with the data's counts."""
+    from marin.data.loaders import Prebuilt
+    from marin.models.io import checkpoint_meta, model_config_from_dict
     from marin.train.trainer import train
 
     if p := cfg.data.problems():
         raise FileNotFoundError(p[0])
-    base = str(cfg.base)
-    model, meta = load_model(base, None if cfg.base_step < 0 else cfg.base_step)
+    meta = checkpoint_meta(str(cfg.base), None if cfg.base_step < 0 else cfg.base_step)  # the config, no weights
     tc = sft_train_config(cfg, model_config_from_dict(meta["model_config"]))
     loader = cfg.data.build()
     if loader.vocab_size > tc.model.vocab_size:
@@ -441,13 +420,10 @@ def run_sft(cfg: SFTConfig, output_path: str) -> dict:
             f"data.tokenizer has {loader.vocab_size} tokens but the base model's vocab_size is "
             f"{tc.model.vocab_size}; use the base model's tokenizer"
         )
-    if latest_checkpoint(storage.join(output_path, "checkpoints")) is None:
-        seed_from_base(tc, eqx.filter(model, eqx.is_array), output_path, base, int(meta["step"]))
-    del model  # the trainer reads the base itself (LoRA: from the checkpoint's meta); no second copy meanwhile
     save_chat_template(output_path, cfg.data.template, loader.tokenizer)
     if hasattr(loader.tokenizer, "vocab") and not hasattr(loader.tokenizer, "to_json"):
         storage.write_json(storage.join(output_path, "vocab.json"), list(loader.tokenizer.vocab))
-    summary = train(dataclasses.replace(tc, data=_Prebuilt(cfg.data, loader)), output_path)
+    summary = train(dataclasses.replace(tc, data=Prebuilt(cfg.data, loader)), output_path)
     return dict(
         summary,
         **{
@@ -456,27 +432,6 @@ def run_sft(cfg: SFTConfig, output_path: str) -> dict:
             "data/sft_truncated": loader.n_truncated,
         },
     )
-
-# %% ../../nbs/55_sft.ipynb #b944b372
-class _Prebuilt:
-    "A data config whose loader is already built (the trainer calls `build()`); hashes and prints as the config."
-
-    def __init__(self, cfg, loader):
-        self.cfg, self.loader = cfg, loader
-
-    def build(self):
-        return self.loader
-
-    def __getattr__(self, k):
-        return getattr(self.cfg, k)
-
-    def __marin_canonical__(self):
-        from marin.core.config import canonical
-
-        return canonical(self.cfg)
-
-    def __repr__(self):
-        return repr(self.cfg)
 
 # %% ../../nbs/55_sft.ipynb #e002e823
 def sft_step(cfg: SFTConfig, name: str = "sft") -> Step:

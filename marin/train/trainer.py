@@ -6,7 +6,7 @@
 from __future__ import annotations
 import dataclasses, functools, inspect, json, math, os, signal, threading, time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, ClassVar, Protocol, Sequence
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -18,170 +18,40 @@ from ..core import storage
 from ..core.config import Config, added, canonical, check, config_hash, versioned
 from ..core.devices import memory_in_use_gb, peak_flops_per_device, use_compilation_cache
 from ..core.executor import Step, StepOrPath
-from ..core.settings import shared_data_dir
+from marin.data.loaders import (
+    ArrayLoader,
+    CharDataConfig,
+    SyntheticDataConfig,
+    SyntheticLoader,
+    build_loader,
+    data_problems,
+)  # noqa: F401 (the trainer's data, from the data layer)
 from ..data.mixture import DataConfig, Loader
 from ..models.io import CheckpointMismatch, abstract_model, init_base_model, latest_checkpoint, load_lora_base
 from ..models.lora import LoraConfig, abstract_adapter, init_adapter, merge
-from marin.models.transformer import (
-    LlamaConfig,
-    init,
-    next_token_loss,
-    REMAT_POLICIES,
-    post_step_update,
-)
+from ..models.transformer import LlamaConfig, REMAT_POLICIES, init, next_token_loss, post_step_update
 from .optim import OptimizerConfig, build_optimizer
 from marin.train.sharding import (
     MeshConfig,
-    make_mesh,
-    param_shardings,
     activation_sharding_for,
     batch_sharding,
     initialize_distributed,
+    make_mesh,
+    param_shardings,
 )
 from .checkpoint import CheckpointConfig, CheckpointManager
+from .cpu_backend import HostThreadedStep, cpu_threads, step_threads
 
 # %% auto #0
-__all__ = ['SUMMARY_FILE', 'HOOK_FIELDS', 'SYNCING_FIELDS', 'ArrayLoader', 'CharDataConfig', 'SyntheticLoader',
-           'SyntheticDataConfig', 'build_loader', 'data_problems', 'TrainConfig', 'TrainState', 'base_shardings',
-           'state_shardings', 'init_state', 'abstract_state', 'make_loss_fn', 'accumulate_gradients', 'batch_keys',
-           'typed_losses', 'typed_eval_metrics', 'batch_targets', 'step_dropout_key', 'make_update', 'make_train_step',
-           'cpu_threads', 'step_threads', 'HostThreadedStep', 'make_eval_step', 'device_batch', 'TrainingSetup',
-           'setup_training', 'check_batch', 'Throughput', 'TrainingFailed', 'Preempted', 'plain_config', 'check_loader',
-           'write_run_files', 'History', 'DivergenceCheck', 'train_metrics', 'MetricsLogger', 'Evaluator', 'start_from',
-           'checkpoint_meta', 'Checkpointer', 'restore_or_init', 'start_run_tracking', 'progress_bar', 'run_summary',
-           'Hook', 'hook_fields', 'hook_due', 'ProgressHook', 'run_steps', 'train', 'train_step', 'final_params_hash']
-
-# %% ../../nbs/33_trainer.ipynb #88ba14ad
-class ArrayLoader:
-    "Random windows of a 1-D token array; `batch(step)` is a pure function of `step`."
-
-    def __init__(
-        self,
-        tokens: np.ndarray,
-        *,
-        batch_size: int,
-        seq_len: int,
-        vocab_size: int,
-        seed: int = 0,
-        vocab: list[str] | None = None,
-        bytes_per_token: float = 1.0,
-    ):
-        tokens = np.asarray(tokens, np.int32)
-        if len(tokens) <= seq_len:
-            raise ValueError(f"ArrayLoader: {len(tokens)} tokens cannot fill windows of seq_len={seq_len}")
-        self.tokens, self.batch_size, self.seq_len, self.vocab_size, self.seed = (
-            tokens,
-            batch_size,
-            seq_len,
-            vocab_size,
-            seed,
-        )
-        self.vocab, self.bytes_per_token = vocab, bytes_per_token
-
-    def batch(self, step: int) -> dict[str, np.ndarray]:
-        rng = np.random.default_rng([self.seed, int(step)])
-        starts = rng.integers(0, len(self.tokens) - self.seq_len, self.batch_size)
-        toks = self.tokens[starts[:, None] + np.arange(self.seq_len)]  # [B, S]
-        mask = np.ones(toks.shape, np.float32)
-        mask[:, -1] = 0  # last position has no target
-        return {"tokens": toks, "segment_ids": np.ones_like(toks), "loss_mask": mask}
-
-# %% ../../nbs/33_trainer.ipynb #ee1d4d87
-@dataclasses.dataclass(frozen=True)
-class CharDataConfig(Config):
-    "Character-level data from a text file: train = first `train_fraction`, val = the rest."
-
-    path: str = versioned("")  # "" = the shared tinyshakespeare.txt
-    split: str = versioned("train")  # train | val
-    train_fraction: float = versioned(0.9)
-    batch_size: int = versioned(12)
-    seq_len: int = versioned(64)
-    seed: int = versioned(0)
-
-    def validate(self):
-        check(self.split in ("train", "val"), "split", f"{self.split!r}: use train or val")
-        check(0 < self.train_fraction < 1, "train_fraction", "must be in (0, 1)")
-        check(self.batch_size >= 1 and self.seq_len >= 2, "batch_size", "batch_size >= 1 and seq_len >= 2")
-
-    @property
-    def resolved_path(self) -> str:
-        return self.path or str(shared_data_dir() / "text" / "tinyshakespeare.txt")
-
-    def problems(self) -> list[str]:
-        "What would stop `build` (checked by the dry run before any compute)."
-        return (
-            []
-            if storage.exists(self.resolved_path)
-            else [f"data.path: {self.resolved_path} does not exist; point it at a text file"]
-        )
-
-    def build(self) -> ArrayLoader:
-        if p := self.problems():
-            raise FileNotFoundError(p[0])
-        text = storage.read_text(self.resolved_path)
-        chars = sorted(set(text))
-        table = {c: i for i, c in enumerate(chars)}
-        tokens = np.array([table[c] for c in text], np.int32)
-        n = int(len(tokens) * self.train_fraction)
-        part = tokens[:n] if self.split == "train" else tokens[n:]
-        nbytes = len(text.encode("utf-8")) / max(len(text), 1)
-        return ArrayLoader(
-            part,
-            batch_size=self.batch_size,
-            seq_len=self.seq_len,
-            vocab_size=len(chars),
-            seed=self.seed + (0 if self.split == "train" else 1),
-            vocab=chars,
-            bytes_per_token=nbytes,
-        )
-
-# %% ../../nbs/33_trainer.ipynb #ea940e9c
-class SyntheticLoader:
-    "Uniform random tokens (for benchmarks and memory checks, where what is learned does not matter)."
-
-    def __init__(self, vocab_size: int, batch_size: int, seq_len: int, seed: int = 0):
-        self.vocab_size, self.batch_size, self.seq_len, self.seed = vocab_size, batch_size, seq_len, seed
-
-    def batch(self, step: int) -> dict[str, np.ndarray]:
-        toks = np.random.default_rng([self.seed, int(step)]).integers(
-            0, self.vocab_size, (self.batch_size, self.seq_len), dtype=np.int32
-        )
-        mask = np.ones(toks.shape, np.float32)
-        mask[:, -1] = 0
-        return {"tokens": toks, "segment_ids": np.ones_like(toks), "loss_mask": mask}
-
-
-@dataclasses.dataclass(frozen=True)
-class SyntheticDataConfig(Config):
-    "Random tokens of a given shape: for throughput benchmarks and presets without a dataset."
-
-    vocab_size: int = versioned(32000)
-    batch_size: int = versioned(8)
-    seq_len: int = versioned(1024)
-    seed: int = versioned(0)
-
-    def build(self) -> SyntheticLoader:
-        return SyntheticLoader(self.vocab_size, self.batch_size, self.seq_len, self.seed)
-
-    def problems(self) -> list[str]:
-        return []
-
-# %% ../../nbs/33_trainer.ipynb #d93b64ba
-def build_loader(data: DataConfig | Loader) -> Loader:
-    "A loader from a data config (anything with `build()`), or `data` itself when it already is a loader."
-    if hasattr(data, "build"):
-        return data.build()
-    if hasattr(data, "batch"):
-        return data
-    raise TypeError(
-        f"data: {type(data).__name__} is not a data config; "
-        "use CharDataConfig, a MixtureConfig or an object with build() (see marin.data.mixture.DataConfig)"
-    )
-
-
-def data_problems(data: DataConfig | Loader) -> list[str]:
-    "Missing inputs of a data config, found without reading the data (a built loader has none left)."
-    return data.problems() if hasattr(data, "problems") else []
+__all__ = ['SUMMARY_FILE', 'OPTIM_METRICS', 'HOOK_FIELDS', 'SYNCING_FIELDS', 'TrainConfig', 'TrainState', 'base_shardings',
+           'state_shardings', 'init_state', 'abstract_state', 'Loss', 'NextTokenLoss', 'loss_weight', 'batch_units',
+           'make_loss_fn', 'reference_loss', 'accumulate_gradients', 'batch_keys', 'typed_losses', 'typed_eval_metrics',
+           'step_dropout_key', 'make_update', 'make_train_step', 'host_threaded_step', 'make_eval_step', 'device_batch',
+           'TrainingSetup', 'setup_training', 'check_batch', 'Throughput', 'TrainingFailed', 'Preempted',
+           'plain_config', 'check_loader', 'write_run_files', 'History', 'DivergenceCheck', 'train_metrics',
+           'MetricsLogger', 'Evaluator', 'starting_model', 'start_from', 'checkpoint_meta', 'Checkpointer',
+           'restore_or_init', 'start_run_tracking', 'progress_bar', 'run_summary', 'Hook', 'hook_fields', 'hook_due',
+           'ProgressHook', 'run_steps', 'BuiltinHooks', 'train', 'train_step', 'final_params_hash']
 
 # %% ../../nbs/33_trainer.ipynb #e706f74c
 @dataclasses.dataclass(frozen=True)
@@ -208,8 +78,8 @@ class TrainConfig(Config):
     progress: bool = True
     peak_flops: float = 0.0  # per device; 0 = device table, or a measured matmul on CPU
     lora: LoraConfig | None = added(None, versioned=True)  # train low-rank adapters on a frozen base (models.lora)
-    # continued pretraining: start from this training output's newest checkpoint (its weights; a fresh optimizer)
-    init_from: StepOrPath | None = added(None, versioned=True)
+    init_from: StepOrPath | None = added(None, versioned=True)  # start from these weights (fresh optimizer)
+    init_from_step: int = added(-1, versioned=True)  # init_from's checkpoint to start from (-1: its newest)
     # CPU, one device: microbatches and evaluation batches run from this many host threads at once (0: the process's
     # cores; 1: one program). Each thread holds one microbatch's activations: 1 where grad_accum is there for memory.
     host_threads: int = added(0)
@@ -327,28 +197,73 @@ def abstract_state(cfg: TrainConfig, mesh, opt) -> TrainState:
     return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shapes, shard)
 
 # %% ../../nbs/33_trainer.ipynb #37271926
-def make_loss_fn(cfg: TrainConfig, mesh) -> Callable:
-    """`(params, microbatch, total targets, frozen, key) -> (loss, aux)`, both weighted by the microbatch's share of
-    the targets. With `cfg.lora`, `params` is the adapter, `frozen` the base model's arrays and `key` the dropout key;
-    the adapter is merged into the base inside the loss (`marin.models.lora.merge`), so only it gets a gradient."""
-    _, static = abstract_model(cfg.model)
-    dtype = jnp.dtype(cfg.compute_dtype)
-    sharding = activation_sharding_for(mesh, cfg.mesh.rules, cfg.mesh.devices_per_node)
+class Loss(Protocol):
+    """What a step minimises: `(model, microbatch) -> (loss, metrics)`, both means over the microbatch's units; the
+    optional attributes (`weight`, `summed`, `batch_keys`, `reference`, `meta`) are described above."""
 
-    def loss_fn(params, mb, total_tokens, frozen=None, key=None):
-        if cfg.lora is None:
-            model = eqx.combine(params, static)
-        else:
-            model = merge(eqx.combine(frozen, static), params, cfg.lora, key=key)
-        kw = dict(compute_dtype=dtype, remat=cfg.remat, z_loss_weight=cfg.z_loss, sharding=sharding)
-        loss, aux = next_token_loss(model, mb, **kw)
-        w = aux["n_tokens"] / total_tokens  # this microbatch's share of the targets
-        typed = ("nll_sum/", "n_tokens/")  # per-segment-type sums: they add over microbatches as they are
-        return loss * w, {k: v if k.startswith(typed) else v * w for k, v in aux.items() if k != "n_tokens"}
+    def __call__(self, model, batch: dict, **kw) -> tuple[Array, dict]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class NextTokenLoss:
+    "Pretraining's and SFT's loss: next-token cross-entropy over `loss_mask`'s targets (+ z-loss; per segment type)."
+
+    compute_dtype: Any = jnp.float32
+    remat: str = "none"
+    z_loss_weight: float = 0.0
+    sharding: Any = None
+    summed: ClassVar[tuple] = ("nll_sum/", "n_tokens/")  # per-segment-type sums: they add over microbatches as they are
+
+    @classmethod
+    def of(cls, cfg: TrainConfig, mesh) -> NextTokenLoss:
+        "The loss `cfg` trains with on `mesh`: its compute dtype, remat, z-loss and activation sharding."
+        sharding = activation_sharding_for(mesh, cfg.mesh.rules, cfg.mesh.devices_per_node)
+        return cls(jnp.dtype(cfg.compute_dtype), cfg.remat, cfg.z_loss, sharding)
+
+    def weight(self, mb: dict):
+        "The microbatch's targets (the last position has no next token)."
+        return mb["loss_mask"].astype(jnp.float32).at[..., -1].set(0.0).sum()
+
+    def __call__(self, model, mb: dict):
+        kw = dict(compute_dtype=self.compute_dtype, remat=self.remat, z_loss_weight=self.z_loss_weight)
+        loss, aux = next_token_loss(model, mb, sharding=self.sharding, **kw)
+        return loss, {k: v for k, v in aux.items() if k != "n_tokens"}
+
+
+def loss_weight(loss: Loss) -> Callable:
+    "`loss.weight`, or (a loss without one) a microbatch's rows."
+    return getattr(loss, "weight", None) or (lambda mb: jnp.float32(mb["tokens"].shape[0]))
+
+
+def batch_units(loss: Loss, batch: dict):
+    "A `[grad_accum, ...]` batch's units (at least 1): the sum of its microbatches' weights."
+    return jnp.maximum(jax.vmap(loss_weight(loss))(batch).sum(), 1.0)
+
+# %% ../../nbs/33_trainer.ipynb #69b1292f
+def make_loss_fn(cfg: TrainConfig, mesh, loss: Loss | None = None) -> Callable:
+    """`(params, microbatch, total units, frozen, key) -> (loss, aux)` of `loss` (default `NextTokenLoss.of(cfg,
+    mesh)`), both weighted by the microbatch's share of the units. With `cfg.lora`, `params` is the adapter, `frozen`
+    the base model's arrays and `key` the dropout key; the adapter is merged into the base inside the loss
+    (`marin.models.lora.merge`), so only it gets a gradient. A loss with `reference` gets `frozen` as that model."""
+    loss = NextTokenLoss.of(cfg, mesh) if loss is None else loss
+    _, static = abstract_model(cfg.model)
+    weight, summed, wants_reference = loss_weight(loss), tuple(getattr(loss, "summed", ())), reference_loss(loss)
+
+    def loss_fn(params, mb, total, frozen=None, key=None):
+        base = None if frozen is None else eqx.combine(frozen, static)
+        model = eqx.combine(params, static) if cfg.lora is None else merge(base, params, cfg.lora, key=key)
+        value, aux = loss(model, mb, reference=base) if wants_reference else loss(model, mb)
+        w = weight(mb) / total  # this microbatch's share of the units
+        return value * w, {k: v if k.startswith(summed) else v * w for k, v in aux.items()}
 
     return loss_fn
 
 
+def reference_loss(loss: Loss) -> bool:
+    "Whether `loss` reads a frozen reference model (`reference = True`)."
+    return bool(getattr(loss, "reference", False))
+
+# %% ../../nbs/33_trainer.ipynb #66d01aee
 def accumulate_gradients(loss_fn: Callable, params, batch: dict, total, grad_accum: int, frozen=None, key=None):
     "`((loss, aux), grads)` of the whole batch: the sum over its `[grad_accum, ...]` microbatches."
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
@@ -400,11 +315,6 @@ def typed_eval_metrics(prefix: str, sums: dict, units: dict) -> dict:
     return out
 
 # %% ../../nbs/33_trainer.ipynb #397f469b
-def batch_targets(batch: dict):
-    "The whole batch's number of targets (at least 1): each microbatch's loss is weighted by its share of it."
-    return jnp.maximum(batch["loss_mask"].astype(jnp.float32).at[..., -1].set(0.0).sum(), 1.0)
-
-
 def step_dropout_key(cfg: TrainConfig, state: TrainState):
     "A LoRA run's dropout key for this step (a pure function of the step; microbatch i folds in i), else None."
     dropout = cfg.lora is not None and cfg.lora.dropout > 0
@@ -425,86 +335,45 @@ def make_update(cfg: TrainConfig, opt, schedule) -> Callable:
         new = TrainState(state.step + 1, keep(params, state.params), keep(opt_state, state.opt_state), state.key)
         metrics = {
             "loss": loss,
-            "ce": aux["ce"],
-            "z_loss": aux["z_loss"],
             "grad_norm": grad_norm,
             "update_norm": optax.tree.norm(updates),
             "param_norm": optax.tree.norm(params),
             "lr": schedule(state.step),
-            **typed_losses(aux),
-            **{k: v for k, v in aux.items() if k.startswith("moe/")},
+            **typed_losses(aux),  # the loss's own metrics: its scalars, less the per-type sums typed_losses read
+            **{k: v for k, v in aux.items() if jnp.ndim(v) == 0 and not k.startswith(NextTokenLoss.summed)},
         }
         return new, metrics
 
     return update
 
 
-def make_train_step(cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState) -> Callable:
-    """The jitted `(state, batch, frozen) -> (state, metrics)`; the batch arrays are `[grad_accum, B/grad_accum, S]`;
-    `frozen`: the base model's arrays of a LoRA run (not donated: every step reads them), None otherwise."""
-    loss_fn, update = make_loss_fn(cfg, mesh), make_update(cfg, opt, schedule)
+def make_train_step(cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState, loss: Loss | None = None) -> Callable:
+    """The jitted `(state, batch, frozen) -> (state, metrics)` of `loss` (default: the next-token loss); the batch
+    arrays are `[grad_accum, B/grad_accum, S]`; `frozen`: the base model's arrays of a LoRA run, or a reference loss's
+    model (not donated: every step reads them), None otherwise."""
+    loss = NextTokenLoss.of(cfg, mesh) if loss is None else loss
+    loss_fn, update = make_loss_fn(cfg, mesh, loss), make_update(cfg, opt, schedule)
 
     def step(state: TrainState, batch: dict, frozen=None):
         key = step_dropout_key(cfg, state)
-        total = batch_targets(batch)
-        (loss, aux), grads = accumulate_gradients(loss_fn, state.params, batch, total, cfg.grad_accum, frozen, key)
-        return update(state, loss, aux, grads)
+        total = batch_units(loss, batch)
+        (value, aux), grads = accumulate_gradients(loss_fn, state.params, batch, total, cfg.grad_accum, frozen, key)
+        return update(state, value, aux, grads)
 
     return jax.jit(step, donate_argnums=0, out_shardings=(shardings, None))
 
 # %% ../../nbs/33_trainer.ipynb #e571e27b
-def cpu_threads(cfg: TrainConfig, mesh) -> int:
-    """Host threads whose executions run at once (see above): on a one-device CPU mesh `cfg.host_threads`, or this
-    process's cores where it is 0; else 1."""
-    if mesh.size > 1 or mesh.devices.flat[0].platform != "cpu":
-        return 1
-    return cfg.host_threads or len(os.sched_getaffinity(0))
+def host_threaded_step(cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState, threads: int, loss=None):
+    "`make_train_step`'s step with its microbatches' gradients on `threads` host threads (`cpu_backend`)."
+    loss = NextTokenLoss.of(cfg, mesh) if loss is None else loss
+    grad_fn = jax.value_and_grad(make_loss_fn(cfg, mesh, loss), has_aux=True)
 
+    def grads(state, batch, i, frozen):  # microbatch i's ((loss, aux), grads)
+        key = step_dropout_key(cfg, state)
+        mb, total = jax.tree.map(lambda a: a[i], batch), batch_units(loss, batch)
+        return grad_fn(state.params, mb, total, frozen, None if key is None else jax.random.fold_in(key, i))
 
-def step_threads(cfg: TrainConfig, mesh) -> int:
-    "Host threads for the step's microbatches: `cpu_threads`, at most `grad_accum`; 1 without accumulation."
-    return min(cfg.grad_accum, cpu_threads(cfg, mesh)) if cfg.grad_accum >= 2 else 1
-
-
-class HostThreadedStep:
-    """`make_train_step`'s `(state, batch, frozen) -> (state, metrics)`, its microbatches' gradients computed on
-    `threads` host threads at once (see above); the first call runs them in this thread, compiling each program once."""
-
-    def __init__(self, cfg: TrainConfig, mesh, opt, schedule, shardings: TrainState, threads: int):
-        grad_fn = jax.value_and_grad(make_loss_fn(cfg, mesh), has_aux=True)
-        update = make_update(cfg, opt, schedule)
-        self.threads, self.grad_accum, self._warm = threads, cfg.grad_accum, False
-
-        def grads(state, batch, i, frozen):  # microbatch i's ((loss, aux), grads)
-            key = step_dropout_key(cfg, state)
-            mb = jax.tree.map(lambda a: a[i], batch)
-            return grad_fn(
-                state.params, mb, batch_targets(batch), frozen, None if key is None else jax.random.fold_in(key, i)
-            )
-
-        def finish(state, sums):
-            (loss, aux), g = functools.reduce(lambda a, b: jax.tree.map(jnp.add, a, b), sums)
-            return update(state, loss, aux, g)
-
-        self.first = jax.jit(grads)
-        self.more = jax.jit(lambda acc, *a: jax.tree.map(jnp.add, acc, grads(*a)))
-        self.finish = jax.jit(finish, donate_argnums=0, out_shardings=(shardings, None))
-        self._pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="marin-microbatches")
-
-    def share(self, state: TrainState, batch: dict, frozen, j: int):
-        "Thread `j`'s sum: the gradients of microbatches `j, j + threads, ...`, computed before it returns."
-        acc = self.first(state, batch, j, frozen)
-        for i in range(j + self.threads, self.grad_accum, self.threads):
-            acc = self.more(acc, state, batch, i, frozen)
-        return jax.block_until_ready(acc)
-
-    def __call__(self, state: TrainState, batch: dict, frozen=None):
-        if self._warm:
-            futures = [self._pool.submit(self.share, state, batch, frozen, j) for j in range(1, self.threads)]
-            sums = [self.share(state, batch, frozen, 0)] + [f.result() for f in futures]
-        else:
-            sums, self._warm = [self.share(state, batch, frozen, j) for j in range(self.threads)], True
-        return self.finish(state, sums)
+    return HostThreadedStep(grads, make_update(cfg, opt, schedule), cfg.grad_accum, shardings, threads)
 
 # %% ../../nbs/33_trainer.ipynb #c13ddab1
 def make_eval_step(cfg: TrainConfig, mesh) -> Callable:
@@ -526,12 +395,13 @@ def make_eval_step(cfg: TrainConfig, mesh) -> Callable:
     return jax.jit(ev)
 
 
-def device_batch(batch: dict, mesh, grad_accum: int, rules) -> dict:
-    """Reshape `[B, S]` host arrays to `[A, B/A, S]` and place them on the mesh (batch split over data and fsdp).
-    Every process computes the same global batch (it is a pure function of the step), and each device takes its
-    slice of it, so the same code works on one host and on several."""
+def device_batch(batch: dict, mesh, grad_accum: int, rules, keys: Sequence[str] | None = None) -> dict:
+    """Reshape `[B, S]` host arrays (`keys`, default `batch_keys`: what the next-token loss reads) to `[A, B/A, S]`
+    and place them on the mesh (batch split over data and fsdp). Every process computes the same global batch (it is
+    a pure function of the step), and each device takes its slice of it, so the same code works on one host and on
+    several."""
     out = {}
-    for k in batch_keys(batch):
+    for k in batch_keys(batch) if keys is None else keys:
         a = np.asarray(batch[k])
         a = a.reshape(grad_accum, a.shape[0] // grad_accum, *a.shape[1:])
         out[k] = jax.make_array_from_callback(a.shape, batch_sharding(mesh, a.shape, rules), lambda idx, a=a: a[idx])
@@ -541,8 +411,9 @@ def device_batch(batch: dict, mesh, grad_accum: int, rules) -> dict:
 @dataclasses.dataclass
 class TrainingSetup:
     """What one config's training loop is built from, made in one place (`train`, the benches and the sharding tests
-    all use it): the mesh, the optimizer and its schedule, the state's shardings, the jitted step and the data.
-    A LoRA run also holds its frozen base (`frozen`, placed by `load_base`) and where it came from (`lora_base`)."""
+    all use it): the mesh, the optimizer and its schedule, the state's shardings, the loss, its jitted step and the
+    data. `frozen`: the arrays every step reads and none trains: a LoRA run's base (`load_base`; `lora_base` says
+    where it came from), or a reference loss's model (`load_reference`)."""
 
     cfg: TrainConfig
     mesh: Mesh
@@ -551,8 +422,9 @@ class TrainingSetup:
     shardings: TrainState
     step: Callable
     loader: Loader
-    frozen: Any = None  # LoRA: the base model's arrays (read by every step, never trained or checkpointed)
+    frozen: Any = None
     lora_base: dict | None = None  # LoRA: `meta['lora_base']` of the run's checkpoints (see marin.models.io)
+    loss: Any = None  # the step's `Loss` (`setup_training` sets it)
 
     def init_state(self, params=None) -> TrainState:
         "A fresh state on the mesh: parameters from `cfg.seed` (or `params`), fresh optimizer moments."
@@ -562,9 +434,14 @@ class TrainingSetup:
         "The state's shapes and shardings (a checkpoint's restore target), computing nothing."
         return abstract_state(self.cfg, self.mesh, self.opt)
 
+    def place(self, host: dict) -> dict:
+        "The host batch's arrays the loss reads, split for gradient accumulation and placed on the mesh."
+        keys = getattr(self.loss, "batch_keys", batch_keys)(host)
+        return device_batch(host, self.mesh, self.cfg.grad_accum, self.cfg.mesh.rules, keys)
+
     def batch(self, i: int) -> dict:
-        "The loader's batch `i`, split for gradient accumulation and placed on the mesh."
-        return device_batch(self.loader.batch(i), self.mesh, self.cfg.grad_accum, self.cfg.mesh.rules)
+        "The loader's batch `i`, placed."
+        return self.place(self.loader.batch(i))
 
     def load_base(self, meta: dict | None = None) -> None:
         "LoRA: place the base on the mesh: the one a checkpoint's `meta` names, else the model `cfg.seed` initialises."
@@ -574,22 +451,29 @@ class TrainingSetup:
         self.frozen = jax.device_put(eqx.filter(model, eqx.is_array), base_shardings(self.cfg, self.mesh))
         self.lora_base = meta["lora_base"]
 
+    def load_reference(self, arrays=None) -> None:
+        "A reference loss's frozen model (`starting_model`; `arrays`: its arrays, read already), placed as a copy."
+        arrays = eqx.filter(starting_model(self.cfg), eqx.is_array) if arrays is None else arrays
+        self.frozen = jax.device_put(arrays, base_shardings(self.cfg, self.mesh), may_alias=False)  # the state is
+        # donated every step: it must not share these buffers
 
-def setup_training(cfg: TrainConfig, loader: Any = None) -> TrainingSetup:
-    """The mesh, optimizer, state shardings, train step (host-threaded where `step_threads` says so, else one jitted
-    program) and data loader for `cfg` (`loader`: one already built)."""
+# %% ../../nbs/33_trainer.ipynb #d985ee2d
+def setup_training(cfg: TrainConfig, loader: Any = None, loss: Loss | None = None) -> TrainingSetup:
+    """The mesh, optimizer, state shardings, train step of `loss` (default `NextTokenLoss.of(cfg, mesh)`;
+    host-threaded where `step_threads` says so, else one jitted program) and data loader (`loader`: one already
+    built) for `cfg`."""
     mesh = make_mesh(cfg.mesh)
     opt, schedule = build_optimizer(cfg.optimizer, cfg.num_train_steps)
     shardings = state_shardings(cfg, mesh, opt)
     threads = step_threads(cfg, mesh)
+    loss = NextTokenLoss.of(cfg, mesh) if loss is None else loss
     step = (
-        HostThreadedStep(cfg, mesh, opt, schedule, shardings, threads)
+        host_threaded_step(cfg, mesh, opt, schedule, shardings, threads, loss)
         if threads > 1
-        else make_train_step(cfg, mesh, opt, schedule, shardings)
+        else make_train_step(cfg, mesh, opt, schedule, shardings, loss)
     )
-    return TrainingSetup(
-        cfg, mesh, opt, schedule, shardings, step, build_loader(cfg.data) if loader is None else loader
-    )
+    loader = build_loader(cfg.data) if loader is None else loader
+    return TrainingSetup(cfg, mesh, opt, schedule, shardings, step, loader, loss=loss)
 
 
 def check_batch(batch: dict, vocab_size: int, step: int) -> None:
@@ -688,6 +572,11 @@ def write_run_files(cfg: TrainConfig, loader: Loader, output_path: str) -> None:
         storage.write_json(storage.join(output_path, "vocab.json"), list(loader.vocab))
 
 # %% ../../nbs/33_trainer.ipynb #77390a2e
+def _loss_metric(name: str) -> bool:
+    "A loss's own namespaced metric (`loss/<type>`, `dpo/reward_margin`, ...): in the history and the summary."
+    return "/" in name and not name.startswith("moe/")
+
+
 def _read_history(path: str, upto: int) -> list[dict]:
     if not storage.exists(path):
         return []
@@ -712,7 +601,7 @@ class History:
 
     def record(self, step: int, m: dict) -> None:
         row = {"step": step, "loss": m["loss"], "grad_norm": m["grad_norm"], "lr": m["lr"]}
-        row.update({k: v for k, v in m.items() if k.startswith("loss/") and math.isfinite(v)})  # per segment type
+        row.update({k: v for k, v in m.items() if _loss_metric(k) and math.isfinite(v)})
         self.rows.append(row)
         if self._file:
             self._file.write(json.dumps(row) + "\n")
@@ -753,14 +642,16 @@ class DivergenceCheck:
         self.best = min(self.best, m["loss"])
 
 # %% ../../nbs/33_trainer.ipynb #a74c4156
+OPTIM_METRICS = ("grad_norm", "lr", "update_norm", "param_norm")  # the step's own; the rest are the loss's
+
+
 def train_metrics(
     m: dict, done: int, tokens_per_s: float, flops_per_s_peak: float, flops_per_token: float, tokens_per_step: int
 ) -> dict:
     "The tracker's record after `done` steps, from the step's host metrics `m`."
     return {
         "train/loss": m["loss"],
-        "train/ce": m["ce"],
-        "train/z_loss": m["z_loss"],
+        **{f"train/{k}": v for k, v in m.items() if k not in OPTIM_METRICS and not k.startswith(("moe/", "loss"))},
         "optim/grad_norm": m["grad_norm"],
         "optim/lr": m["lr"],
         "optim/update_norm": m["update_norm"],
@@ -837,13 +728,26 @@ class Evaluator:
         return out
 
 # %% ../../nbs/33_trainer.ipynb #cd9f0c48
+def starting_model(cfg: TrainConfig, with_meta: bool = False):
+    """The model a run starts from: `init_from`'s checkpoint (`init_from_step`, -1: its newest), else the model
+    `cfg.seed` initialises; `with_meta`: `(model, meta)`, the checkpoint's meta (`{}` for a fresh model)."""
+    from marin.models.io import load_model
+
+    if cfg.init_from is None:
+        model, meta = init_base_model(cfg.model, cfg.seed), {}
+    else:
+        model, meta = load_model(str(cfg.init_from), None if cfg.init_from_step < 0 else cfg.init_from_step)
+    return (model, meta) if with_meta else model
+
+
 def start_from(setup: TrainingSetup) -> TrainState:
-    """Continued pretraining: a state holding the weights of `cfg.init_from`'s newest checkpoint and fresh optimizer
-    moments; under LoRA that checkpoint becomes the frozen base and the adapter starts fresh."""
-    from marin.models.io import load_model, lora_base_meta
+    """Continued pretraining, SFT, DPO: a state holding the weights of `cfg.init_from`'s checkpoint and fresh
+    optimizer moments; under LoRA that checkpoint becomes the frozen base and the adapter starts fresh. A reference
+    loss also gets them as its frozen model."""
+    from marin.models.io import lora_base_meta
 
     cfg, src = setup.cfg, str(setup.cfg.init_from)
-    model, meta = load_model(src)
+    model, meta = starting_model(cfg, with_meta=True)
     if model.cfg.replace(attention=cfg.model.attention, layer_loop=cfg.model.layer_loop) != cfg.model:
         raise CheckpointMismatch(
             f"init_from {src}: its model ({model.cfg.summary()}) is not this run's ({cfg.model.summary()}); "
@@ -852,16 +756,22 @@ def start_from(setup: TrainingSetup) -> TrainState:
     if cfg.lora is not None:
         setup.load_base({"model_config": canonical(cfg.model), "lora_base": lora_base_meta(src, meta["step"])})
         return setup.init_state()
-    return setup.init_state(eqx.filter(model, eqx.is_array))
+    arrays = eqx.filter(model, eqx.is_array)
+    if reference_loss(setup.loss):
+        setup.load_reference(arrays)
+    return setup.init_state(arrays)
 
 # %% ../../nbs/33_trainer.ipynb #aca15343
-def checkpoint_meta(cfg: TrainConfig, lora_base: dict | None = None) -> dict:
+def checkpoint_meta(cfg: TrainConfig, lora_base: dict | None = None, loss: Loss | None = None) -> dict:
     """What every checkpoint's meta.json records besides the step: the model config and the training config's hash;
-    for a LoRA run also the `LoraConfig` and its base (`lora_base`), which `load_model` merges the adapter onto."""
+    for a LoRA run also the `LoraConfig` and its base (`lora_base`), which `load_model` merges the adapter onto; where
+    the weights started (`init_from`); and the loss's own `meta` (e.g. DPO's `posttrain`)."""
     meta = {
         "model_config": canonical(cfg.model),
         "model_config_versioned": canonical(cfg.model, versioned_only=True),
         "train_config_hash": config_hash(plain_config(cfg)),
+        **({"init_from": str(cfg.init_from)} if cfg.init_from is not None else {}),
+        **dict(getattr(loss, "meta", None) or {}),
     }
     if cfg.lora is not None:
         meta.update(lora=canonical(cfg.lora), lora_base=lora_base or {"init_seed": cfg.seed})
@@ -871,8 +781,8 @@ def checkpoint_meta(cfg: TrainConfig, lora_base: dict | None = None) -> dict:
 class Checkpointer:
     "A hook: saves the state (with `checkpoint_meta`) through a `CheckpointManager`, keeping the history in step."
 
-    def __init__(self, cfg: TrainConfig, ckpt: CheckpointManager, history: History, lora_base: dict | None = None):
-        self.cfg, self.ckpt, self.history, self.meta = cfg, ckpt, history, checkpoint_meta(cfg, lora_base)
+    def __init__(self, cfg: TrainConfig, ckpt: CheckpointManager, history: History, lora_base=None, loss=None):
+        self.cfg, self.ckpt, self.history, self.meta = cfg, ckpt, history, checkpoint_meta(cfg, lora_base, loss)
         self.every, self.at_end = cfg.checkpoint.every, False  # a hook: `final` saves the last step
 
     def save(self, step: int, state: TrainState) -> None:
@@ -888,7 +798,7 @@ class Checkpointer:
             self.save(self.cfg.num_train_steps, state)
         self.ckpt.wait()
 
-
+# %% ../../nbs/33_trainer.ipynb #d728034f
 def _check_lora_checkpoint(cfg: TrainConfig, meta: dict, path: str) -> None:
     "Refuse to resume a LoRA run from a whole-model checkpoint, a full run from an adapter, or another LoRA config."
     if (cfg.lora is None) != ("lora" not in meta):
@@ -903,17 +813,23 @@ def _check_lora_checkpoint(cfg: TrainConfig, meta: dict, path: str) -> None:
 
 def restore_or_init(setup: TrainingSetup, ckpt: CheckpointManager) -> tuple[TrainState, int | None]:
     """(the newest checkpoint's state, its step), or (a fresh state, None) when there is none. A LoRA run also
-    places its base: the one the checkpoint names (SFT and DPO seed step 0 with it), else `cfg.seed`'s init."""
+    places its base: the one the checkpoint names, else `cfg.seed`'s init; a reference loss its `starting_model`."""
+    reference = reference_loss(setup.loss) and setup.cfg.lora is None  # under LoRA the base is the reference
     if (latest := latest_checkpoint(ckpt.root)) is None:
         if setup.cfg.init_from is not None:
             return start_from(setup), None
         if setup.cfg.lora is not None:
             setup.load_base()
-        return setup.init_state(), None
+        state = setup.init_state()
+        if reference:  # a copy of the fresh weights
+            setup.load_reference(state.params)
+        return state, None
     _check_lora_checkpoint(setup.cfg, ckpt.read_meta(latest[1]), latest[1])
     state, meta = ckpt.restore(latest[1], setup.abstract_state(), model_config=setup.cfg.model)
     if setup.cfg.lora is not None:
         setup.load_base(meta)
+    elif reference:
+        setup.load_reference()
     return state, latest[0]
 
 # %% ../../nbs/33_trainer.ipynb #f4e64c17
@@ -938,7 +854,7 @@ def progress_bar(cfg: TrainConfig, start: int, primary: bool):
         total=cfg.num_train_steps, initial=start, disable=disable, desc="train", unit="step", dynamic_ncols=True
     )
 
-
+# %% ../../nbs/33_trainer.ipynb #fa7c50e5
 def run_summary(
     history: History,
     logger: MetricsLogger,
@@ -951,6 +867,8 @@ def run_summary(
     last = logger.last
     summary = {
         "train/final_loss": history.rows[-1]["loss"] if history.rows else float("nan"),
+        "train/initial_loss": history.rows[0]["loss"] if history.rows else float("nan"),
+        **{f"train/{k}": v for k, v in (history.rows[-1] if history.rows else {}).items() if _loss_metric(k)},
         "train/steps": len(history.rows),
         "throughput/tokens_per_s": last.get("throughput/tokens_per_s", float("nan")),
         "throughput/mfu": last.get("throughput/mfu", float("nan")),
@@ -1040,7 +958,7 @@ def run_steps(
                 _call(h, f, step + 1, m, None)
         return m
 
-    place = lambda host: device_batch(host, setup.mesh, cfg.grad_accum, cfg.mesh.rules)
+    place = setup.place
     with _SigtermFlag() as sigterm:
         host = loader.batch(start) if start < n else None
         batch, pending = (place(host) if host is not None else None), None
@@ -1065,16 +983,31 @@ def run_steps(
                 raise Preempted(f"SIGTERM at step {done}: checkpoint saved; rerun the step to resume")
     return state
 
+# %% ../../nbs/33_trainer.ipynb #d418fb30
+class BuiltinHooks:
+    "In order: the history, the divergence check, the progress bar, the metrics, the evaluation and the checkpoints."
+
+    def __init__(self, setup: TrainingSetup, output_path: str, ckpt, eval_loaders: dict, run, tp, start, primary):
+        cfg, threads = setup.cfg, cpu_threads(setup.cfg, setup.mesh)
+        self.history = History(storage.join(output_path, "history.jsonl"), start, primary)
+        peak, self.peak_src = peak_flops_per_device(cfg.peak_flops, cfg.model.matmul_dtype)
+        ev = make_eval_step(cfg, setup.mesh)
+        self.evaluator = Evaluator(cfg, eval_loaders, lambda p, b: ev(p, b, setup.frozen), run, threads)
+        self.logger = MetricsLogger(cfg, setup.loader, run, tp, peak * setup.mesh.size)
+        self.checkpoints = Checkpointer(cfg, ckpt, self.history, setup.lora_base, setup.loss)
+        self.progress = ProgressHook(progress_bar(cfg, start, primary), cfg.log_every, cfg.num_train_steps)
+        self.all = [self.history, DivergenceCheck(cfg), self.progress, self.logger, self.evaluator, self.checkpoints]
+
 # %% ../../nbs/33_trainer.ipynb #fd05612b
-def train(cfg: TrainConfig, output_path: str, *, hooks: Sequence[Hook] = ()) -> dict:
-    """Executor step: train `cfg` into `output_path` (resuming from its newest checkpoint), return summary metrics;
-    `hooks` run after the built-in ones (see `Hook`)."""
+def train(cfg: TrainConfig, output_path: str, *, loss_fn: Loss | None = None, hooks: Sequence[Hook] = ()) -> dict:
+    """Executor step: train `cfg` into `output_path` (resuming from its newest checkpoint), return summary metrics.
+    `loss_fn`: what the step minimises (a `Loss`; default `NextTokenLoss`); `hooks` run after the built-in ones."""
     initialize_distributed()
     use_compilation_cache()  # a rerun of this shape loads its compiled init, step and eval step
     loader = build_loader(cfg.data)
     check_loader(cfg, loader)
     eval_loaders = {name: build_loader(d) for name, d in cfg.eval_data}
-    setup = setup_training(cfg, loader)
+    setup = setup_training(cfg, loader, loss_fn)
     primary = jax.process_index() == 0
     if primary:
         write_run_files(cfg, loader, output_path)
@@ -1087,27 +1020,21 @@ def train(cfg: TrainConfig, output_path: str, *, hooks: Sequence[Hook] = ()) -> 
     except BaseException:
         run.finish(exit_code=1)
         raise
-    history = History(storage.join(output_path, "history.jsonl"), int(state.step), primary)
-    peak, peak_src = peak_flops_per_device(cfg.peak_flops, cfg.model.matmul_dtype)
-    tp, ev = Throughput(), make_eval_step(cfg, setup.mesh)
-    evaluator = Evaluator(cfg, eval_loaders, lambda p, b: ev(p, b, setup.frozen), run, cpu_threads(cfg, setup.mesh))
-    logger = MetricsLogger(cfg, loader, run, tp, peak * setup.mesh.size)
-    checkpoints = Checkpointer(cfg, ckpt, history, setup.lora_base)
-    progress = ProgressHook(progress_bar(cfg, int(state.step), primary), cfg.log_every, cfg.num_train_steps)
-    builtin = [history, DivergenceCheck(cfg), progress, logger, evaluator, checkpoints]
+    tp = Throughput()
+    h = BuiltinHooks(setup, output_path, ckpt, eval_loaders, run, tp, int(state.step), primary)
     start, status = int(state.step), "ok"
     try:
-        state = run_steps(setup, state, [*builtin, *hooks], tp, checkpoints)
-        checkpoints.final(state, start)
-        evaluator(cfg.num_train_steps, state.params)
+        state = run_steps(setup, state, [*h.all, *hooks], tp, h.checkpoints)
+        h.checkpoints.final(state, start)
+        h.evaluator(cfg.num_train_steps, state.params)
     except TrainingFailed as e:
         status = str(e)
         ckpt.wait()
         raise
     finally:
-        progress.bar.close()
-        history.close()
-        summary = run_summary(history, logger, tp, evaluator, peak_src, setup.mesh.size, resumed_from)
+        h.progress.bar.close()
+        h.history.close()
+        summary = run_summary(h.history, h.logger, tp, h.evaluator, h.peak_src, setup.mesh.size, resumed_from)
         try:
             run.summary(summary)
         finally:

@@ -17,11 +17,26 @@ __all__ = ['SCHEDULES', 'OPTIMIZERS', 'BATCH_AXES', 'NOT_MATRIX_AXES', 'Optimize
            'matrix_dims', 'param_groups', 'HyperballState', 'hyperball', 'adam_rest', 'adamh', 'scale_by_width', 'muon',
            'build_optimizer']
 
-# %% ../../nbs/30_optim.ipynb #36afa27b
+# %% ../../nbs/30_optim.ipynb #f5b3361a
 SCHEDULES = ("cosine", "wsd", "linear", "constant")
 OPTIMIZERS = ("adamw", "adamh", "muon")
 
 
+def _check_optimizer_kind(name: str, custom: str, adam_lr: float, momentum: float, ns_steps: int) -> None:
+    "`OptimizerConfig`'s checks of the fields that belong to one kind of optimizer (a `ValueError` naming the field)."
+    check(custom == "" or ":" in custom, "custom", f"{custom!r}: write it as 'package.module:function'")
+    check(name in OPTIMIZERS, "name", f"{name!r} is not one of {OPTIMIZERS}")
+    check(not (custom and name != "adamw"), "custom", f"replaces the optimizer: drop name={name!r}")
+    if name == "adamw":
+        check(adam_lr == 0, "adam_lr", "is for adamh and muon; adamw uses learning_rate everywhere")
+    else:
+        check(adam_lr > 0, "adam_lr", f"{name} needs the non-matrix parameters' rate, e.g. 3e-3")
+    muon_defaults = momentum == 0.95 and ns_steps == 5
+    check(name == "muon" or muon_defaults, "momentum", "momentum and ns_steps are Muon's: set name='muon'")
+    check(0 <= momentum < 1, "momentum", f"must be in [0, 1), got {momentum}")
+    check(ns_steps >= 1, "ns_steps", f"must be >= 1, got {ns_steps}")
+
+# %% ../../nbs/30_optim.ipynb #910cc9c3
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig(Config):
     "AdamW, AdamH or Muon (or a custom optax optimizer), its schedule, clipping and weight decay."
@@ -52,19 +67,7 @@ class OptimizerConfig(Config):
         check(0 <= self.beta1 < 1 and 0 <= self.beta2 < 1, "beta1", "betas must be in [0, 1)")
         check(self.weight_decay >= 0, "weight_decay", "must be >= 0")
         check(self.max_grad_norm >= 0, "max_grad_norm", "must be >= 0 (0 disables clipping)")
-        check(
-            self.custom == "" or ":" in self.custom, "custom", f"{self.custom!r}: write it as 'package.module:function'"
-        )
-        check(self.name in OPTIMIZERS, "name", f"{self.name!r} is not one of {OPTIMIZERS}")
-        check(not (self.custom and self.name != "adamw"), "custom", f"replaces the optimizer: drop name={self.name!r}")
-        if self.name == "adamw":
-            check(self.adam_lr == 0, "adam_lr", "is for adamh and muon; adamw uses learning_rate everywhere")
-        else:
-            check(self.adam_lr > 0, "adam_lr", f"{self.name} needs the non-matrix parameters' rate, e.g. 3e-3")
-        muon_defaults = self.momentum == 0.95 and self.ns_steps == 5
-        check(self.name == "muon" or muon_defaults, "momentum", "momentum and ns_steps are Muon's: set name='muon'")
-        check(0 <= self.momentum < 1, "momentum", f"must be in [0, 1), got {self.momentum}")
-        check(self.ns_steps >= 1, "ns_steps", f"must be >= 1, got {self.ns_steps}")
+        _check_optimizer_kind(self.name, self.custom, self.adam_lr, self.momentum, self.ns_steps)
 
 # %% ../../nbs/30_optim.ipynb #74dce538
 def _steps(x: float, total: int) -> int:

@@ -242,7 +242,8 @@ def sft_report(cfg, base: Base, encoded: list, tok, n_devices: int) -> list[str]
 def dpo_report(cfg, base: Base, encoded: list, tok) -> list[str]:
     "The dry-run lines of DPO run `cfg` on checked pairs `encoded` (`check_preference_data`'s)."
     from marin.posttrain.dpo import preference_rows
-    from marin.train.trainer import SyntheticDataConfig, TrainConfig
+    from marin.data.loaders import SyntheticDataConfig
+    from marin.train.trainer import TrainConfig
 
     d = cfg.data
     cut = sum(len(p) + max(len(c), len(r)) > d.seq_len for _, p, c, r in encoded)
@@ -486,7 +487,8 @@ def dpo_cmd(
 # %% ../../nbs/58_post_cli.ipynb #6f1ee77f
 def grpo_report(cfg, base: Base, prompts: list, tok, template) -> list[str]:
     "The dry-run lines of GRPO run `cfg` (a GRPORunConfig) on encoded `prompts`."
-    from marin.train.trainer import SyntheticDataConfig, TrainConfig
+    from marin.data.loaders import SyntheticDataConfig
+    from marin.train.trainer import TrainConfig
 
     g, m = cfg.grpo, base.model
     S = max(map(len, prompts)) + cfg.max_tokens

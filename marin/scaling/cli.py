@@ -215,7 +215,7 @@ def _run_data(plan: ScalingPlan, data: str, V: int):
 
         mix = local_recipe(vocab_size=V, seq_len=plan.seq_len, batch_size=plan.batch_size).steps()["mixture_config"]
         return mix, (("mix", mix.replace(seed=mix.seed + 1, batch_size=32)),)
-    from marin.train.trainer import SyntheticDataConfig
+    from marin.data.loaders import SyntheticDataConfig
 
     mix = SyntheticDataConfig(vocab_size=V, batch_size=plan.batch_size, seq_len=plan.seq_len)
     return mix, (("synthetic", mix.replace(seed=1)),)

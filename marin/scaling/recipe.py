@@ -69,7 +69,8 @@ def train_config(
     self: ScalingPlan, data: Any = None, *, compute_dtype: str = "float32", remat: str = "none", **overrides
 ):
     "A `TrainConfig` for this plan; `data` must yield `batch_size × seq_len` batches (default: synthetic tokens)."
-    from marin.train.trainer import TrainConfig, SyntheticDataConfig
+    from marin.data.loaders import SyntheticDataConfig
+    from marin.train.trainer import TrainConfig
 
     if data is None:
         data = SyntheticDataConfig(vocab_size=self.model.vocab_size, batch_size=self.batch_size, seq_len=self.seq_len)

@@ -16,7 +16,8 @@ from .optim import OptimizerConfig
 from .sharding import MeshConfig
 from ..models.io import CheckpointMismatch, META_FILE, latest_checkpoint
 from .checkpoint import CheckpointConfig, check_compatible
-from .trainer import TrainConfig, CharDataConfig, SyntheticDataConfig, data_problems
+from ..data.loaders import CharDataConfig, SyntheticDataConfig, data_problems
+from .trainer import TrainConfig
 from ..data.mixture import MixtureConfig
 from .slice_compile import ChipEstimate, estimate_per_chip
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 
 # %% auto #0
-__all__ = ['GEMMA3_CHAT_TEMPLATE', 'CHATML_CHAT_TEMPLATE', 'LLAMA3_CHAT_TEMPLATE', 'FAMILY_CHAT_TEMPLATES', 'ChatTemplateNotice',
-           'family_chat_template', 'attach_chat_template']
+__all__ = ['GEMMA3_CHAT_TEMPLATE', 'CHATML_CHAT_TEMPLATE', 'LLAMA3_CHAT_TEMPLATE', 'FAMILY_CHAT_TEMPLATES',
+           'CHAT_TEMPLATE_ARCHITECTURES', 'register_chat_template', 'ChatTemplateNotice', 'family_chat_template',
+           'attach_chat_template']
 
 # %% ../../nbs/26b_chat_templates.ipynb #fba9dbd6
 # fmt: off
@@ -71,11 +72,26 @@ LLAMA3_CHAT_TEMPLATE = """{{ bos_token }}
 {%- endif -%}
 """
 # fmt: on
-FAMILY_CHAT_TEMPLATES = {  # family -> (its template, the tokens that mark a vocabulary as that family's)
-    "gemma3": (GEMMA3_CHAT_TEMPLATE, ("<start_of_turn>", "<end_of_turn>")),
-    "llama3": (LLAMA3_CHAT_TEMPLATE, ("<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>")),
-    "chatml": (CHATML_CHAT_TEMPLATE, ("<|im_start|>", "<|im_end|>")),  # SmolLM2, Qwen2/3, and many fine-tunes
-}
+
+# %% ../../nbs/26b_chat_templates.ipynb #31d0f9c7
+FAMILY_CHAT_TEMPLATES: dict[str, tuple[str, tuple[str, ...]]] = {}  # family -> (template, its vocabulary's marks)
+CHAT_TEMPLATE_ARCHITECTURES: dict[str, str] = {}  # family -> what its architecture's name must contain
+
+
+def register_chat_template(family: str, template: str, marks: tuple[str, ...], architecture: str = "") -> None:
+    """The lab's chat template for `family`: chosen for a vocabulary holding every one of `marks` and, when
+    `architecture` is given, an architecture whose name contains it. Families bound to an architecture come first in
+    `FAMILY_CHAT_TEMPLATES` (and are tried first); the others keep the order they registered in."""
+    FAMILY_CHAT_TEMPLATES[family] = (template, tuple(marks))
+    if architecture:
+        CHAT_TEMPLATE_ARCHITECTURES[family] = architecture
+    ordered = sorted(FAMILY_CHAT_TEMPLATES.items(), key=lambda kv: kv[0] not in CHAT_TEMPLATE_ARCHITECTURES)
+    FAMILY_CHAT_TEMPLATES.clear()
+    FAMILY_CHAT_TEMPLATES.update(ordered)
+
+
+register_chat_template("llama3", LLAMA3_CHAT_TEMPLATE, ("<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"))
+register_chat_template("chatml", CHATML_CHAT_TEMPLATE, ("<|im_start|>", "<|im_end|>"))  # SmolLM2, Qwen2/3, fine-tunes
 
 # %% ../../nbs/26b_chat_templates.ipynb #58024828
 class ChatTemplateNotice(UserWarning):
@@ -83,11 +99,11 @@ class ChatTemplateNotice(UserWarning):
 
 
 def family_chat_template(architecture: str, vocab) -> str | None:
-    """The family (a key of `FAMILY_CHAT_TEMPLATES`) whose chat template fits a model: Gemma 3 by its architecture and
-    turn tokens, the others by their turn tokens in the vocabulary (`vocab`: the token strings); None when unknown."""
+    """The family (a key of `FAMILY_CHAT_TEMPLATES`) whose chat template fits a model: by its turn tokens in the
+    vocabulary (`vocab`: the token strings) and, for a family bound to one, its architecture; None when unknown."""
     vocab = set(vocab)
     for family, (_, marks) in FAMILY_CHAT_TEMPLATES.items():
-        if family == "gemma3" and "Gemma3" not in architecture:
+        if CHAT_TEMPLATE_ARCHITECTURES.get(family, "") not in architecture:
             continue
         if all(m in vocab for m in marks):
             return family

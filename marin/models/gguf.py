@@ -5,20 +5,19 @@
 # %% ../../nbs/27_gguf.ipynb #5a782a3a
 from __future__ import annotations
 import dataclasses, importlib, json, os, shutil
-from typing import Iterable
+from typing import Callable, Iterable
 import numpy as np
 from ..core import storage
 
 # %% auto #0
-__all__ = ['TOKENIZER_ARRAYS', 'GGUF_VERSIONS', 'TOP_NAMES', 'BLOCK_NAMES', 'LLAMA_NORMS', 'GEMMA3_NORMS', 'GGUF_FAMILIES',
-           'MISTRAL', 'GEMMA3_GLOBAL_EVERY', 'GEMMA3_LOCAL_ROPE_BASE', 'SUPPORTED_TYPES', 'DTYPES',
-           'PRE_TOKENIZER_FAMILIES', 'PRE_TOKENIZER_NAMES', 'NOT_BYTE_LEVEL', 'CONTROL', 'USER_DEFINED', 'WRITE_TYPES',
-           'assemble_parts', 'package_parts', 'open_gguf', 'read_metadata', 'GGUFLayout', 'scan_gguf',
-           'check_gguf_layout', 'check_gguf_shapes', 'GGUFFamily', 'gguf_family', 'family_of_architecture',
-           'hf_tensor_name', 'llama3_rope_factors', 'llama3_rope', 'gguf_config', 'check_tensor_types', 'tensor_values',
-           'permute_qk', 'unpermute_qk', 'hf_tensor', 'byte_level_pre_tokenizer', 'spm_merges', 'byte_level_tokenizer',
-           'sentencepiece_tokenizer', 'gguf_tokenizer_files', 'GGUFCheckpoint', 'read_gguf', 'check_gguf_file',
-           'import_gguf', 'gguf_tensor_name', 'gguf_tensor', 'write_gguf']
+__all__ = ['TOKENIZER_ARRAYS', 'GGUF_VERSIONS', 'TOP_NAMES', 'BLOCK_NAMES', 'LLAMA_NORMS', 'GGUF_FAMILIES', 'MISTRAL',
+           'SUPPORTED_TYPES', 'DTYPES', 'PRE_TOKENIZER_FAMILIES', 'PRE_TOKENIZER_NAMES', 'NOT_BYTE_LEVEL', 'CONTROL',
+           'USER_DEFINED', 'WRITE_TYPES', 'assemble_parts', 'package_parts', 'open_gguf', 'read_metadata', 'GGUFLayout',
+           'scan_gguf', 'check_gguf_layout', 'check_gguf_shapes', 'GGUFFamily', 'register_gguf_family', 'gguf_family',
+           'family_of_architecture', 'hf_tensor_name', 'llama3_rope_factors', 'llama3_rope', 'gguf_config',
+           'check_tensor_types', 'tensor_values', 'permute_qk', 'unpermute_qk', 'hf_tensor', 'byte_level_pre_tokenizer',
+           'spm_merges', 'byte_level_tokenizer', 'sentencepiece_tokenizer', 'gguf_tokenizer_files', 'GGUFCheckpoint',
+           'read_gguf', 'check_gguf_file', 'import_gguf', 'gguf_tensor_name', 'gguf_tensor', 'write_gguf']
 
 # %% ../../nbs/27_gguf.ipynb #3924d8ca
 def assemble_parts(paths: Iterable[str], out: str) -> str:
@@ -317,13 +316,8 @@ BLOCK_NAMES = {
     "attn_norm": "input_layernorm",
 }
 LLAMA_NORMS = {"ffn_norm": "post_attention_layernorm"}
-GEMMA3_NORMS = {
-    "post_attention_norm": "post_attention_layernorm",
-    "ffn_norm": "pre_feedforward_layernorm",
-    "post_ffw_norm": "post_feedforward_layernorm",
-}
 
-
+# %% ../../nbs/27_gguf.ipynb #96b658f3
 @dataclasses.dataclass(frozen=True)
 class GGUFFamily:
     "How llama.cpp wrote one Hugging Face architecture."
@@ -334,6 +328,8 @@ class GGUFFamily:
     norms: dict  # llama.cpp block norm name -> HF name (beside BLOCK_NAMES)
     permuted_qk: bool = False  # its converter permuted q/k rows for its RoPE (the llama family)
     norm_offset: float = 0.0  # its converter added this to every norm weight (Gemma: 1 + w)
+    config: Callable | None = None  # (config.json dict, metadata, arch) -> the dict with what llama.cpp hard-codes
+    metadata: Callable | None = None  # (GGUFWriter, config.json dict) -> None: its keys beyond the shared ones
 
     @property
     def block_names(self) -> dict:
@@ -344,9 +340,14 @@ GGUF_FAMILIES = {
     "llama": GGUFFamily("llama", "LlamaForCausalLM", "llama", LLAMA_NORMS, permuted_qk=True),
     "qwen2": GGUFFamily("qwen2", "Qwen2ForCausalLM", "qwen2", LLAMA_NORMS),
     "qwen3": GGUFFamily("qwen3", "Qwen3ForCausalLM", "qwen3", LLAMA_NORMS),
-    "gemma3": GGUFFamily("gemma3", "Gemma3ForCausalLM", "gemma3_text", GEMMA3_NORMS, norm_offset=1.0),
 }
 MISTRAL = GGUFFamily("llama", "MistralForCausalLM", "mistral", LLAMA_NORMS, permuted_qk=True)
+
+
+def register_gguf_family(family: GGUFFamily) -> GGUFFamily:
+    "Read and write `family` under its `general.architecture` (a family module calls this once, at import)."
+    GGUF_FAMILIES[family.gguf_name] = family
+    return family
 
 # %% ../../nbs/27_gguf.ipynb #7c415034
 def gguf_family(meta: dict) -> GGUFFamily:
@@ -483,31 +484,8 @@ def gguf_config(
     }
     if family.model_type in ("qwen2", "qwen3"):
         d.update(use_sliding_window=False, sliding_window=None, max_window_layers=d["num_hidden_layers"])
-    if family.gguf_name == "gemma3":
-        d = _gemma3_config(d, meta, arch)
-    return d
-
-# %% ../../nbs/27_gguf.ipynb #8d014535
-GEMMA3_GLOBAL_EVERY = 6  # llama.cpp: every 6th Gemma 3 layer attends globally, the others in a sliding window
-GEMMA3_LOCAL_ROPE_BASE = 10000.0  # llama.cpp: the sliding layers' RoPE base (not in the file)
-
-
-def _gemma3_config(d: dict, meta: dict, arch: str) -> dict:
-    "The Gemma3TextConfig fields llama.cpp hard-codes instead of storing."
-    d = {k: v for k, v in d.items() if k not in ("hidden_act", "rope_scaling")}
-    local = {"rope_type": "default", "rope_theta": GEMMA3_LOCAL_ROPE_BASE}
-    n = d["num_hidden_layers"]
-    d.update(
-        hidden_activation="gelu_pytorch_tanh",
-        query_pre_attn_scalar=d["head_dim"],
-        sliding_window=int(_key(meta, arch, "attention.sliding_window", 4096)),
-        layer_types=["full_attention" if (i + 1) % GEMMA3_GLOBAL_EVERY == 0 else "sliding_attention" for i in range(n)],
-        rope_local_base_freq=GEMMA3_LOCAL_ROPE_BASE,
-        rope_parameters={"full_attention": d["rope_parameters"], "sliding_attention": local},
-        final_logit_softcapping=_key(meta, arch, "final_logit_softcapping", None),
-        attn_logit_softcapping=_key(meta, arch, "attn_logit_softcapping", None),
-        use_bidirectional_attention=False,
-    )
+    if family.config is not None:
+        d = family.config(d, meta, arch)
     return d
 
 # %% ../../nbs/27_gguf.ipynb #c33fb6df
@@ -1031,8 +1009,8 @@ def _write_metadata(w, config: dict, family: GGUFFamily, qtype: str, name: str) 
     if rope.get("rope_type") == "linear":
         w.add_string(f"{a}.rope.scaling.type", "linear")
         w.add_float32(f"{a}.rope.scaling.factor", float(rope["factor"]))
-    if family.gguf_name == "gemma3":
-        w.add_uint32(f"{a}.attention.sliding_window", int(config.get("sliding_window") or 4096))
+    if family.metadata is not None:
+        family.metadata(w, config)
 
 
 def _rope_freqs(config: dict) -> np.ndarray | None:

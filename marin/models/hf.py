@@ -13,20 +13,18 @@ from ..core.config import ConfigError, canonical, check
 
 # %% auto #0
 __all__ = ['BLOCK_TENSORS', 'MLP_TENSORS', 'LAYER_TENSORS', 'QKV_BIAS_TENSORS', 'QK_NORM_TENSORS', 'EXPORT_DTYPES',
-           'MIXTRAL_WEIGHT_NAMES', 'MIXTRAL_FUSED_NAMES', 'QWEN3_MOE_WEIGHT_NAMES', 'GEMMA3_LAYER_TENSORS',
-           'GEMMA3_FIELDS', 'GEMMA_ONLY_FIELDS', 'GEMMA3_DEFAULTS', 'HF_WHOLE_FIELDS', 'HF_FLOAT_FIELDS',
-           'HF_BOOL_FIELDS', 'ARCHITECTURES', 'INDEX_FILE', 'FLOAT_DTYPES', 'MAX_HEADER_BYTES', 'safetensors_bytes',
-           'parse_safetensors', 'read_safetensors', 'optional_tensors', 'block_tensor', 'dense_hf_tensors',
-           'dense_from_hf_tensors', 'dense_hf_shapes', 'dense_hf_config', 'dense_config_from_hf', 'mixtral_problems',
-           'mixtral_config', 'mixtral_refusal', 'router_bias_refusal', 'mixtral_unfused', 'moe_hf_tensors',
-           'mixtral_hf_tensors', 'moe_from_hf_tensors', 'mixtral_from_hf_tensors', 'mixtral_hf_config',
-           'mixtral_config_from_hf', 'moe_hf_shapes', 'mixtral_hf_shapes', 'moe_layer_pattern', 'qwen3_moe_refusal',
-           'qwen3_moe_hf_tensors', 'qwen3_moe_from_hf_tensors', 'qwen3_moe_hf_shapes', 'qwen3_moe_unfused',
-           'qwen3_moe_hf_config', 'qwen3_moe_config_from_hf', 'gemma_fields', 'gemma3_refusal', 'gemma3_hf_tensors',
-           'gemma3_from_hf_tensors', 'gemma3_hf_shapes', 'gemma3_hf_config', 'gemma3_config_from_hf', 'check_hf_config',
-           'HFArchitecture', 'register_architecture', 'dense_with', 'claimants', 'architecture_for', 'config_from_hf',
-           'hf_weight_files', 'safetensors_header', 'hf_weight_headers', 'check_config_weights', 'read_hf_config',
-           'check_tokenizer_json', 'HFTensors', 'read_hf_tensors', 'model_from_hf', 'import_hf']
+           'MIXTRAL_WEIGHT_NAMES', 'MIXTRAL_FUSED_NAMES', 'QWEN3_MOE_WEIGHT_NAMES', 'HF_WHOLE_FIELDS',
+           'HF_FLOAT_FIELDS', 'HF_BOOL_FIELDS', 'ARCHITECTURES', 'INDEX_FILE', 'FLOAT_DTYPES', 'MAX_HEADER_BYTES',
+           'safetensors_bytes', 'parse_safetensors', 'read_safetensors', 'optional_tensors', 'block_tensor',
+           'dense_hf_tensors', 'dense_from_hf_tensors', 'dense_hf_shapes', 'dense_hf_config', 'dense_config_from_hf',
+           'mixtral_problems', 'mixtral_config', 'mixtral_refusal', 'router_bias_refusal', 'mixtral_unfused',
+           'moe_hf_tensors', 'mixtral_hf_tensors', 'moe_from_hf_tensors', 'mixtral_from_hf_tensors',
+           'mixtral_hf_config', 'mixtral_config_from_hf', 'moe_hf_shapes', 'mixtral_hf_shapes', 'moe_layer_pattern',
+           'qwen3_moe_refusal', 'qwen3_moe_hf_tensors', 'qwen3_moe_from_hf_tensors', 'qwen3_moe_hf_shapes',
+           'qwen3_moe_unfused', 'qwen3_moe_hf_config', 'qwen3_moe_config_from_hf', 'check_hf_config', 'HFArchitecture',
+           'register_architecture', 'dense_with', 'claimants', 'architecture_for', 'config_from_hf', 'hf_weight_files',
+           'safetensors_header', 'hf_weight_headers', 'check_config_weights', 'read_hf_config', 'check_tokenizer_json',
+           'HFTensors', 'read_hf_tensors', 'model_from_hf', 'import_hf']
 
 # %% ../../nbs/25_hf_models.ipynb #62af4393
 def _st_dtypes() -> dict[str, np.dtype]:
@@ -851,169 +849,6 @@ def qwen3_moe_config_from_hf(d: dict):
     )
     return dataclasses.replace(base, moe=moe)
 
-# %% ../../nbs/25_hf_models.ipynb #37555668
-GEMMA3_LAYER_TENSORS: dict[str, tuple[str, bool]] = {
-    **BLOCK_TENSORS,
-    "attn_post_norm": ("post_attention_layernorm.weight", False),  # on the attention output (not Llama's MLP norm)
-    "mlp_norm": ("pre_feedforward_layernorm.weight", False),
-    "mlp_post_norm": ("post_feedforward_layernorm.weight", False),
-    **MLP_TENSORS,
-}
-GEMMA3_FIELDS = dict(norm_offset=1.0, post_norms=True, scale_embeddings=True, activation="gelu_tanh", qk_norm=True)
-GEMMA_ONLY_FIELDS = (  # LlamaConfig fields no Llama-family architecture has
-    "norm_offset",
-    "post_norms",
-    "scale_embeddings",
-    "activation",
-    "query_pre_attn_scalar",
-    "attn_softcap",
-    "logit_softcap",
-    "global_layers",
-    "rope_local_theta",
-)
-
-
-def gemma_fields(cfg) -> list[str]:
-    "The Gemma-only fields `cfg` sets away from their Llama defaults."
-    defaults = {f.name: f.default for f in dataclasses.fields(cfg)}
-    return [f for f in GEMMA_ONLY_FIELDS if getattr(cfg, f, defaults.get(f)) != defaults.get(f)]
-
-
-def gemma3_refusal(cfg) -> str:
-    "Why a marin model cannot be written as `Gemma3ForCausalLM` (empty: it can). Names the field and the fix."
-    for f, v in GEMMA3_FIELDS.items():
-        if getattr(cfg, f) != v:
-            return f"{f}={getattr(cfg, f)!r}: Gemma 3 has {f}={v!r}; no Hugging Face architecture has this combination"
-    if cfg.moe is not None or cfg.qkv_bias:
-        return "moe / qkv_bias: Gemma 3 is a dense model without projection biases"
-    if cfg.attn_softcap:
-        return (
-            f"attn_softcap={cfg.attn_softcap}: transformers' Gemma3ForCausalLM does not soft-cap attention scores"
-            " (it ignores attn_logit_softcapping), so the exported model would compute a different function"
-        )
-    return ""
-
-# %% ../../nbs/25_hf_models.ipynb #795ebf5a
-def gemma3_hf_tensors(model, dtype: str = "float32") -> dict[str, np.ndarray]:
-    "HF-named tensors of a marin Gemma 3 `Transformer` (refuses what Gemma 3 cannot express)."
-    why = gemma3_refusal(model.cfg)
-    if why:
-        raise ValueError(f"cannot export as Gemma3ForCausalLM: {why}")
-    out = _shared_hf_tensors(model, GEMMA3_LAYER_TENSORS, _host_fn(dtype))
-    return {k: np.ascontiguousarray(v) for k, v in out.items()}
-
-
-def gemma3_from_hf_tensors(tensors: dict[str, np.ndarray], cfg):
-    "A marin Gemma 3 `Transformer` (float32) from HF-named tensors."
-    return dense_from_hf_tensors(tensors, cfg, GEMMA3_LAYER_TENSORS, "Gemma 3")
-
-
-def gemma3_hf_shapes(cfg) -> dict[str, list[int]]:
-    "Every tensor a Gemma 3 checkpoint of `cfg` holds, with its HF shape."
-    out = dense_hf_shapes(cfg)
-    for i in range(cfg.n_layers):
-        for n in ("pre_feedforward_layernorm", "post_feedforward_layernorm"):
-            out[f"model.layers.{i}.{n}.weight"] = [cfg.d_model]
-    return out
-
-# %% ../../nbs/25_hf_models.ipynb #68c6c712
-def gemma3_hf_config(
-    cfg,
-    architecture: str = "Gemma3ForCausalLM",
-    *,
-    bos_id: int | None = None,
-    eos_id: int | None = None,
-    pad_id: int | None = None,
-    dtype: str = "float32",
-) -> dict:
-    "The `config.json` (a `Gemma3TextConfig`) of a marin Gemma 3 model."
-    why = gemma3_refusal(cfg)
-    if why:
-        raise ValueError(f"cannot export as Gemma3ForCausalLM: {why}")
-    full = _rope_parameters(cfg)
-    local = {"rope_type": "default", "rope_theta": float(cfg.rope_local_theta)} if cfg.rope_local_theta else dict(full)
-    windowed = lambda l: cfg.sliding_window and l not in cfg.global_layers
-    scalar = cfg.query_pre_attn_scalar or cfg.head_size
-    d = dense_hf_config(cfg, architecture, bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, dtype=dtype)
-    for k in ("rope_theta", "rope_scaling", "hidden_act", "mlp_bias"):
-        d.pop(k)
-    d.update(
-        rope_parameters={"full_attention": full, "sliding_attention": local},
-        layer_types=["sliding_attention" if windowed(l) else "full_attention" for l in range(cfg.n_layers)],
-        sliding_window=cfg.sliding_window or cfg.seq_len,
-        query_pre_attn_scalar=int(scalar) if float(scalar).is_integer() else float(scalar),
-        final_logit_softcapping=cfg.logit_softcap or None,
-        attn_logit_softcapping=None,
-        hidden_activation="gelu_pytorch_tanh",
-        use_bidirectional_attention=False,
-    )
-    return d
-
-# %% ../../nbs/25_hf_models.ipynb #ce049ad4
-GEMMA3_DEFAULTS = {  # transformers' Gemma3TextConfig defaults, for config.json files that leave a field out
-    "head_dim": 256,
-    "hidden_activation": "gelu_pytorch_tanh",
-    "max_position_embeddings": 131072,
-    "rms_norm_eps": 1e-6,
-    "tie_word_embeddings": True,
-    "query_pre_attn_scalar": 256,
-    "sliding_window": 4096,
-    "sliding_window_pattern": 6,  # every 6th layer global, when layer_types is absent
-    "rope_theta": 1e6,
-    "rope_local_base_freq": 1e4,
-}
-
-
-def _gemma3_rope(d: dict) -> tuple[dict, dict]:
-    "(global, local) RoPE parameters of a Gemma 3 `config.json`, new (`rope_parameters` per layer type) or legacy."
-    rp = d.get("rope_parameters") or {}
-    nested = "full_attention" in rp or "sliding_attention" in rp
-    full = dict(rp.get("full_attention") or {}) if nested else dict(rp)
-    full.update(d.get("rope_scaling") or {})
-    local = dict(rp.get("sliding_attention") or {}) if nested else {}
-    full.setdefault("rope_theta", d.get("rope_theta") or GEMMA3_DEFAULTS["rope_theta"])
-    local.setdefault("rope_theta", d.get("rope_local_base_freq") or GEMMA3_DEFAULTS["rope_local_base_freq"])
-    if local.get("rope_type", local.get("type", "default")) != "default":
-        raise ValueError(f"config.json: rope_parameters.sliding_attention={local}: marin's local layers use plain RoPE")
-    return full, local
-
-# %% ../../nbs/25_hf_models.ipynb #1308aa5e
-def gemma3_config_from_hf(d: dict):
-    "A marin `LlamaConfig` from a Gemma 3 text `config.json`."
-    import warnings
-
-    g = lambda k: d[k] if d.get(k) is not None else GEMMA3_DEFAULTS[k]
-    act = d.get("hidden_activation") or d.get("hidden_act") or GEMMA3_DEFAULTS["hidden_activation"]
-    for bad, why in (
-        (act != "gelu_pytorch_tanh", f"hidden_activation={act!r}; marin's Gemma 3 uses gelu_pytorch_tanh (GeGLU)"),
-        (d.get("use_bidirectional_attention"), "use_bidirectional_attention=true (an encoder) is not implemented"),
-        (d.get("attention_bias"), "attention_bias=true: Gemma 3's projections have no biases in marin"),
-    ):
-        if bad:
-            raise ValueError(f"config.json: {why}")
-    L = d["num_hidden_layers"]
-    types = d.get("layer_types") or [
-        "full_attention" if (l + 1) % g("sliding_window_pattern") == 0 else "sliding_attention" for l in range(L)
-    ]
-    if len(types) != L or set(types) - {"sliding_attention", "full_attention"}:
-        raise ValueError(f"config.json: layer_types={types} must name sliding_attention or full_attention per layer")
-    if d.get("attn_logit_softcapping"):
-        warnings.warn("config.json: attn_logit_softcapping is ignored, as transformers' Gemma3ForCausalLM ignores it")
-    local = "sliding_attention" in types
-    full_rope, local_rope = _gemma3_rope(d)
-    dd = dict(d, architectures=["LlamaForCausalLM"], rope_parameters=full_rope, rope_scaling=None, hidden_act="silu")
-    dd.update({k: g(k) for k in ("head_dim", "max_position_embeddings", "rms_norm_eps")}, sliding_window=None)
-    base = dense_config_from_hf(dd)  # shapes, eps and the global RoPE as for Llama
-    return base.replace(
-        **GEMMA3_FIELDS,
-        tie_embeddings=bool(g("tie_word_embeddings")),
-        query_pre_attn_scalar=float(g("query_pre_attn_scalar")),
-        logit_softcap=float(d.get("final_logit_softcapping") or 0.0),
-        sliding_window=int(g("sliding_window")) if local else 0,
-        global_layers=tuple(l for l, t in enumerate(types) if t == "full_attention") if local else (),
-        rope_local_theta=float(local_rope["rope_theta"]) if local else 0.0,
-    )
-
 # %% ../../nbs/25_hf_models.ipynb #7ae48ae8
 HF_WHOLE_FIELDS = {  # config.json field -> (smallest, largest) whole number marin reads; larger is no real model
     "vocab_size": (1, 1 << 24),
@@ -1151,20 +986,6 @@ for _name, _type, _qk, _bias, _field in (
 # %% ../../nbs/25_hf_models.ipynb #1a172e98
 register_architecture(
     HFArchitecture(
-        "Gemma3ForCausalLM",
-        "gemma3_text",
-        True,
-        gemma3_hf_config,
-        gemma3_hf_tensors,
-        gemma3_config_from_hf,
-        gemma3_from_hf_tensors,
-        shapes=gemma3_hf_shapes,
-        claims=lambda cfg: bool(gemma_fields(cfg)),
-        specificity=2,
-    )
-)
-register_architecture(
-    HFArchitecture(
         "Qwen3MoeForCausalLM",
         "qwen3_moe",
         True,
@@ -1215,11 +1036,11 @@ def architecture_for(model) -> str:
         raise ValueError(
             f"no registered Hugging Face architecture claims this model (registered: {sorted(ARCHITECTURES)})"
         )
-    tied = [a.name for a in found if a.specificity == found[0].specificity]
+    tied = sorted(a.name for a in found if a.specificity == found[0].specificity)  # named in a fixed order
     if len(tied) > 1:
         flags = [f for f in ("moe", "qk_norm", "qkv_bias", "sliding_window") if getattr(cfg, f, None)]
         raise ValueError(
-            f"{' and '.join(tied)} all claim this model ({' + '.join(flags)}): no Hugging Face architecture has these"
+            f"{' and '.join(tied)} claim this model equally ({' + '.join(flags)}): no Hugging Face architecture has these"
             " together; export one of them, or set hf_architecture"
         )
     return found[0].name

@@ -11,8 +11,8 @@ from ..core import storage
 from ..core.config import Config, check
 
 # %% auto #0
-__all__ = ['STARTED', 'RAY_START_SHIM', 'DEFERRED_IRI_CHECKER', 'NodeSpec', 'LocalNode', 'descendants', 'free_port', 'free_ports',
-           'LocalRayCluster']
+__all__ = ['STARTED', 'RAY_START_SHIM', 'DEFER_IRI_PARSERS', 'CLUSTER_SITECUSTOMIZE', 'NodeSpec', 'LocalNode', 'descendants',
+           'free_port', 'free_ports', 'LocalRayCluster', 'defer_iri_parsers']
 
 # %% ../../nbs/70_cluster_local.ipynb #43be351e
 @dataclasses.dataclass(frozen=True)
@@ -212,8 +212,9 @@ class LocalRayCluster:
         self.stop()
 
 # %% ../../nbs/70_cluster_local.ipynb #7e3b9f20
-DEFERRED_IRI_CHECKER = """"Written by marin.cluster.local: rfc3987_syntax's parsers are built when an IRI is first checked, not at import."
-import importlib, importlib.machinery, importlib.util, os, sys, types
+# A stand-in for `rfc3987_syntax` that imports the real module the first time it is used (jsonschema imports its
+# `is_valid_syntax` where it is installed); nothing where the module is imported already or not installed.
+DEFER_IRI_PARSERS = """import importlib, importlib.util, sys, types
 
 
 def _defer(name="rfc3987_syntax"):
@@ -227,22 +228,39 @@ def _defer(name="rfc3987_syntax"):
             importlib.import_module(name)
         return sys.modules[name]
 
-    stub.is_valid_syntax = lambda term, value: real().is_valid_syntax(term, value)  # what jsonschema imports
     def __getattr__(attr):  # anything else; not the import system's own probes (`__path__`, `__spec__`, ...)
         if attr.startswith("__"):
             raise AttributeError(attr)
         return getattr(real(), attr)
 
+    stub.is_valid_syntax = lambda term, value: real().is_valid_syntax(term, value)  # what jsonschema imports
     stub.__getattr__ = __getattr__
     sys.modules[name] = stub
 
 
 _defer()
+"""
+
+
+def defer_iri_parsers() -> None:
+    "The stand-in in this process: for a driver about to `import ray` (the cluster's own processes get it at start-up)."
+    code = compile(DEFER_IRI_PARSERS, "<marin.cluster.local.DEFER_IRI_PARSERS>", "exec")
+    exec(code, {"__name__": "_defer_iri"})  # noqa: S102 - the lab's own source, the one the cluster's sitecustomize runs
+
+# %% ../../nbs/70_cluster_local.ipynb #7e3b9f22
+# the cluster's processes' `sitecustomize`: the stand-in, then the next sitecustomize on the path (a user's own)
+CLUSTER_SITECUSTOMIZE = (
+    '"Written by marin.cluster.local: rfc3987_syntax\'s parsers are built when an IRI is first checked."\n'
+    + DEFER_IRI_PARSERS
+    + """
+import importlib.machinery, os
+
 _here = os.path.dirname(os.path.abspath(__file__))
 _next = importlib.machinery.PathFinder.find_spec("sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _here])
-if _next is not None:  # the next sitecustomize on the path (a user's own) still runs
+if _next is not None:
     _next.loader.exec_module(importlib.util.module_from_spec(_next))
 """
+)
 
 
 @patch
@@ -250,7 +268,7 @@ def _python_startup(self: LocalRayCluster) -> Path:
     "The folder first on the cluster's processes' PYTHONPATH, with its `sitecustomize` (written once)."
     folder = self.root / "python"
     if not (folder / "sitecustomize.py").exists():
-        storage.write_text(str(folder / "sitecustomize.py"), DEFERRED_IRI_CHECKER)
+        storage.write_text(str(folder / "sitecustomize.py"), CLUSTER_SITECUSTOMIZE)
     return folder
 
 # %% ../../nbs/70_cluster_local.ipynb #47f423cf
@@ -380,6 +398,7 @@ def start(self: LocalRayCluster, nodes: list[NodeSpec], timeout: float = 600) ->
 @patch
 def connect(self: LocalRayCluster):
     "Connect this process to the cluster as a driver (idempotent)."
+    defer_iri_parsers()
     import ray
 
     if not ray.is_initialized():

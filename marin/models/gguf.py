@@ -338,8 +338,6 @@ class GGUFFamily:
 
 GGUF_FAMILIES = {
     "llama": GGUFFamily("llama", "LlamaForCausalLM", "llama", LLAMA_NORMS, permuted_qk=True),
-    "qwen2": GGUFFamily("qwen2", "Qwen2ForCausalLM", "qwen2", LLAMA_NORMS),
-    "qwen3": GGUFFamily("qwen3", "Qwen3ForCausalLM", "qwen3", LLAMA_NORMS),
 }
 MISTRAL = GGUFFamily("llama", "MistralForCausalLM", "mistral", LLAMA_NORMS, permuted_qk=True)
 
@@ -482,7 +480,7 @@ def gguf_config(
         "pad_token_id": meta.get("tokenizer.ggml.padding_token_id"),
         "torch_dtype": dtype,
     }
-    if family.model_type in ("qwen2", "qwen3"):
+    if family.model_type in ("qwen2", "qwen3"):  # to move to families/qwen.py as its `config` (see 25h_qwen)
         d.update(use_sliding_window=False, sliding_window=None, max_window_layers=d["num_hidden_layers"])
     if family.config is not None:
         d = family.config(d, meta, arch)

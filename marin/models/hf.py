@@ -323,8 +323,6 @@ def dense_hf_config(
         "pad_token_id": pad_id,
         "marin_config": canonical(cfg),
     }
-    if architecture in ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM"):
-        d.update(use_sliding_window=False, sliding_window=None, max_window_layers=cfg.n_layers)
     if architecture == "MistralForCausalLM":
         d.update(sliding_window=cfg.sliding_window or None)
     return d
@@ -805,6 +803,7 @@ def qwen3_moe_hf_config(cfg, architecture: str = "Qwen3MoeForCausalLM", **ids_an
     m, L = cfg.moe, cfg.n_layers
     ids = m.moe_layer_ids(L)
     d = dense_hf_config(cfg, architecture, **ids_and_dtype)
+    d.update(use_sliding_window=False, sliding_window=None, max_window_layers=L)  # Qwen's: a window it never uses
     d.update(
         num_local_experts=m.n_experts,
         num_experts_per_tok=m.top_k,
@@ -833,7 +832,7 @@ def qwen3_moe_config_from_hf(d: dict):
             f"config.json: mlp_only_layers={only} with decoder_sparse_step={step} puts MoE MLPs in layers marin cannot"
             " place (it has MoE in the last of every `every` layers after `first_dense_layers` dense ones)"
         )
-    base = dense_config_from_hf(dict(d, architectures=["Qwen3ForCausalLM"]))  # attention, norms, RoPE: Qwen3's
+    base = dense_config_from_hf(dict(d, architectures=["LlamaForCausalLM"]))  # attention, norms, RoPE: Qwen3's,
     aux = float(d.get("router_aux_loss_coef", 0.0) or 0.0)
     moe = MoEConfig(
         n_experts=int(n_experts),
@@ -847,7 +846,7 @@ def qwen3_moe_config_from_hf(d: dict):
         every=pattern[1],
         renormalize=bool(d.get("norm_topk_prob", False)),
     )
-    return dataclasses.replace(base, moe=moe)
+    return dataclasses.replace(base, moe=moe, qk_norm=True)  # with Qwen3's q/k norm
 
 # %% ../../nbs/25_hf_models.ipynb #7ae48ae8
 HF_WHOLE_FIELDS = {  # config.json field -> (smallest, largest) whole number marin reads; larger is no real model
@@ -964,8 +963,6 @@ def dense_with(field: str | None) -> Callable:
 for _name, _type, _qk, _bias, _field in (
     ("LlamaForCausalLM", "llama", False, False, None),
     ("MistralForCausalLM", "mistral", False, False, "sliding_window"),
-    ("Qwen2ForCausalLM", "qwen2", False, True, "qkv_bias"),
-    ("Qwen3ForCausalLM", "qwen3", True, False, "qk_norm"),
 ):
     register_architecture(
         HFArchitecture(

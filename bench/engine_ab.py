@@ -36,16 +36,25 @@ for name, root in (("before", "marin_base"), ("after", "marin")):
     }
 
 T = sides["after"]["models.transformer"]
-CFG = T.LlamaConfig(vocab_size=49152, seq_len=2048, d_model=576, n_layers=30, n_heads=9, n_kv_heads=3, d_ff=1536,
-                    tie_embeddings=True)  # fmt: skip
-model = T.init(CFG, key=jax.random.PRNGKey(0))
+CFG_KW = dict(vocab_size=49152, seq_len=2048, d_model=576, n_layers=30, n_heads=9, n_kv_heads=3, d_ff=1536,
+              tie_embeddings=True)  # fmt: skip
+CFG = T.LlamaConfig(**CFG_KW)
+for s in sides:  # each side's own classes (a model is a pytree of its checkout's types), the same arrays
+    TT = sides[s]["models.transformer"]
+    sides[s]["model"] = TT.init(TT.LlamaConfig(**CFG_KW), key=jax.random.PRNGKey(0))
+model = sides["after"]["model"]
 A, B, P = 128, 8, 64
 print(f"load average before: {os.getloadavg()}; {CFG.summary()}", flush=True)
 
 
+def hidden_of(TT, m, t):
+    "The final hidden states: `hidden_states` where the checkout has it, else `forward(..., hidden_only=True)` (before)."
+    return TT.hidden_states(m, t)[0] if hasattr(TT, "hidden_states") else TT.forward(m, t, hidden_only=True)
+
+
 def programs(side, mode):
     E, Q, TT = side["serve.engine"], side["serve.quantize"], side["models.transformer"]
-    m = model if mode == "none" else Q.quantize_model(model, mode, group_size=32)
+    m = side["model"] if mode == "none" else Q.quantize_model(side["model"], mode, group_size=32)
     dec = jax.jit(functools.partial(E.decode, dtype=jnp.float32), static_argnames=("attn_len",), donate_argnums=(4, 5))
     pre = jax.jit(functools.partial(E.prefill, dtype=jnp.float32), donate_argnums=(3, 4))
     shape = (CFG.n_layers, B, 256, CFG.n_kv_heads, CFG.head_size)
@@ -61,7 +70,7 @@ def programs(side, mode):
         lg, *state["c"] = pre(m, toks, P, *state["c"], 0)
         return lg
 
-    fwd = jax.jit(lambda m, t: TT.forward(m, t, hidden_only=True))
+    fwd = jax.jit(lambda m, t: hidden_of(TT, m, t))
     toks = (jnp.arange(4 * 64, dtype=jnp.int32) * 7 % CFG.vocab_size).reshape(4, 64)
     calls = {
         "decode, batch 1": lambda: decode(1),
@@ -102,8 +111,8 @@ z = jnp.zeros((CFG.n_layers, B, 256, CFG.n_kv_heads, CFG.head_size))
 one = (jnp.zeros(1, jnp.int32), jnp.full(1, P, jnp.int32), jnp.zeros(1, jnp.int32))
 for s in sides:
     E, TT = sides[s]["serve.engine"], sides[s]["models.transformer"]
-    fwd = compiled_size(lambda m, t: TT.forward(m, t, hidden_only=True), model, jnp.zeros((4, 64), jnp.int32))
-    dec = compiled_size(lambda m, *x: E.decode(m, *x, z, z, A), model, *one)
+    fwd = compiled_size(lambda m, t: hidden_of(TT, m, t), sides[s]["model"], jnp.zeros((4, 64), jnp.int32))
+    dec = compiled_size(lambda m, *x: E.decode(m, *x, z, z, A), sides[s]["model"], *one)
     print(f"{s}: forward [4, 64] flops, bytes, instructions {fwd}; decode batch 1 {dec}")
 print(f"load average after: {os.getloadavg()}")
 print("| weights | call | before ms | after ms | after / before | max abs diff of outputs |")

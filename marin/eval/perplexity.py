@@ -182,17 +182,10 @@ def _target_logprobs(model, tokens, segment_ids, rows, cols, targets, positions,
     argmax: `[N]`, `[N]`. Several targets may share a place (each projected once); `positions` and `branch_ids` (or
     None) lay continuations of a shared context in a row (`forward`)."""
     import jax, jax.numpy as jnp
-    from marin.models.transformer import forward, output_logits
+    from marin.models.transformer import hidden_states, output_logits
 
-    h = forward(
-        model,
-        tokens,
-        segment_ids,
-        compute_dtype=compute_dtype,
-        hidden_only=True,
-        positions=positions,
-        branch_ids=branch_ids,
-    )
+    kw = dict(compute_dtype=compute_dtype, positions=positions, branch_ids=branch_ids)
+    h, _ = hidden_states(model, tokens, segment_ids, **kw)
     logp = jax.nn.log_softmax(output_logits(model, h[rows, cols], compute_dtype=compute_dtype), axis=-1)  # [N, V]
     best = jnp.argmax(logp, axis=-1)
     if place_ids is not None:

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 from .moe import MoEMLP
-from .transformer import forward as transformer_forward
+from .transformer import hidden_states
 
 # %% auto #0
 __all__ = ['routing_counts', 'token_nodes', 'collect_routing_counts', 'placement_cost', 'locality_placement', 'permute_experts']
@@ -31,11 +31,11 @@ def token_nodes(batch_size: int, seq_len: int, n_devices: int, devices_per_node:
     return np.repeat(dev // (devices_per_node or n_devices), seq_len)
 
 
-def collect_routing_counts(model, batches, n_devices: int, devices_per_node: int = 0, forward=None):
+def collect_routing_counts(model, batches, n_devices: int, devices_per_node: int = 0):
     "Sum of `routing_counts` over `batches` (dicts with `tokens` [B, S]) routed by `model` (one device, same ids)."
     m = model.cfg.moe
     H = n_devices // (devices_per_node or n_devices)
-    ids_of = jax.jit(lambda mdl, t: (forward or transformer_forward)(mdl, t, return_stats=True)[1]["expert_ids"])
+    ids_of = jax.jit(lambda mdl, t: hidden_states(mdl, t)[1]["expert_ids"])
     total = 0.0
     for b in batches:
         B, S = b["tokens"].shape

@@ -40,9 +40,10 @@ __all__ = ['ROPE_SCALINGS', 'ACTIVATION_NAMES', 'ATTENTION_IMPLS', 'LAYER_LOOPS'
            'LOSS_CHUNK_MIN_ROWS', 'TOP_N', 'LlamaConfig', 'Block', 'Transformer', 'moe_layer_ids', 'init',
            'count_params', 'param_axes', 'upgrade_state_keys', 'mlp_forward', 'LayerOps', 'attention_qkv', 'block_step',
            'block_forward_with_stats', 'block_forward', 'layer_params', 'scan_blocks', 'to_compute_dtype',
-           'layer_attention', 'embed_tokens', 'forward', 'vocab_projection', 'project_to_vocab', 'output_logits',
-           'loss_chunks', 'chunked_token_logits', 'next_token_loss', 'post_step_update', 'directional_grad_check',
-           'KVCache', 'kv_cache_shape', 'at_layer', 'prefill', 'decode', 'sample_tokens', 'generate']
+           'layer_attention', 'embed_tokens', 'hidden_states', 'forward', 'vocab_projection', 'project_to_vocab',
+           'output_logits', 'loss_chunks', 'chunked_token_logits', 'next_token_loss', 'post_step_update',
+           'directional_grad_check', 'KVCache', 'kv_cache_shape', 'at_layer', 'prefill', 'decode', 'sample_tokens',
+           'generate']
 
 # %% ../../nbs/20_transformer.ipynb #45ba7803
 ROPE_SCALINGS = ("none", "linear", "ntk", "llama3")
@@ -560,38 +561,10 @@ def embed_tokens(cfg: LlamaConfig, embed: Float[Array, "V D"], tokens: Int[Array
     return x * jnp.asarray(math.sqrt(cfg.d_model), x.dtype) if cfg.scale_embeddings else x
 
 # %% ../../nbs/20_transformer.ipynb #9c76ff80
-def forward(
-    model: Transformer,
-    tokens: Int[Array, "B S"],
-    segment_ids: Int[Array, "B S"] | None = None,
-    *,
-    compute_dtype=jnp.float32,
-    remat: str = "none",
-    return_stats: bool = False,
-    sharding: ActivationSharding | None = None,
-    hidden_only: bool = False,
-    positions: Int[Array, "B S"] | None = None,
-    branch_ids: Int[Array, "B S"] | None = None,
-) -> Float[Array, "B S V"]:
-    """Logits (float32) for `tokens`; attention stays within equal `segment_ids` (default: one segment per row).
-    With `return_stats`, `(logits, per-layer MLP stats stacked over layers)` (the MoE's routing statistics).
-    `sharding` lays out the activations (and turns on expert parallelism); the default leaves them to XLA.
-    `hidden_only`: the final (normed) hidden states `[B, S, D]` instead of the logits, for callers that need the
-    vocabulary projection (`output_logits`) at a few positions only (a scorer: the continuation's).
-    `positions` (RoPE's, default `0..S-1`) and `branch_ids` lay several continuations of one context in a row (see
-    `attention_mask`)."""
-    cfg = model.cfg
-    sharding = NO_SHARDING if sharding is None else sharding
-    B, S = tokens.shape
-    if S > cfg.seq_len:
-        raise ValueError(f"sequence length {S} exceeds the model's seq_len={cfg.seq_len}")
-    if segment_ids is None:
-        segment_ids = jnp.ones_like(tokens)
-    m = to_compute_dtype(model, jnp.dtype(compute_dtype))
-    x = sharding(embed_tokens(cfg, m.embed, tokens), ("batch", "seq", "act_embed"))  # [B, S, D]
-    tree = {"positions": positions, "branch_ids": branch_ids}
-    positions = jnp.broadcast_to(jnp.arange(S)[None], (B, S)) if positions is None else positions
-    if cfg.per_layer_attention:  # the loop carries its layer index and reads that layer's window and RoPE
+def _layer_body(cfg: LlamaConfig, segment_ids, positions, sharding: ActivationSharding, remat: str, tree: dict):
+    """The layer loop's body, `(x, one layer's params) -> (x, stats)`; with `per_layer_attention` its carry is
+    `(x, layer index)` and each layer reads its own window and RoPE."""
+    if cfg.per_layer_attention:
         windows, inv_freqs = layer_attention(cfg)
 
         def body(carry, p):
@@ -600,29 +573,66 @@ def forward(
             x, st = block_forward_with_stats(cfg, p, x, mask, positions, inv_freqs[i], sharding)
             return (x, i + 1), st
 
-        x = (x, jnp.int32(0))
     else:
         mask = attention_mask_for(cfg.attention, segment_ids, cfg.sliding_window, sharding=sharding, **tree)
         inv_freq = rope_frequencies(cfg)
         body = lambda x, p: block_forward_with_stats(cfg, p, x, mask, positions, inv_freq, sharding)
     if remat != "none":
         body = jax.checkpoint(body, policy=_remat_policy(remat), prevent_cse=False)
+    return body
+
+
+def _run_layers(cfg: LlamaConfig, blocks: Block, body, x):
+    "`x` through every layer: a Python loop (`unroll_layers`: straight-line HLO), the mixed MoE/dense scan, or one scan."
     mixed = cfg.moe is not None and not cfg.moe.all_layers_moe(cfg.n_layers)  # MoE in only some layers
-    if cfg.unroll_layers:  # a Python loop: straight-line HLO
-        per_layer = []
-        for i in range(cfg.n_layers):
-            x, st = body(x, layer_params(cfg, m.blocks, i))
-            if st or not mixed:
-                per_layer.append(st)
-        stats = jax.tree.map(lambda *s: jnp.stack(s), *per_layer)
-    else:
-        x, stats = scan_blocks(cfg, m.blocks, body, x) if mixed else jax.lax.scan(body, x, m.blocks)
+    if not cfg.unroll_layers:
+        return scan_blocks(cfg, blocks, body, x) if mixed else jax.lax.scan(body, x, blocks)
+    per_layer = []
+    for i in range(cfg.n_layers):
+        x, st = body(x, layer_params(cfg, blocks, i))
+        if st or not mixed:
+            per_layer.append(st)
+    return x, jax.tree.map(lambda *s: jnp.stack(s), *per_layer)
+
+# %% ../../nbs/20_transformer.ipynb #b4edb211
+def hidden_states(
+    model: Transformer,
+    tokens: Int[Array, "B S"],
+    segment_ids: Int[Array, "B S"] | None = None,
+    *,
+    compute_dtype=jnp.float32,
+    remat: str = "none",
+    sharding: ActivationSharding | None = None,
+    positions: Int[Array, "B S"] | None = None,
+    branch_ids: Int[Array, "B S"] | None = None,
+) -> tuple[Float[Array, "B S D"], dict]:
+    """`(final normed hidden states [B, S, D], per-layer MLP stats stacked over layers)` (the MoE's routing
+    statistics; empty for a dense model). Attention stays within equal `segment_ids` (default: one segment per
+    row); `sharding` lays out the activations (and turns on expert parallelism), the default leaves them to XLA;
+    `positions` (RoPE's, default `0..S-1`) and `branch_ids` lay several continuations of one context in a row (see
+    `attention_mask`). A caller that needs logits at a few positions only (a scorer) projects them: `output_logits`."""
+    cfg, sharding = model.cfg, NO_SHARDING if sharding is None else sharding
+    B, S = tokens.shape
+    if S > cfg.seq_len:
+        raise ValueError(f"sequence length {S} exceeds the model's seq_len={cfg.seq_len}")
+    segment_ids = jnp.ones_like(tokens) if segment_ids is None else segment_ids
+    m = to_compute_dtype(model, jnp.dtype(compute_dtype))
+    x = sharding(embed_tokens(cfg, m.embed, tokens), ("batch", "seq", "act_embed"))  # [B, S, D]
+    tree = {"positions": positions, "branch_ids": branch_ids}
+    positions = jnp.broadcast_to(jnp.arange(S)[None], (B, S)) if positions is None else positions
+    body = _layer_body(cfg, segment_ids, positions, sharding, remat, tree)
+    x, stats = _run_layers(cfg, m.blocks, body, (x, jnp.int32(0)) if cfg.per_layer_attention else x)
     x = x[0] if cfg.per_layer_attention else x
-    x = rms_norm(x, m.final_norm, cfg.norm_eps, cfg.norm_offset)
-    if hidden_only:
-        return (x, stats) if return_stats else x
-    logits = sharding(project_to_vocab(cfg, x, vocab_projection(m)), ("batch", "seq", "act_vocab"))
-    return (logits, stats) if return_stats else logits
+    return rms_norm(x, m.final_norm, cfg.norm_eps, cfg.norm_offset), stats
+
+
+def forward(model: Transformer, tokens: Int[Array, "B S"], segment_ids=None, **kw) -> Float[Array, "B S V"]:
+    """Logits (float32) for `tokens`: `hidden_states` (its keyword arguments: `compute_dtype`, `remat`, `sharding`,
+    `positions`, `branch_ids`) through the vocabulary projection."""
+    x, _ = hidden_states(model, tokens, segment_ids, **kw)
+    sharding = NO_SHARDING if kw.get("sharding") is None else kw["sharding"]
+    m = to_compute_dtype(model, jnp.dtype(kw.get("compute_dtype", jnp.float32)))
+    return sharding(project_to_vocab(model.cfg, x, vocab_projection(m)), ("batch", "seq", "act_vocab"))
 
 # %% ../../nbs/20_transformer.ipynb #7b3321e5
 def vocab_projection(model: Transformer):
@@ -637,7 +647,7 @@ def project_to_vocab(cfg: LlamaConfig, x: Float[Array, "... D"], w: Float[Array,
 
 
 def output_logits(model: Transformer, x: Float[Array, "... D"], *, compute_dtype=jnp.float32) -> Float[Array, "... V"]:
-    "Logits (float32) of final hidden states `x` (`forward(..., hidden_only=True)`) at whatever positions `x` holds."
+    "Logits (float32) of final hidden states `x` (`hidden_states`) at whatever positions `x` holds."
     return project_to_vocab(model.cfg, x, vocab_projection(to_compute_dtype(model, jnp.dtype(compute_dtype))))
 
 # %% ../../nbs/20_transformer.ipynb #79467121
@@ -699,8 +709,8 @@ def next_token_loss(
     `z_loss_weight * logsumexp(logits)^2` (PaLM's z-loss, which keeps the softmax normaliser near 1).
     The logits are made `chunks` chunks of positions at a time (default: `loss_chunks` of the batch and mesh)."""
     tokens, sharding = batch["tokens"], NO_SHARDING if sharding is None else sharding
-    kw = dict(compute_dtype=compute_dtype, remat=remat, return_stats=True, sharding=sharding, hidden_only=True)
-    x, stats = forward(model, tokens, batch.get("segment_ids"), **kw)  # [B, S, D]
+    kw = dict(compute_dtype=compute_dtype, remat=remat, sharding=sharding)
+    x, stats = hidden_states(model, tokens, batch.get("segment_ids"), **kw)  # [B, S, D]
     devices = 1 if sharding.mesh is None else sharding.mesh.size
     n = loss_chunks(*tokens.shape, model.cfg.vocab_size, devices, jax.default_backend()) if chunks is None else chunks
     w = vocab_projection(to_compute_dtype(model, jnp.dtype(compute_dtype)))

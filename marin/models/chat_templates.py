@@ -7,53 +7,8 @@ from __future__ import annotations
 import json
 
 # %% auto #0
-__all__ = ['GEMMA3_CHAT_TEMPLATE', 'CHATML_CHAT_TEMPLATE', 'LLAMA3_CHAT_TEMPLATE', 'FAMILY_CHAT_TEMPLATES',
-           'CHAT_TEMPLATE_ARCHITECTURES', 'register_chat_template', 'ChatTemplateNotice', 'family_chat_template',
-           'attach_chat_template']
-
-# %% ../../nbs/26b_chat_templates.ipynb #fba9dbd6
-# fmt: off
-GEMMA3_CHAT_TEMPLATE = """{{ bos_token }}
-{%- if messages[0]['role'] == 'system' -%}
-    {%- if messages[0]['content'] is string -%}
-        {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}
-    {%- else -%}
-        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}
-    {%- endif -%}
-    {%- set loop_messages = messages[1:] -%}
-{%- else -%}
-    {%- set first_user_prefix = "" -%}
-    {%- set loop_messages = messages -%}
-{%- endif -%}
-{%- for message in loop_messages -%}
-    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
-        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
-    {%- endif -%}
-    {%- if (message['role'] == 'assistant') -%}
-        {%- set role = "model" -%}
-    {%- else -%}
-        {%- set role = message['role'] -%}
-    {%- endif -%}
-    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}
-    {%- if message['content'] is string -%}
-        {{ message['content'] | trim }}
-    {%- elif message['content'] is iterable -%}
-        {%- for item in message['content'] -%}
-            {%- if item['type'] == 'image' -%}
-                {{ '<start_of_image>' }}
-            {%- elif item['type'] == 'text' -%}
-                {{ item['text'] | trim }}
-            {%- endif -%}
-        {%- endfor -%}
-    {%- else -%}
-        {{ raise_exception("Invalid content type") }}
-    {%- endif -%}
-    {{ '<end_of_turn>\n' }}
-{%- endfor -%}
-{%- if add_generation_prompt -%}
-    {{'<start_of_turn>model\n'}}
-{%- endif -%}
-"""
+__all__ = ['CHATML_CHAT_TEMPLATE', 'LLAMA3_CHAT_TEMPLATE', 'FAMILY_CHAT_TEMPLATES', 'CHAT_TEMPLATE_ARCHITECTURES',
+           'register_chat_template', 'ChatTemplateNotice', 'family_chat_template', 'attach_chat_template']
 
 # %% ../../nbs/26b_chat_templates.ipynb #83c3e8a4
 CHATML_CHAT_TEMPLATE = """{%- for message in messages -%}

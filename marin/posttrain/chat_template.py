@@ -273,7 +273,7 @@ def load_hf_chat_template(folder: str) -> JinjaChatTemplate:
     return JinjaChatTemplate(t, hf_special_tokens(folder), origin=tf)
 
 # %% ../../nbs/54_chat_templates.ipynb #3108da13
-from ..models.chat_templates import GEMMA3_CHAT_TEMPLATE  # the string lives in the models layer
+from ..models.families.gemma3 import GEMMA3_CHAT_TEMPLATE  # the string lives with its family (models layer)
 
 _all_ = ["GEMMA3_CHAT_TEMPLATE"]
 

@@ -6,7 +6,8 @@
 from __future__ import annotations
 import dataclasses
 import numpy as np
-from ..chat_templates import GEMMA3_CHAT_TEMPLATE, register_chat_template
+from importlib import resources
+from ..chat_templates import register_chat_template
 from ..gguf import GGUFFamily, _key, register_gguf_family
 from marin.models.hf import (
     BLOCK_TENSORS,
@@ -24,8 +25,8 @@ from marin.models.hf import (
 
 # %% auto #0
 __all__ = ['GEMMA3_LAYER_TENSORS', 'GEMMA3_FIELDS', 'GEMMA_ONLY_FIELDS', 'GEMMA3_DEFAULTS', 'ARCHITECTURE', 'GEMMA3_NORMS',
-           'GEMMA3_GLOBAL_EVERY', 'GEMMA3_LOCAL_ROPE_BASE', 'GGUF', 'gemma_fields', 'gemma3_refusal',
-           'gemma3_hf_tensors', 'gemma3_from_hf_tensors', 'gemma3_hf_shapes', 'gemma3_hf_config',
+           'GEMMA3_GLOBAL_EVERY', 'GEMMA3_LOCAL_ROPE_BASE', 'GGUF', 'GEMMA3_CHAT_TEMPLATE', 'gemma_fields',
+           'gemma3_refusal', 'gemma3_hf_tensors', 'gemma3_from_hf_tensors', 'gemma3_hf_shapes', 'gemma3_hf_config',
            'gemma3_config_from_hf', 'gemma3_gguf_config', 'gemma3_gguf_metadata']
 
 # %% ../../../nbs/25g_gemma3.ipynb #431779f3
@@ -247,4 +248,5 @@ GGUF = register_gguf_family(
 )  # fmt: skip
 
 # %% ../../../nbs/25g_gemma3.ipynb #b36037b5
+GEMMA3_CHAT_TEMPLATE = (resources.files("marin.models.families") / "gemma3_chat_template.jinja").read_text()
 register_chat_template("gemma3", GEMMA3_CHAT_TEMPLATE, ("<start_of_turn>", "<end_of_turn>"), architecture="Gemma3")

@@ -102,6 +102,25 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(2 * 10**9))  # least recently used entries go first
 
+# `import ray` and `import nbformat` (papermill, nbconvert: every `marin run`) spend ~4 of their ~5 CPU s building the
+# ~40 Earley parsers of jsonschema's non-GPL IRI checker, rfc3987-syntax, at import (python-jsonschema/jsonschema#1428;
+# no schema here checks an IRI). This process, and through PYTHONPATH every process it starts (`marin` commands, their
+# notebook kernels, Ray clusters' daemons and workers, scripts), get nbs/70_cluster_local's stand-in, which builds
+# them the first time an IRI is checked: what jsonschema accepts does not change (that notebook's test shows it). The
+# folder is under .cache/ (ignored by git), written atomically, so that both pytest workers can write it.
+from marin.cluster.local import CLUSTER_SITECUSTOMIZE, defer_iri_parsers
+
+defer_iri_parsers()
+PYTHON_STARTUP = REPO / ".cache" / "python-startup"
+if not (PYTHON_STARTUP / "sitecustomize.py").is_file() or (
+    (PYTHON_STARTUP / "sitecustomize.py").read_text() != CLUSTER_SITECUSTOMIZE
+):
+    from marin.core import storage
+
+    storage.write_text(str(PYTHON_STARTUP / "sitecustomize.py"), CLUSTER_SITECUSTOMIZE)
+if str(PYTHON_STARTUP) not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PYTHON_STARTUP), os.environ.get("PYTHONPATH", "")]))
+
 # `make test` runs the files on 2 pytest-xdist workers, one whole file per worker at a time (module fixtures such as a
 # Ray cluster start once). xdist hands files out in order; by default it sorts them by their number of tests, which
 # sent the single-test files (the Ray CLI test, the quickstart: minutes each) last, so one worker finished them while
@@ -109,15 +128,15 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(2 * 10**9))  # least
 # a whole run on a busy machine, 2026-12-07, scaled by the CPU seconds saved where a file was made cheaper since: only
 # their order matters; a file not listed counts as short and keeps its alphabetical place).
 FILE_SECONDS = {
-    "test_cluster_ray.py": 275,
-    "test_serve_hf.py": 205,
+    "test_cluster_ray.py": 200,
+    "test_serve_hf.py": 175,
     "test_slice_compile.py": 105,
     "test_slice_memory.py": 115,
     "test_serve_moe.py": 105,
-    "test_cluster_cli.py": 125,
+    "test_cluster_cli.py": 65,
     "test_moe_layer.py": 95,
     "test_train_sharding.py": 100,
-    "test_core_experiments.py": 120,
+    "test_core_experiments.py": 105,
     "test_serve_engine.py": 95,
     "test_scaling_fits.py": 95,
     "test_quickstart.py": 90,

@@ -248,7 +248,7 @@ def defer_iri_parsers() -> None:
     exec(code, {"__name__": "_defer_iri"})  # noqa: S102 - the lab's own source, the one the cluster's sitecustomize runs
 
 # %% ../../nbs/70_cluster_local.ipynb #7e3b9f22
-# the cluster's processes' `sitecustomize`: the stand-in, then the next sitecustomize on the path (a user's own)
+# the cluster's processes' `sitecustomize`: the stand-in, then the next sitecustomize after its folder (a user's own)
 CLUSTER_SITECUSTOMIZE = (
     '"Written by marin.cluster.local: rfc3987_syntax\'s parsers are built when an IRI is first checked."\n'
     + DEFER_IRI_PARSERS
@@ -256,7 +256,9 @@ CLUSTER_SITECUSTOMIZE = (
 import importlib.machinery, os
 
 _here = os.path.dirname(os.path.abspath(__file__))
-_next = importlib.machinery.PathFinder.find_spec("sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _here])
+_dirs = [os.path.abspath(p or ".") for p in sys.path]
+_after = sys.path[_dirs.index(_here) + 1 :] if _here in _dirs else []  # only later folders: two of these never loop
+_next = importlib.machinery.PathFinder.find_spec("sitecustomize", _after)
 if _next is not None:
     _next.loader.exec_module(importlib.util.module_from_spec(_next))
 """

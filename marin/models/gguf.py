@@ -480,8 +480,6 @@ def gguf_config(
         "pad_token_id": meta.get("tokenizer.ggml.padding_token_id"),
         "torch_dtype": dtype,
     }
-    if family.model_type in ("qwen2", "qwen3"):  # to move to families/qwen.py as its `config` (see 25h_qwen)
-        d.update(use_sliding_window=False, sliding_window=None, max_window_layers=d["num_hidden_layers"])
     if family.config is not None:
         d = family.config(d, meta, arch)
     return d

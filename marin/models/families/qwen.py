@@ -17,7 +17,7 @@ from marin.models.hf import (
 )
 
 # %% auto #0
-__all__ = ['QWEN2_GGUF', 'QWEN3_GGUF', 'qwen_hf_config']
+__all__ = ['QWEN2_GGUF', 'QWEN3_GGUF', 'qwen_hf_config', 'qwen_gguf_config']
 
 # %% ../../../nbs/25h_qwen.ipynb #91b50365
 def qwen_hf_config(cfg, architecture: str = "Qwen2ForCausalLM", **ids_and_dtype) -> dict:
@@ -48,5 +48,14 @@ for _name, _type, _qk, _bias, _field in (
     )
 
 # %% ../../../nbs/25h_qwen.ipynb #69667536
-QWEN2_GGUF = register_gguf_family(GGUFFamily("qwen2", "Qwen2ForCausalLM", "qwen2", LLAMA_NORMS))
-QWEN3_GGUF = register_gguf_family(GGUFFamily("qwen3", "Qwen3ForCausalLM", "qwen3", LLAMA_NORMS))
+def qwen_gguf_config(d: dict, meta: dict, arch: str) -> dict:
+    "Qwen's window fields, which llama.cpp does not store: no sliding window, on any layer."
+    return {**d, "use_sliding_window": False, "sliding_window": None, "max_window_layers": d["num_hidden_layers"]}
+
+
+QWEN2_GGUF = register_gguf_family(
+    GGUFFamily("qwen2", "Qwen2ForCausalLM", "qwen2", LLAMA_NORMS, config=qwen_gguf_config)
+)
+QWEN3_GGUF = register_gguf_family(
+    GGUFFamily("qwen3", "Qwen3ForCausalLM", "qwen3", LLAMA_NORMS, config=qwen_gguf_config)
+)

@@ -133,7 +133,7 @@ FILE_SECONDS = {
     "test_slice_compile.py": 105,
     "test_slice_memory.py": 115,
     "test_serve_moe.py": 105,
-    "test_cluster_cli.py": 65,
+    "test_cluster_cli.py": 45,
     "test_moe_layer.py": 95,
     "test_train_sharding.py": 100,
     "test_core_experiments.py": 105,

@@ -218,9 +218,11 @@ DEFER_IRI_PARSERS = """import importlib, importlib.util, sys, types
 
 
 def _defer(name="rfc3987_syntax"):
-    if name in sys.modules or importlib.util.find_spec(name) is None:
+    spec = None if name in sys.modules else importlib.util.find_spec(name)
+    if spec is None:
         return
     stub = types.ModuleType(name)
+    stub.__spec__ = spec  # the real module's: `importlib.util.find_spec(name)` still answers while the stand-in stands
 
     def real():
         if sys.modules.get(name) is stub:

@@ -22,9 +22,9 @@ __all__ = ['BLOCK_TENSORS', 'MLP_TENSORS', 'LAYER_TENSORS', 'QKV_BIAS_TENSORS', 
            'mixtral_hf_config', 'mixtral_config_from_hf', 'moe_hf_shapes', 'mixtral_hf_shapes', 'moe_layer_pattern',
            'qwen3_moe_refusal', 'qwen3_moe_hf_tensors', 'qwen3_moe_from_hf_tensors', 'qwen3_moe_hf_shapes',
            'qwen3_moe_unfused', 'qwen3_moe_hf_config', 'qwen3_moe_config_from_hf', 'check_hf_config', 'HFArchitecture',
-           'register_architecture', 'dense_with', 'claimants', 'architecture_for', 'config_from_hf', 'hf_weight_files',
-           'safetensors_header', 'hf_weight_headers', 'check_config_weights', 'read_hf_config', 'check_tokenizer_json',
-           'HFTensors', 'read_hf_tensors', 'model_from_hf', 'import_hf']
+           'register_architecture', 'dense_with', 'dense_architecture', 'claimants', 'architecture_for',
+           'config_from_hf', 'hf_weight_files', 'safetensors_header', 'hf_weight_headers', 'check_config_weights',
+           'read_hf_config', 'check_tokenizer_json', 'HFTensors', 'read_hf_tensors', 'model_from_hf', 'import_hf']
 
 # %% ../../nbs/25_hf_models.ipynb #62af4393
 def _st_dtypes() -> dict[str, np.dtype]:
@@ -960,25 +960,28 @@ def dense_with(field: str | None) -> Callable:
     return lambda cfg: getattr(cfg, "moe", None) is None and (field is None or bool(getattr(cfg, field, None)))
 
 
-for _name, _type, _qk, _bias, _field in (
-    ("LlamaForCausalLM", "llama", False, False, None),
-    ("MistralForCausalLM", "mistral", False, False, "sliding_window"),
-):
-    register_architecture(
-        HFArchitecture(
-            _name,
-            _type,
-            _qk,
-            dense_hf_config,
-            dense_hf_tensors,
-            dense_config_from_hf,
-            dense_from_hf_tensors,
-            shapes=dense_hf_shapes,
-            qkv_bias=_bias,
-            claims=dense_with(_field),
-            specificity=0 if _field is None else 1,
-        )
+def dense_architecture(
+    name: str, model_type: str, *, config=dense_hf_config, qk_norm=False, qkv_bias=False, field=None, specificity=0
+) -> HFArchitecture:
+    """A dense family's record: Llama's tensors, reader and shapes, `config` its `config.json` writer; it claims the
+    dense configs that set `field` (`dense_with`) at `specificity`."""
+    return HFArchitecture(
+        name,
+        model_type,
+        qk_norm,
+        config,
+        dense_hf_tensors,
+        dense_config_from_hf,
+        dense_from_hf_tensors,
+        shapes=dense_hf_shapes,
+        qkv_bias=qkv_bias,
+        claims=dense_with(field),
+        specificity=specificity,
     )
+
+
+register_architecture(dense_architecture("LlamaForCausalLM", "llama"))
+register_architecture(dense_architecture("MistralForCausalLM", "mistral", field="sliding_window", specificity=1))
 
 # %% ../../nbs/25_hf_models.ipynb #1a172e98
 register_architecture(

@@ -6,51 +6,35 @@
 from __future__ import annotations
 from ..gguf import LLAMA_NORMS, GGUFFamily, register_gguf_family
 from marin.models.hf import (
-    HFArchitecture,
-    dense_config_from_hf,
-    dense_from_hf_tensors,
+    dense_architecture,
     dense_hf_config,
-    dense_hf_shapes,
-    dense_hf_tensors,
-    dense_with,
     register_architecture,
 )
 
 # %% auto #0
-__all__ = ['QWEN2_GGUF', 'QWEN3_GGUF', 'qwen_hf_config', 'qwen_gguf_config']
+__all__ = ['QWEN2_GGUF', 'QWEN3_GGUF', 'qwen_window_fields', 'qwen_hf_config', 'qwen_gguf_config']
 
 # %% ../../../nbs/25h_qwen.ipynb #91b50365
+def qwen_window_fields(n_layers: int) -> dict:
+    "The window fields every Qwen `config.json` carries, for a window it does not use."
+    return {"use_sliding_window": False, "sliding_window": None, "max_window_layers": n_layers}
+
+
 def qwen_hf_config(cfg, architecture: str = "Qwen2ForCausalLM", **ids_and_dtype) -> dict:
-    "Llama's `config.json` with the window fields Qwen's always carry (a window it does not use)."
-    d = dense_hf_config(cfg, architecture, **ids_and_dtype)
-    d.update(use_sliding_window=False, sliding_window=None, max_window_layers=cfg.n_layers)
-    return d
+    "Llama's `config.json` with Qwen's window fields."
+    return {**dense_hf_config(cfg, architecture, **ids_and_dtype), **qwen_window_fields(cfg.n_layers)}
 
 
-for _name, _type, _qk, _bias, _field in (
-    ("Qwen2ForCausalLM", "qwen2", False, True, "qkv_bias"),
-    ("Qwen3ForCausalLM", "qwen3", True, False, "qk_norm"),
+for _name, _type, _kw in (
+    ("Qwen2ForCausalLM", "qwen2", dict(qkv_bias=True, field="qkv_bias")),
+    ("Qwen3ForCausalLM", "qwen3", dict(qk_norm=True, field="qk_norm")),
 ):
-    register_architecture(
-        HFArchitecture(
-            _name,
-            _type,
-            _qk,
-            qwen_hf_config,
-            dense_hf_tensors,
-            dense_config_from_hf,
-            dense_from_hf_tensors,
-            shapes=dense_hf_shapes,
-            qkv_bias=_bias,
-            claims=dense_with(_field),
-            specificity=1,
-        )
-    )
+    register_architecture(dense_architecture(_name, _type, config=qwen_hf_config, specificity=1, **_kw))
 
 # %% ../../../nbs/25h_qwen.ipynb #69667536
 def qwen_gguf_config(d: dict, meta: dict, arch: str) -> dict:
     "Qwen's window fields, which llama.cpp does not store: no sliding window, on any layer."
-    return {**d, "use_sliding_window": False, "sliding_window": None, "max_window_layers": d["num_hidden_layers"]}
+    return {**d, **qwen_window_fields(d["num_hidden_layers"])}
 
 
 QWEN2_GGUF = register_gguf_family(

@@ -629,9 +629,9 @@ def hidden_states(
 def forward(model: Transformer, tokens: Int[Array, "B S"], segment_ids=None, **kw) -> Float[Array, "B S V"]:
     """Logits (float32) for `tokens`: `hidden_states` (its keyword arguments: `compute_dtype`, `remat`, `sharding`,
     `positions`, `branch_ids`) through the vocabulary projection."""
-    x, _ = hidden_states(model, tokens, segment_ids, **kw)
+    m = to_compute_dtype(model, jnp.dtype(kw.get("compute_dtype", jnp.float32)))  # cast once: hidden_states' cast
+    x, _ = hidden_states(m, tokens, segment_ids, **kw)  # of `m` to the same dtype is a no-op
     sharding = NO_SHARDING if kw.get("sharding") is None else kw["sharding"]
-    m = to_compute_dtype(model, jnp.dtype(kw.get("compute_dtype", jnp.float32)))
     return sharding(project_to_vocab(model.cfg, x, vocab_projection(m)), ("batch", "seq", "act_vocab"))
 
 # %% ../../nbs/20_transformer.ipynb #7b3321e5
